@@ -1,0 +1,1 @@
+"""Understanding one error: input shapes, stack traces, fingerprint, redaction, code tools, localiser, agent."""
