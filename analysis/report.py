@@ -1,0 +1,120 @@
+"""The analysis report: what the model must answer, and the `data` of the published analysis event."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["analyzed", "recurrence", "heuristic", "failed"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Location(_Model):
+    """A place in the repository; `path` is relative to the repository root."""
+
+    path: str
+    line: int | None = Field(None, ge=1)
+    function: str = ""
+
+
+class Suspect(Location):
+    """A ranked candidate for the culprit, with the evidence that ranked it."""
+
+    score: float = Field(0.0, ge=0.0, le=1.0)
+    reason: str = ""
+
+
+class Fix(_Model):
+    """A proposed change: `before` must be code that exists at the analysed commit."""
+
+    path: str
+    before: str = ""
+    after: str = ""
+    explanation: str = ""
+
+
+class CitationRef(_Model):
+    """A line range the answer rests on, as the model gives it."""
+
+    path: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+
+
+class Citation(CitationRef):
+    """A validated citation pinned to a commit and the blob it was read from."""
+
+    commit: str
+    blob_sha: str
+
+
+class AgentAnswer(_Model):
+    """The JSON the model must produce as its final answer (sent to Ollama as the `format` schema)."""
+
+    root_cause: str
+    culprit: Location
+    suspects: list[Suspect] = Field(default_factory=list)
+    fix: Fix | None = None
+    confidence: float = Field(ge=0.0, le=1.0)
+    citations: list[CitationRef] = Field(default_factory=list)
+
+
+class ClusterInfo(_Model):
+    """The burst the analysis explains."""
+
+    server: str
+    tenant: str
+    fingerprint: str
+    exception_type: str
+    first_seen: float
+    last_seen: float
+    count: int = Field(ge=1)
+    sample_messages: list[str] = Field(default_factory=list)
+
+
+class PastCaseRef(_Model):
+    """A recalled memory case the analysis was given."""
+
+    memory_id: str
+    score: float
+    stale: bool
+
+
+class SuspectCommit(_Model):
+    """A commit that last touched the culprit lines."""
+
+    sha: str
+    summary: str = ""
+    author: str = ""
+    date: str = ""
+    path: str = ""
+
+
+class Analysis(_Model):
+    """The `data` of a `logagent.analysis.v1` event."""
+
+    analysis_id: str
+    status: Status
+    analyzer: Literal["llm", "heuristic", "memory"]
+    model: str = ""
+    cluster: ClusterInfo
+    commit: str | None = None
+    root_cause: str = ""
+    culprit: Location | None = None
+    suspects: list[Suspect] = Field(default_factory=list)
+    fix: Fix | None = None
+    confidence: float = Field(0.0, ge=0.0, le=1.0)
+    citations: list[Citation] = Field(default_factory=list)
+    past_cases: list[PastCaseRef] = Field(default_factory=list)
+    suspect_commits: list[SuspectCommit] = Field(default_factory=list)
+    recurrence_of: str | None = None
+    needs_review: bool = False
+    review_reasons: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="What limited the analysis (fetch failed, ...).")
+    failure_reason: str | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+    tokens: dict[str, int] = Field(default_factory=dict)
