@@ -1,1 +1,41 @@
 """Error memory: past analyses per server in LanceDB, ranked, scoped per tenant, fresh and correctable."""
+
+from store.config import MemoryConfig, RankingConfig, StorageConfig, TrustWeights
+from store.embedding import Embedder, OllamaEmbedder, OnnxEmbedder
+from store.errors import EmbeddingUnavailable, IncompatibleEmbedding, RefusedCase, StoreError
+from store.freshness import IsChanged
+from store.memory import MemoryStore
+from store.record import (
+    CaseSummary,
+    CitedRange,
+    MaintenanceReport,
+    NewCase,
+    PastCase,
+    RecallQuery,
+    RecallResult,
+    RememberResult,
+)
+
+__all__ = [
+    "CaseSummary",
+    "CitedRange",
+    "Embedder",
+    "EmbeddingUnavailable",
+    "IncompatibleEmbedding",
+    "IsChanged",
+    "MaintenanceReport",
+    "MemoryConfig",
+    "MemoryStore",
+    "NewCase",
+    "OllamaEmbedder",
+    "OnnxEmbedder",
+    "PastCase",
+    "RankingConfig",
+    "RecallQuery",
+    "RecallResult",
+    "RefusedCase",
+    "RememberResult",
+    "StorageConfig",
+    "StoreError",
+    "TrustWeights",
+]

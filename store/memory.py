@@ -1,0 +1,368 @@
+"""MemoryStore: past analyses per server in LanceDB, recalled per tenant and scope, fresh and correctable.
+
+Synchronous by design: LanceDB's Python API is blocking, so the pipeline calls it via asyncio.to_thread.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Literal
+
+import lancedb
+import orjson
+from lancedb.index import BTree, IvfFlat
+
+from store.config import MemoryConfig
+from store.embedding import Embedder
+from store.errors import RefusedCase, StoreError
+from store.freshness import Freshness, IsChanged, assess
+from store.hygiene import contamination_reasons, summarise
+from store.ranking import Candidate, Ranked, RankQuery, cosine, rank, select
+from store.record import (
+    STORABLE_STATUSES,
+    CaseSummary,
+    MaintenanceReport,
+    NewCase,
+    PastCase,
+    RecallQuery,
+    RecallResult,
+    RememberResult,
+)
+from store.scope import TABLE_PREFIX, post_filter, scope_filter, sql_float, sql_string, table_name
+from store.table import (
+    SUMMARY_COLUMNS,
+    case_row,
+    case_summary,
+    check_compatible,
+    cited_ranges,
+    memory_schema,
+    with_retries,
+)
+
+Verdict = Literal["correct", "wrong"]
+_VISIBLE_POLL_S = 0.01
+_NOTE_CHARS = 500
+
+
+class MemoryStore:
+    """The error memory. One LanceDB table per server (`memory_<server>`), nothing else in its database."""
+
+    def __init__(self, config: MemoryConfig, embedder: Embedder) -> None:
+        self._config = config
+        self._embedder = embedder
+        self._lock = threading.Lock()
+        self._db: Any = None
+        self._tables: dict[str, Any] = {}
+
+    # -- connection and tables -------------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        with self._lock:
+            if self._db is None:
+                # Zero interval: every read sees commits of other replicas/processes at once.
+                self._db = lancedb.connect(self._config.uri, read_consistency_interval=timedelta(0),
+                                           storage_options=self._config.storage.to_storage_options())
+            return self._db
+
+    def _table(self, server: str, *, create: bool) -> Any | None:
+        name = table_name(server)
+        with self._lock:
+            cached = self._tables.get(name)
+        if cached is not None:
+            return cached
+        db = self._connection()
+        try:
+            table = db.open_table(name)
+        except ValueError:  # LanceDB's "was not found"
+            if not create:
+                return None
+            schema = memory_schema(self._embedder.dim, self._embedder.name)
+            try:
+                table = db.create_table(name, schema=schema, exist_ok=True)
+            except (ValueError, OSError):  # another writer created it between our open and create
+                table = db.open_table(name)
+        check_compatible(table.schema, self._embedder.dim, self._embedder.name, name)
+        with self._lock:
+            self._tables[name] = table
+        return table
+
+    def _writable_table(self, server: str) -> Any:
+        table = self._table(server, create=True)
+        if table is None:  # create=True always yields a table; this keeps the types honest
+            raise StoreError(f"could not open or create the memory table of {server!r}")
+        return table
+
+    def _all_tables(self) -> Iterator[Any]:
+        db = self._connection()
+        token = None
+        while True:
+            page = db.list_tables(page_token=token)
+            for name in page.tables:
+                if name.startswith(TABLE_PREFIX):
+                    with self._lock:
+                        cached = self._tables.get(name)
+                    yield cached if cached is not None else db.open_table(name)
+            token = page.page_token
+            if not token:
+                return
+
+    def _retry(self, operation: Any) -> Any:
+        cfg = self._config
+        return with_retries(operation, attempts=cfg.commit_retries, base_s=cfg.retry_base_s,
+                            max_s=cfg.retry_max_s)
+
+    def _embed_one(self, text: str) -> list[float]:
+        (vector,) = self._embedder.embed([text])
+        if len(vector) != self._embedder.dim:
+            raise StoreError(f"embedder {self._embedder.name} returned {len(vector)}-d, not "
+                             f"{self._embedder.dim}-d")
+        return vector
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def remember(self, case: NewCase) -> RememberResult:
+        """Store a validated analysis (idempotent on its id) and return how long until it was recallable."""
+        if case.status not in STORABLE_STATUSES:
+            raise RefusedCase(f"only analyzed or heuristic cases are remembered, not {case.status!r}")
+        for field_name in ("id", "server", "tenant", "scope", "fingerprint"):
+            if not getattr(case, field_name):
+                raise RefusedCase(f"case has an empty {field_name}")
+        if not math.isfinite(case.created_at):
+            raise RefusedCase("case has a non-finite created_at")
+        started = time.perf_counter()
+        vector = self._embed_one(case.error_text)
+        table = self._writable_table(case.server)
+        trust = case.trust if case.trust is not None else self._config.trust.for_analyzer(case.analyzer)
+        row = case_row(case, trust=trust, vector=vector,
+                       expires_at=case.created_at + self._config.ttl_for(case.scope))
+        # Insert-only: a replay must not reset feedback or trust a person already gave the case.
+        result = self._retry(lambda: table.merge_insert("id").when_not_matched_insert_all().execute(
+            _arrow_rows([row], table.schema)))
+        self._wait_visible(table, case.id, vector)
+        return RememberResult(case.id, result.num_inserted_rows > 0, time.perf_counter() - started)
+
+    def _wait_visible(self, table: Any, memory_id: str, vector: list[float]) -> None:
+        deadline = time.monotonic() + self._config.visible_timeout_s
+        where = f"id = {sql_string(memory_id)}"
+        while not (table.search(vector).distance_type("cosine").where(where, prefilter=True)
+                   .select(["id", "_distance"]).limit(1).to_list()):
+            if time.monotonic() > deadline:
+                raise StoreError(f"case {memory_id} not recallable after "
+                                 f"{self._config.visible_timeout_s}s", retriable=True)
+            time.sleep(_VISIBLE_POLL_S)
+
+    def feedback(self, server: str | None, analysis_id: str, verdict: Verdict, note: str = "") -> bool:
+        """Apply a human verdict: `correct` raises trust to human-confirmed and feedback +1; `wrong`
+        lowers trust and feedback -1, or forgets the case (`forget_on_wrong`). Without `server` every
+        memory table is searched (the CLI only knows the id). False when no case has that id."""
+        if verdict not in ("correct", "wrong"):
+            raise RefusedCase(f"verdict must be 'correct' or 'wrong', not {verdict!r}")
+        if verdict == "wrong" and self._config.forget_on_wrong:
+            return self.forget(analysis_id, server=server) > 0
+        weights = self._config.trust
+        clean_note = "".join(ch if ch.isprintable() else " " for ch in note)[:_NOTE_CHARS]
+        values = {"feedback_note": sql_string(clean_note)}
+        if verdict == "correct":
+            values |= {"trust": sql_float(weights.human), "feedback": "feedback + 1.0"}
+        else:
+            values |= {"trust": f"trust * {sql_float(weights.wrong_factor)}", "feedback": "feedback - 1.0"}
+        where = f"id = {sql_string(analysis_id)}"
+        updated = 0
+        for table in self._tables_for(server):
+            updated += self._retry(lambda t=table: t.update(where=where, values_sql=values)).rows_updated
+        return updated > 0
+
+    def forget(self, analysis_id: str, *, server: str | None = None) -> int:
+        """Delete a case by id (in `server`'s table, or in every memory table); returns rows deleted."""
+        where = f"id = {sql_string(analysis_id)}"
+        deleted = 0
+        for table in self._tables_for(server):
+            if table.count_rows(where):
+                deleted += self._retry(lambda t=table: t.delete(where)).num_deleted_rows
+        return deleted
+
+    def _tables_for(self, server: str | None) -> list[Any]:
+        if server is None:
+            return list(self._all_tables())
+        table = self._table(server, create=False)
+        return [table] if table is not None else []
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def recall(self, query: RecallQuery, *, is_changed: IsChanged | None = None) -> RecallResult:
+        """The most useful past cases of this server, tenant and scope, best first.
+
+        Pre-filtered in the query and post-filtered here; ranked by `store.ranking`; each case is
+        checked for freshness against `query.commit` with `is_changed`, and for contamination.
+        """
+        table = self._table(query.server, create=False)
+        if table is None:
+            return RecallResult()
+        vector = self._embed_one(query.text)
+        ranking = self._config.ranking
+        where = scope_filter(server=query.server, tenant=query.tenant, scope=query.scope, now=query.now)
+        rows = _fetch(table.search(vector).distance_type("cosine").where(where, prefilter=True),
+                      ranking.candidate_pool)
+        # Exact fingerprint and exception-type matches join the pool even when embeddings miss them.
+        if query.fingerprint:
+            rows += _fetch(table.search().where(f"{where} AND fingerprint = {sql_string(query.fingerprint)}"),
+                           ranking.top_k)
+        if query.exception_type:
+            rows += _fetch(table.search().where(
+                f"{where} AND exception_type = {sql_string(query.exception_type)}"), ranking.candidate_pool)
+        admitted = post_filter(rows, server=query.server, tenant=query.tenant, scope=query.scope,
+                               now=query.now)
+        by_id = {str(row["id"]): row for row in admitted}
+        analyses = {memory_id: _analysis(row) for memory_id, row in by_id.items()}
+        candidates = [_candidate(row, analyses[memory_id]) for memory_id, row in by_id.items()]
+        wanted = RankQuery(query.fingerprint, query.exception_type, query.identifiers, vector, query.now)
+        ranked = rank(wanted, candidates, ranking)
+        return self._finish(query, ranked, by_id, analyses, is_changed)
+
+    def _finish(self, query: RecallQuery, ranked: list[Ranked], by_id: Mapping[str, Mapping[str, Any]],
+                analyses: Mapping[str, dict[str, Any]], is_changed: IsChanged | None) -> RecallResult:
+        ranking = self._config.ranking
+        fresh: list[Ranked] = []
+        verdicts: dict[str, Freshness] = {}
+        dropped: list[Freshness] = []
+        # Assess a few more than top_k so budget skips and dropped stale cases can be replaced.
+        for item in ranked:
+            if len(fresh) >= 2 * ranking.top_k:
+                break
+            row = by_id[item.candidate.memory_id]
+            verdict = assess(cited_ranges(row), case_commit=row.get("commit"), current_commit=query.commit,
+                             is_changed=is_changed, age_s=query.now - float(row["created_at"]),
+                             max_age_s=self._config.max_age_for(str(row["scope"])))
+            if verdict.stale and self._config.drop_stale:
+                dropped.append(verdict)
+                continue
+            verdicts[item.candidate.memory_id] = verdict
+            fresh.append(item)
+        chosen = select(fresh, ranking.top_k, ranking.budget_chars)
+        cases = [_past_case(item, by_id[item.candidate.memory_id], analyses[item.candidate.memory_id],
+                            verdicts[item.candidate.memory_id], query.tenant) for item in chosen]
+        counted = [verdicts[c.memory_id] for c in cases] + dropped
+        return RecallResult(cases, len(by_id), sum(v.checked for v in counted),
+                            sum(v.stale_citations for v in counted), len(dropped))
+
+    def find_recurrence(self, server: str, tenant: str, fingerprint: str, commit: str, now: float, *,
+                        scope: str | None = None) -> PastCase | None:
+        """A validated case with this fingerprint at this very commit, still within its TTL and not
+        marked wrong: the burst can be answered from memory. Analyzed cases win over heuristic ones."""
+        table = self._table(server, create=False)
+        if table is None or not fingerprint or not commit:
+            return None
+        where = (f"{scope_filter(server=server, tenant=tenant, scope=scope, now=now)}"
+                 f" AND fingerprint = {sql_string(fingerprint)} AND commit = {sql_string(commit)}"
+                 " AND status IN ('analyzed', 'heuristic') AND feedback >= 0.0")
+        rows = [row for row in post_filter(_fetch(table.search().where(where), 50), server=server,
+                                           tenant=tenant, scope=scope, now=now)
+                if row["fingerprint"] == fingerprint and row.get("commit") == commit
+                and row.get("status") in STORABLE_STATUSES and float(row.get("feedback") or 0.0) >= 0.0]
+        if not rows:
+            return None
+        best = max(rows, key=lambda r: (r["status"] == "analyzed", float(r["trust"]), float(r["created_at"])))
+        analysis = _analysis(best)
+        ranked = Ranked(_candidate(best, analysis), 1.0, True, 1.0, 1.0)
+        return _past_case(ranked, best, analysis, Freshness(False), tenant)
+
+    def list_cases(self, server: str, tenant: str | None = None, limit: int = 50) -> list[CaseSummary]:
+        """Stored cases of a server (optionally one tenant), newest first."""
+        table = self._table(server, create=False)
+        if table is None:
+            return []
+        where = f"server = {sql_string(server)}"
+        if tenant is not None:
+            where += f" AND tenant = {sql_string(tenant)}"
+        rows = table.search().where(where).select(SUMMARY_COLUMNS).limit(max(1, table.count_rows())).to_list()
+        rows.sort(key=lambda r: -float(r["created_at"]))
+        return [case_summary(row) for row in rows[:limit]]
+
+    def search(self, server: str, tenant: str | None, text: str, k: int = 10) -> list[CaseSummary]:
+        """Cases of a server (optionally one tenant) most similar to `text`; `score` is the cosine."""
+        table = self._table(server, create=False)
+        if table is None:
+            return []
+        vector = self._embed_one(text)
+        where = f"server = {sql_string(server)}"
+        if tenant is not None:
+            where += f" AND tenant = {sql_string(tenant)}"
+        rows = _fetch(table.search(vector).distance_type("cosine").where(where, prefilter=True), k)
+        return [case_summary(row, cosine(vector, row["vector"])) for row in rows]
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def maintain(self, now: float) -> MaintenanceReport:
+        """Delete expired rows, compact every memory table, and index tables past `index_min_rows`."""
+        expired = 0
+        names: list[str] = []
+        indexed: list[str] = []
+        where = f"expires_at <= {sql_float(now)}"
+        for table in self._all_tables():
+            names.append(table.name)
+            if table.count_rows(where):
+                expired += self._retry(lambda t=table: t.delete(where)).num_deleted_rows
+            self._retry(table.optimize)
+            if table.count_rows() >= self._config.index_min_rows and self._index_table(table):
+                indexed.append(table.name)
+        return MaintenanceReport(expired, tuple(names), tuple(indexed))
+
+    def _index_table(self, table: Any) -> bool:
+        existing = {tuple(index.columns) for index in table.list_indices()}
+        if ("vector",) in existing:
+            return False
+        # IVF_FLAT keeps raw vectors (exact distances inside probed partitions) and trains in seconds.
+        self._retry(lambda: table.create_index("vector", config=IvfFlat(distance_type="cosine")))
+        for column in ("tenant", "scope", "fingerprint", "expires_at"):
+            if (column,) not in existing:
+                self._retry(lambda c=column: table.create_index(c, config=BTree()))
+        return True
+
+
+def _fetch(query: Any, limit: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = query.limit(limit).to_list()
+    return rows
+
+
+def _arrow_rows(rows: Sequence[Mapping[str, Any]], schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(list(rows), schema=schema)
+
+
+def _analysis(row: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        value = orjson.loads(row.get("analysis_json") or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _candidate(row: Mapping[str, Any], analysis: Mapping[str, Any]) -> Candidate:
+    root_cause = analysis.get("root_cause")
+    return Candidate(
+        memory_id=str(row["id"]), fingerprint=str(row["fingerprint"]),
+        exception_type=str(row.get("exception_type") or ""), error_text=str(row.get("error_text") or ""),
+        root_cause=root_cause if isinstance(root_cause, str) else "", vector=row["vector"],
+        created_at=float(row["created_at"]), trust=float(row.get("trust") or 0.0),
+        feedback=float(row.get("feedback") or 0.0), text_chars=len(summarise(analysis)),
+    )
+
+
+def _past_case(item: Ranked, row: Mapping[str, Any], analysis: dict[str, Any], verdict: Freshness,
+               tenant: str) -> PastCase:
+    text = f"{row.get('error_text') or ''}\n{row.get('analysis_json') or ''}"
+    return PastCase(
+        memory_id=item.candidate.memory_id, score=item.score, stale=verdict.stale, analysis=analysis,
+        created_at=item.candidate.created_at, commit=row.get("commit"),
+        fingerprint=item.candidate.fingerprint,
+        exception_type=item.candidate.exception_type, analyzer=str(row.get("analyzer") or ""),
+        status=str(row.get("status") or ""), trust=item.candidate.trust, feedback=item.candidate.feedback,
+        summary=summarise(analysis), exact_fingerprint=item.exact_fingerprint, cited_files=cited_ranges(row),
+        stale_reasons=verdict.reasons, contaminated=contamination_reasons(text, tenant),
+        citations_checked=verdict.checked, stale_citations=verdict.stale_citations,
+    )

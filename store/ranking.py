@@ -1,0 +1,170 @@
+"""Recall ranking: a pure function over plain candidate records (no I/O, unit-tested on its own).
+
+score = w_semantic * cosine + w_lexical * identifier match + w_recency * half-life decay
+        + w_trust * trust + w_feedback * tanh(feedback)
+Exact fingerprint matches come first whatever their score; then the score decides, newer first on ties.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from store.config import RankingConfig
+
+# Dotted/qualified names (com.acme.Foo.bar, pkg/mod.go, Foo#bar, Foo::bar) and plain identifiers.
+_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|/)[A-Za-z_$][\w$]*)*")
+_PART_SEPARATORS = re.compile(r"\.|::|#|/|\$")
+# Shorter parts (of, to, id, go) match everything and would make any case look lexically relevant.
+_MIN_PART_LEN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A stored case as ranking sees it. `text_chars` is the length of the text it would inject."""
+
+    memory_id: str
+    fingerprint: str
+    exception_type: str
+    error_text: str
+    root_cause: str
+    vector: Sequence[float]
+    created_at: float
+    trust: float
+    feedback: float
+    text_chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class RankQuery:
+    """The new burst: its fingerprint, exception type, frame identifiers, embedded text and the time."""
+
+    fingerprint: str
+    exception_type: str
+    identifiers: Sequence[str]
+    vector: Sequence[float]
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A scored candidate with the parts of its score (kept for explanations and tests)."""
+
+    candidate: Candidate
+    score: float
+    exact_fingerprint: bool
+    semantic: float
+    lexical: float
+
+
+def identifier_parts(text: str) -> set[str]:
+    """Lower-cased identifier parts of `text`: whole qualified names and each part of three chars or more."""
+    parts: set[str] = set()
+    for match in _IDENTIFIER.finditer(text):
+        name = match.group(0)
+        if len(name) >= _MIN_PART_LEN:
+            parts.add(name.lower())
+        parts.update(p.lower() for p in _PART_SEPARATORS.split(name) if len(p) >= _MIN_PART_LEN)
+    return parts
+
+
+def simple_type_name(exception_type: str) -> str:
+    """`java.lang.IllegalStateException` -> `illegalstateexception`, for comparing types across formats."""
+    parts = [p for p in _PART_SEPARATORS.split(exception_type.strip()) if p]
+    return parts[-1].lower() if parts else ""
+
+
+def lexical_score(query: RankQuery, candidate: Candidate) -> float:
+    """Exact identifier overlap in 0..1: half for the same exception type, half for frame identifiers."""
+    wanted_type = simple_type_name(query.exception_type)
+    type_match = 1.0 if wanted_type and wanted_type == simple_type_name(candidate.exception_type) else 0.0
+    wanted: set[str] = set()
+    for identifier in query.identifiers:
+        wanted.update(p.lower() for p in _PART_SEPARATORS.split(identifier) if len(p) >= _MIN_PART_LEN)
+    if not wanted:
+        return type_match
+    present = identifier_parts(candidate.error_text) | identifier_parts(candidate.exception_type)
+    return 0.5 * type_match + 0.5 * len(wanted & present) / len(wanted)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity; 0 when either vector is empty or zero."""
+    va = np.asarray(a, dtype=np.float64)
+    vb = np.asarray(b, dtype=np.float64)
+    if va.size == 0 or va.shape != vb.shape:
+        return 0.0
+    norm = float(np.linalg.norm(va) * np.linalg.norm(vb))
+    return float(va @ vb) / norm if norm > 0.0 else 0.0
+
+
+def recency(created_at: float, now: float, half_life_s: float) -> float:
+    """1 for a case made now, 0.5 after one half-life; future timestamps count as now."""
+    return math.pow(0.5, max(0.0, now - created_at) / half_life_s)
+
+
+def score_candidate(query: RankQuery, candidate: Candidate, config: RankingConfig) -> Ranked:
+    """Score one candidate (no threshold applied)."""
+    semantic = cosine(query.vector, candidate.vector)
+    lexical = lexical_score(query, candidate)
+    score = (
+        config.w_semantic * semantic
+        + config.w_lexical * lexical
+        + config.w_recency * recency(candidate.created_at, query.now, config.recency_half_life_s)
+        + config.w_trust * candidate.trust
+        + config.w_feedback * math.tanh(candidate.feedback)
+    )
+    exact = bool(query.fingerprint) and query.fingerprint == candidate.fingerprint
+    return Ranked(candidate, score, exact, semantic, lexical)
+
+
+def _near_duplicate(a: Candidate, b: Candidate, threshold: float) -> bool:
+    same_explanation = (
+        a.fingerprint == b.fingerprint
+        and bool(a.root_cause.strip())
+        and " ".join(a.root_cause.lower().split()) == " ".join(b.root_cause.lower().split())
+    )
+    return same_explanation or cosine(a.vector, b.vector) > threshold
+
+
+def rank(query: RankQuery, candidates: Iterable[Candidate], config: RankingConfig) -> list[Ranked]:
+    """Score, threshold, order and de-duplicate candidates (top-k and budget are `select`'s job).
+
+    Exact fingerprint matches bypass `min_score` and come first. A candidate that is a near-duplicate
+    of a better one (same fingerprint and root cause, or cosine above `dedup_cosine`) is dropped.
+    Duplicate memory ids (the same row fetched by two queries) count once.
+    """
+    seen: set[str] = set()
+    scored: list[Ranked] = []
+    for candidate in candidates:
+        if candidate.memory_id in seen:
+            continue
+        seen.add(candidate.memory_id)
+        ranked = score_candidate(query, candidate, config)
+        if ranked.exact_fingerprint or ranked.score >= config.min_score:
+            scored.append(ranked)
+    scored.sort(key=lambda r: (not r.exact_fingerprint, -r.score, -r.candidate.created_at,
+                               r.candidate.memory_id))
+    kept: list[Ranked] = []
+    for ranked in scored:
+        if not any(_near_duplicate(k.candidate, ranked.candidate, config.dedup_cosine) for k in kept):
+            kept.append(ranked)
+    return kept
+
+
+def select(ranked: Iterable[Ranked], top_k: int, budget_chars: int) -> list[Ranked]:
+    """The best `top_k` whose injected text fits `budget_chars` together; a case that does not fit is
+    skipped so a shorter, lower-ranked one can still use the rest of the budget."""
+    chosen: list[Ranked] = []
+    used = 0
+    for item in ranked:
+        if len(chosen) >= top_k:
+            break
+        if used + item.candidate.text_chars > budget_chars:
+            continue
+        chosen.append(item)
+        used += item.candidate.text_chars
+    return chosen

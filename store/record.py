@@ -1,0 +1,149 @@
+"""Plain data the store takes and returns: what to remember, what to recall, what comes back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+StorableStatus = Literal["analyzed", "heuristic"]
+STORABLE_STATUSES: frozenset[str] = frozenset({"analyzed", "heuristic"})
+
+
+@dataclass(frozen=True, slots=True)
+class CitedRange:
+    """A line range a stored analysis rests on, with the blob it was read from."""
+
+    path: str
+    start_line: int
+    end_line: int
+    blob_sha: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NewCase:
+    """A validated analysis to remember.
+
+    `id` is the analysis id (deterministic, so replays are idempotent). `error_text` must already be
+    redacted by the caller. `trust` defaults to the configured weight of `analyzer`; `expires_at` is
+    derived from `created_at` and the scope's TTL, and `feedback` starts at 0.
+    """
+
+    id: str
+    server: str
+    tenant: str
+    scope: str
+    fingerprint: str
+    exception_type: str
+    error_text: str
+    analysis_json: str
+    analyzer: str
+    commit: str | None
+    created_at: float
+    cited_files: tuple[CitedRange, ...] = ()
+    status: str = "analyzed"
+    trust: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RememberResult:
+    """Outcome of `remember`: `index_lag_s` is the time from the call until the case was recallable."""
+
+    memory_id: str
+    inserted: bool
+    index_lag_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """What a new burst looks like; recall only ever searches `server`'s table for `tenant` + `scope`.
+
+    `identifiers` are class and method names from the burst's frames (lexical matching);
+    `commit` is the commit now analysed (freshness); `now` is epoch seconds.
+    """
+
+    server: str
+    tenant: str
+    scope: str
+    fingerprint: str
+    exception_type: str
+    text: str
+    now: float
+    identifiers: tuple[str, ...] = ()
+    commit: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PastCase:
+    """A recalled case. `summary` is the text to inject (counted against the budget); `contaminated`
+    lists reasons the case looks unsafe to trust blindly (the pipeline sets `needs_review`)."""
+
+    memory_id: str
+    score: float
+    stale: bool
+    analysis: Mapping[str, Any]
+    created_at: float
+    commit: str | None
+    fingerprint: str
+    exception_type: str
+    analyzer: str
+    status: str
+    trust: float
+    feedback: float
+    summary: str
+    exact_fingerprint: bool = False
+    cited_files: tuple[CitedRange, ...] = ()
+    stale_reasons: tuple[str, ...] = ()
+    contaminated: tuple[str, ...] = ()
+    citations_checked: int = 0
+    stale_citations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """Recalled cases, best first, and the counts the pipeline turns into metrics.
+
+    `citations_checked` / `stale_citations` cover every case whose freshness was assessed, including
+    stale ones dropped because of `drop_stale` (`stale_dropped`). `candidates` is how many rows the
+    pre-filtered query returned.
+    """
+
+    cases: list[PastCase] = field(default_factory=list)
+    candidates: int = 0
+    citations_checked: int = 0
+    stale_citations: int = 0
+    stale_dropped: int = 0
+
+    @property
+    def contaminated(self) -> bool:
+        """True when any recalled case looks contaminated."""
+        return any(case.contaminated for case in self.cases)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseSummary:
+    """One stored case as operators see it (`logagent memory list|search`)."""
+
+    memory_id: str
+    server: str
+    tenant: str
+    scope: str
+    fingerprint: str
+    exception_type: str
+    status: str
+    analyzer: str
+    trust: float
+    feedback: float
+    created_at: float
+    expires_at: float
+    commit: str | None
+    score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceReport:
+    """What `maintain` did: rows deleted as expired, tables compacted, tables newly indexed."""
+
+    expired_deleted: int = 0
+    tables: tuple[str, ...] = ()
+    indexed: tuple[str, ...] = ()

@@ -1,0 +1,72 @@
+"""Scoping: safe SQL literals for LanceDB `where` filters, table names, and the Python post-filter.
+
+Tenant, scope and fingerprint values come from untrusted logs, so they are never interpolated raw: each
+becomes a quoted SQL literal (quotes doubled, control characters refused). Whatever the query returns is
+checked again in Python before it can reach a prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from store.errors import RefusedCase
+
+TABLE_PREFIX = "memory_"
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_NAME = 64
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def table_name(server: str) -> str:
+    """`memory_<server>`; a server id that needed sanitising gets a hash suffix so ids never collide."""
+    if not server:
+        raise RefusedCase("empty server id")
+    safe = _SAFE_NAME.sub("_", server)[:_MAX_NAME]
+    if safe == server:
+        return TABLE_PREFIX + safe
+    digest = hashlib.sha256(server.encode()).hexdigest()[:10]
+    return f"{TABLE_PREFIX}{safe}_{digest}"
+
+
+def sql_string(value: str) -> str:
+    """A single-quoted SQL string literal; refuses control characters rather than guessing an escape."""
+    if _CONTROL.search(value):
+        raise RefusedCase("control character in a filter value")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_float(value: float) -> str:
+    """A SQL float literal; refuses NaN and infinities."""
+    if not math.isfinite(value):
+        raise RefusedCase("non-finite number in a filter value")
+    return repr(float(value))
+
+
+def scope_filter(*, server: str, tenant: str, scope: str | None, now: float) -> str:
+    """The pre-filter of every recall: this server, this tenant (and scope), not expired."""
+    clauses = [f"server = {sql_string(server)}", f"tenant = {sql_string(tenant)}"]
+    if scope is not None:
+        clauses.append(f"scope = {sql_string(scope)}")
+    clauses.append(f"expires_at > {sql_float(now)}")
+    return " AND ".join(clauses)
+
+
+def admissible(row: Mapping[str, Any], *, server: str, tenant: str, scope: str | None, now: float) -> bool:
+    """True when a returned row really belongs to this server, tenant (and scope) and is not expired."""
+    return (
+        row.get("server") == server
+        and row.get("tenant") == tenant
+        and (scope is None or row.get("scope") == scope)
+        and isinstance(row.get("expires_at"), float | int)
+        and float(row["expires_at"]) > now
+    )
+
+
+def post_filter(rows: Iterable[Mapping[str, Any]], *, server: str, tenant: str, scope: str | None,
+                now: float) -> list[Mapping[str, Any]]:
+    """Rows that pass `admissible`; defence in depth behind the query's own filter."""
+    return [row for row in rows if admissible(row, server=server, tenant=tenant, scope=scope, now=now)]

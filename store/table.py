@@ -1,0 +1,144 @@
+"""LanceDB plumbing of the memory: the row schema, row conversion and retries around commits."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from store.errors import IncompatibleEmbedding, StoreError
+from store.record import CaseSummary, CitedRange, NewCase
+
+META_DIM = b"logagent.embedding_dim"
+META_EMBEDDER = b"logagent.embedder"
+META_SCHEMA = b"logagent.schema_version"
+SCHEMA_VERSION = b"1"
+
+_CITED = pa.struct([
+    pa.field("path", pa.string()),
+    pa.field("start_line", pa.int32()),
+    pa.field("end_line", pa.int32()),
+    pa.field("blob_sha", pa.string()),
+])
+
+SUMMARY_COLUMNS = ["id", "server", "tenant", "scope", "fingerprint", "exception_type", "status", "analyzer",
+                   "trust", "feedback", "created_at", "expires_at", "commit"]
+
+T = TypeVar("T")
+
+
+def memory_schema(dim: int, embedder: str) -> pa.Schema:
+    """The schema of a `memory_<server>` table; its metadata pins the embedding dimension and model."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("server", pa.string(), nullable=False),
+            pa.field("tenant", pa.string(), nullable=False),
+            pa.field("scope", pa.string(), nullable=False),
+            pa.field("fingerprint", pa.string(), nullable=False),
+            pa.field("exception_type", pa.string()),
+            pa.field("error_text", pa.string()),
+            pa.field("analysis_json", pa.string()),
+            pa.field("analyzer", pa.string()),
+            pa.field("status", pa.string()),
+            pa.field("trust", pa.float64()),
+            pa.field("commit", pa.string()),
+            pa.field("cited_files", pa.list_(_CITED)),
+            pa.field("created_at", pa.float64()),
+            pa.field("expires_at", pa.float64()),
+            pa.field("feedback", pa.float64()),
+            pa.field("feedback_note", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ],
+        metadata={META_DIM: str(dim).encode(), META_EMBEDDER: embedder.encode(), META_SCHEMA: SCHEMA_VERSION},
+    )
+
+
+def check_compatible(schema: pa.Schema, dim: int, embedder: str, table: str) -> None:
+    """Refuse an embedder whose dimension or model differs from the table's: mixed vectors rank garbage."""
+    metadata = schema.metadata or {}
+    stored_dim = metadata.get(META_DIM, b"").decode()
+    stored_name = metadata.get(META_EMBEDDER, b"").decode()
+    if stored_dim != str(dim):
+        raise IncompatibleEmbedding(f"{table} holds {stored_dim or '?'}-d vectors; embedder gives {dim}-d")
+    if stored_name != embedder:
+        raise IncompatibleEmbedding(f"{table} was built with {stored_name or '?'}; embedder is {embedder}")
+
+
+def case_row(case: NewCase, *, trust: float, expires_at: float, vector: list[float]) -> dict[str, Any]:
+    """The stored row of a new case."""
+    return {
+        "id": case.id,
+        "server": case.server,
+        "tenant": case.tenant,
+        "scope": case.scope,
+        "fingerprint": case.fingerprint,
+        "exception_type": case.exception_type,
+        "error_text": case.error_text,
+        "analysis_json": case.analysis_json,
+        "analyzer": case.analyzer,
+        "status": case.status,
+        "trust": trust,
+        "commit": case.commit,
+        "cited_files": [
+            {"path": c.path, "start_line": c.start_line, "end_line": c.end_line, "blob_sha": c.blob_sha}
+            for c in case.cited_files
+        ],
+        "created_at": case.created_at,
+        "expires_at": expires_at,
+        "feedback": 0.0,
+        "feedback_note": "",
+        "vector": vector,
+    }
+
+
+def cited_ranges(row: Mapping[str, Any]) -> tuple[CitedRange, ...]:
+    """The cited ranges of a stored row."""
+    return tuple(
+        CitedRange(str(c["path"]), int(c["start_line"]), int(c["end_line"]), str(c.get("blob_sha") or ""))
+        for c in row.get("cited_files") or ()
+    )
+
+
+def case_summary(row: Mapping[str, Any], score: float | None = None) -> CaseSummary:
+    """The operator view of a stored row."""
+    return CaseSummary(
+        memory_id=str(row["id"]), server=str(row["server"]), tenant=str(row["tenant"]),
+        scope=str(row["scope"]), fingerprint=str(row["fingerprint"]),
+        exception_type=str(row.get("exception_type") or ""), status=str(row.get("status") or ""),
+        analyzer=str(row.get("analyzer") or ""), trust=float(row.get("trust") or 0.0),
+        feedback=float(row.get("feedback") or 0.0), created_at=float(row["created_at"]),
+        expires_at=float(row["expires_at"]), commit=row.get("commit"), score=score,
+    )
+
+
+def _is_commit_conflict(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "conflict" in text or "retryable commit" in text
+
+
+def with_retries(operation: Callable[[], T], *, attempts: int, base_s: float, max_s: float,
+                 sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run a write; retry lost commit races with capped, jittered exponential backoff.
+
+    LanceDB commits optimistically, so two writers on one table can race; it rebases most of them
+    itself, and what still surfaces as a conflict is retried here. I/O faults become retriable
+    `StoreError`s; anything else propagates unchanged.
+    """
+    for attempt in range(attempts + 1):
+        try:
+            return operation()
+        except OSError as exc:
+            if not _is_commit_conflict(exc):
+                raise StoreError(f"memory store I/O failed: {exc}", retriable=True) from exc
+            last: BaseException = exc
+        except (RuntimeError, ValueError) as exc:
+            if not _is_commit_conflict(exc):
+                raise
+            last = exc
+        if attempt < attempts:
+            sleep(min(max_s, base_s * 2**attempt) * random.uniform(0.5, 1.0))  # noqa: S311 - jitter only
+    raise StoreError(f"memory write kept losing commit races: {last}", retriable=True) from last
