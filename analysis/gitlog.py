@@ -1,0 +1,115 @@
+"""Git history reads for the tools and the localiser: `git log` of a path and `git blame` of a line range."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import git
+
+_PORCELAIN_HEADER = re.compile(r"^([0-9a-f]{40}) (\d+) (\d+)(?: \d+)?$")
+_FIELD_SEP = "\x1f"
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """A commit that touched a path."""
+
+    sha: str
+    date: str
+    author: str
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlameLine:
+    """The commit that last changed one line; `line` is the line number at the blamed commit."""
+
+    line: int
+    sha: str
+    date: str
+    author: str
+    summary: str
+    text: str
+
+
+def log_entries(repo_dir: Path, commit: str, path: str, limit: int, timeout_s: float) -> list[LogEntry]:
+    """The last `limit` commits reachable from `commit` touching `path` (repo-relative), newest first."""
+    repo = git.Repo(repo_dir)
+    try:
+        fmt = _FIELD_SEP.join(("%H", "%aI", "%an", "%s"))
+        out = repo.git.log(
+            f"-n{int(limit)}", f"--format={fmt}", commit, "--", path or ".", kill_after_timeout=timeout_s
+        )
+    finally:
+        repo.close()
+    entries = []
+    for row in str(out).splitlines():
+        fields = row.split(_FIELD_SEP)
+        if len(fields) == 4:
+            entries.append(LogEntry(*fields))
+    return entries
+
+
+def blame_lines(
+    repo_dir: Path, commit: str, path: str, start: int, end: int, timeout_s: float
+) -> list[BlameLine]:
+    """Porcelain blame of `start`..`end` (clamped to the file) of `path` at `commit`."""
+    repo = git.Repo(repo_dir)
+    try:
+        total = _line_count(repo, commit, path)
+        if total == 0 or start > total:
+            return []
+        out = repo.git.blame(
+            "--porcelain",
+            "-L",
+            f"{start},{min(end, total)}",
+            commit,
+            "--",
+            path,
+            kill_after_timeout=timeout_s,
+        )
+    finally:
+        repo.close()
+    return _parse_porcelain(str(out))
+
+
+def _line_count(repo: git.Repo, commit: str, path: str) -> int:
+    blob = repo.commit(commit).tree / path
+    return len(blob.data_stream.read().decode("utf-8", errors="replace").splitlines())
+
+
+def _parse_porcelain(out: str) -> list[BlameLine]:
+    """Parse `git blame --porcelain`: commit headers carry fields once, each line a tab-prefixed row."""
+    info: dict[str, dict[str, str]] = {}
+    rows: list[BlameLine] = []
+    sha = ""
+    final_line = 0
+    for raw in out.splitlines():
+        header = _PORCELAIN_HEADER.match(raw)
+        if header:
+            sha, final_line = header.group(1), int(header.group(3))
+            info.setdefault(sha, {})
+        elif raw.startswith("\t"):
+            fields = info.get(sha, {})
+            rows.append(
+                BlameLine(
+                    final_line,
+                    sha,
+                    fields.get("date", ""),
+                    fields.get("author", ""),
+                    fields.get("summary", ""),
+                    raw[1:],
+                )
+            )
+        elif sha:
+            key, _, value = raw.partition(" ")
+            if key == "author":
+                info[sha]["author"] = value
+            elif key == "author-time" and value.isdigit():
+                info[sha]["date"] = datetime.fromtimestamp(int(value), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            elif key == "summary":
+                info[sha]["summary"] = value
+    return rows

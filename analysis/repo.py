@@ -1,0 +1,367 @@
+"""Repository access: one cached clone per server, analysed at the deployed commit in a detached worktree.
+
+Network operations (clone, fetch) run `git` in a subprocess with a hard timeout. The token is handed to
+git through an inline credential helper that reads it from the child's environment, so it never lands
+in argv, the stored remote config, notes or exception text (git error text is redacted all the same).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+from pydantic import BaseModel, Field
+
+from analysis.errors import LogAgentError
+
+_TOKEN_ENV = "LOGAGENT_GIT_TOKEN"  # noqa: S105 - the name of the child's env var, not a secret
+# An inline credential helper: answers `get` with the token from the child's environment only.
+_CREDENTIAL_HELPER = (
+    '!f() { test "$1" = get && echo username=x-access-token && echo "password=${' + _TOKEN_ENV + '}"; }; f'
+)
+# Revisions come from untrusted log fields: refuse anything git could read as an option or a range.
+_SAFE_REVISION = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._/+-]{0,199}$")
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+_SEEN_COMMITS_CAP = 2048
+
+
+class RepoError(LogAgentError):
+    """The repository cannot be read at all (not configured, never cloned)."""
+
+
+class RepoUnavailable(RepoError):
+    """No local copy exists and the clone failed; a later attempt may succeed."""
+
+    retriable = True
+
+
+class RepoSpec(BaseModel):
+    """Where one server's source lives and the name of the secret holding its token."""
+
+    url: str
+    branch: str = "main"
+    token_env: str | None = Field(None, description="Name of the env var holding the token.")
+    token_file: Path | None = Field(None, description="Mounted file holding the token.")
+
+
+class RepoConfig(BaseModel):
+    """Repository cache and sync limits."""
+
+    cache_dir: Path = Path("./.data/repos")
+    fetch_min_interval_s: float = 60.0
+    fetch_timeout_s: float = 60.0
+    clone_timeout_s: float = 600.0
+    max_worktrees: int = Field(8, ge=1, description="Worktrees kept per server; the least recent go first.")
+    servers: dict[str, RepoSpec] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkout:
+    """The source tree one analysis reads.
+
+    `commit` is the full sha actually used; `requested` what the event named; `notes` say what limited
+    the analysis. `became_local_after_s` is set once per commit, on the first checkout where it is
+    local: seconds since it was first requested (0.0 when it was already local then).
+    """
+
+    root: Path
+    commit: str
+    repo_dir: Path
+    requested: str | None = None
+    notes: tuple[str, ...] = ()
+    became_local_after_s: float | None = None
+
+
+def redact_secret(text: str, secrets: tuple[str, ...]) -> str:
+    """Remove every secret and any URL user-info from `text` (git error text, URLs for notes)."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return _URL_USERINFO.sub(r"\g<scheme>***@", text)
+
+
+def _safe_revision(requested: str) -> bool:
+    return bool(_SAFE_REVISION.match(requested)) and ".." not in requested
+
+
+def _resolve_commit(repo: git.Repo, revision: str) -> str | None:
+    """The full sha `revision` names in `repo`, or None when it is not there (or not a commit)."""
+    try:
+        return str(repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"))
+    except git.GitCommandError:
+        return None
+
+
+class RepoSync:
+    """Clones once per server, fetches on demand (rate-limited) and hands out worktrees at a commit.
+
+    Thread-safe: one lock per server serialises its git operations.
+    """
+
+    def __init__(
+        self,
+        config: RepoConfig,
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._environ = os.environ if environ is None else environ
+        self._clock = clock
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._last_fetch: dict[str, float] = {}
+        self._first_requested: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._reported_local: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def repo_dir(self, server_id: str) -> Path:
+        """Where the bare clone of `server_id` lives."""
+        return self._config.cache_dir / "repos" / _safe_dirname(server_id)
+
+    def checkout(self, server_id: str, commit: str | None) -> Checkout:
+        """A worktree of `server_id` at `commit` (or its branch head); fetches first if the commit is unknown.
+
+        Raises RepoError when the server has no repository configured, RepoUnavailable when nothing is
+        local and cloning failed. Fetch failures never raise: the checkout says so in `notes`.
+        """
+        spec = self._config.servers.get(server_id)
+        if spec is None:
+            raise RepoError(f"no repository configured for server {server_id!r}")
+        with self._lock(server_id):
+            return self._checkout_locked(server_id, spec, commit)
+
+    def _checkout_locked(self, server_id: str, spec: RepoSpec, requested: str | None) -> Checkout:
+        repo_dir = self.repo_dir(server_id)
+        token = self._token(spec)
+        if not (repo_dir / "HEAD").exists():
+            self._clone(server_id, spec, token)
+        with git.Repo(repo_dir) as repo:
+            return self._checkout_in(repo, server_id, spec, token, requested)
+
+    def _checkout_in(
+        self, repo: git.Repo, server_id: str, spec: RepoSpec, token: str | None, requested: str | None
+    ) -> Checkout:
+        notes: list[str] = []
+        revision = requested
+        if requested is not None and not _safe_revision(requested):
+            notes.append("requested revision is not a usable git revision; used branch head")
+            revision = None
+        sha = _resolve_commit(repo, revision) if revision else None
+        if sha is None and self._fetch_due(server_id):
+            error = self._fetch(server_id, spec, token)
+            if error:
+                notes.append(f"fetch failed: {error}; analysed local state")
+            if revision:
+                sha = _resolve_commit(repo, revision)
+        elif sha is None and revision:
+            notes.append("fetch skipped (rate-limited)")
+        lag = None
+        if sha is not None and revision:
+            lag = self._became_local(server_id, revision)
+        elif revision:
+            self._first_requested_at(server_id, revision)
+            sha = self._branch_head(repo, spec.branch, notes)
+            notes.append(f"commit {revision[:40]} not found; used branch head")
+        else:
+            sha = self._branch_head(repo, spec.branch, notes)
+        root = self._worktree(repo, server_id, sha)
+        return Checkout(
+            root=root,
+            commit=sha,
+            repo_dir=self.repo_dir(server_id),
+            requested=requested,
+            notes=tuple(notes),
+            became_local_after_s=lag,
+        )
+
+    def _lock(self, server_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(server_id, threading.Lock())
+
+    def _token(self, spec: RepoSpec) -> str | None:
+        """The token, read at call time so a rotated secret is picked up without a restart."""
+        if spec.token_env:
+            value = self._environ.get(spec.token_env, "").strip()
+            if value:
+                return value
+        if spec.token_file is not None:
+            try:
+                value = spec.token_file.read_text(encoding="utf-8").strip()
+            except OSError:
+                return None
+            return value or None
+        return None
+
+    def _git_network(self, args: list[str], token: str | None, timeout_s: float, cwd: Path | None) -> str:
+        """Run a network git command; returns "" on success, else redacted, bounded error text."""
+        env = {k: v for k, v in self._environ.items() if k != _TOKEN_ENV}
+        env["GIT_TERMINAL_PROMPT"] = "0"
+        argv = ["git", "-c", "credential.helper="]
+        if token:
+            env[_TOKEN_ENV] = token
+            argv += ["-c", f"credential.helper={_CREDENTIAL_HELPER}"]
+        secrets = (token,) if token else ()
+        try:
+            proc = subprocess.run(
+                argv + args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return f"timed out after {timeout_s:g}s"
+        except OSError as exc:
+            return redact_secret(str(exc), secrets)[:300]
+        if proc.returncode == 0:
+            return ""
+        text = " ".join(proc.stderr.split()) or f"git exited with {proc.returncode}"
+        return redact_secret(text, secrets)[:300]
+
+    def _clone(self, server_id: str, spec: RepoSpec, token: str | None) -> None:
+        repo_dir = self.repo_dir(server_id)
+        repo_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".clone-", dir=repo_dir.parent))
+        self._last_fetch[server_id] = self._clock()
+        error = self._git_network(
+            ["clone", "--bare", "--quiet", "--", spec.url, str(staging / "git")],
+            token,
+            self._config.clone_timeout_s,
+            cwd=None,
+        )
+        if error:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise RepoUnavailable(f"clone of {server_id!r} failed: {error}")
+        with git.Repo(staging / "git") as clone, clone.config_writer() as cfg:
+            # A bare clone has no fetch refspec; mirror the remote's branches and tags into ours.
+            cfg.set_value('remote "origin"', "fetch", "+refs/heads/*:refs/heads/*")
+            # Fetches pass the configured URL each time; the stored one never keeps credentials.
+            cfg.set_value('remote "origin"', "url", redact_secret(spec.url, ()))
+        # Rename into place last so a half-done clone is never mistaken for a usable one.
+        (staging / "git").rename(repo_dir)
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def _fetch_due(self, server_id: str) -> bool:
+        last = self._last_fetch.get(server_id)
+        return last is None or self._clock() - last >= self._config.fetch_min_interval_s
+
+    def _fetch(self, server_id: str, spec: RepoSpec, token: str | None) -> str:
+        self._last_fetch[server_id] = self._clock()
+        return self._git_network(
+            ["fetch", "--quiet", "--prune", "--tags", "--", spec.url, "+refs/heads/*:refs/heads/*"],
+            token,
+            self._config.fetch_timeout_s,
+            cwd=self.repo_dir(server_id),
+        )
+
+    def _first_requested_at(self, server_id: str, revision: str) -> float:
+        key = (server_id, revision)
+        with self._locks_guard:  # shared across servers, whose checkouts run concurrently
+            return self._first_requested_at_locked(key)
+
+    def _first_requested_at_locked(self, key: tuple[str, str]) -> float:
+        if key not in self._first_requested:
+            self._first_requested[key] = self._clock()
+            while len(self._first_requested) > _SEEN_COMMITS_CAP:
+                self._first_requested.popitem(last=False)
+        return self._first_requested[key]
+
+    def _became_local(self, server_id: str, revision: str) -> float | None:
+        """Seconds from first request to local, reported once per commit (None afterwards)."""
+        key = (server_id, revision)
+        with self._locks_guard:
+            return self._became_local_locked(key)
+
+    def _became_local_locked(self, key: tuple[str, str]) -> float | None:
+        if key in self._reported_local:
+            return None
+        self._reported_local[key] = None
+        while len(self._reported_local) > _SEEN_COMMITS_CAP:
+            self._reported_local.popitem(last=False)
+        first = self._first_requested.pop(key, None)
+        return 0.0 if first is None else max(0.0, self._clock() - first)
+
+    def _branch_head(self, repo: git.Repo, branch: str, notes: list[str]) -> str:
+        sha = _resolve_commit(repo, f"refs/heads/{branch}") if _safe_revision(branch) else None
+        if sha is None:
+            sha = _resolve_commit(repo, "HEAD")
+            notes.append(f"branch {branch!r} not found; used the default branch")
+        if sha is None:
+            raise RepoError("repository has no commits")
+        return sha
+
+    def _worktree(self, repo: git.Repo, server_id: str, sha: str) -> Path:
+        base = self._config.cache_dir / "worktrees" / _safe_dirname(server_id)
+        return _ensure_worktree(repo, base / sha, sha, self._config.max_worktrees)
+
+
+def _ensure_worktree(repo: git.Repo, path: Path, sha: str, cap: int) -> Path:
+    """A detached worktree of `sha` at `path`, reused when present; the least recent beyond `cap` go."""
+    if (path / ".git").exists():
+        os.utime(path)
+        return path.resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        shutil.rmtree(path)
+    repo.git.worktree("prune")
+    repo.git.worktree("add", "--detach", "--force", str(path), sha)
+    siblings = sorted(
+        (p for p in path.parent.iterdir() if p.is_dir() and p != path),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in siblings[cap - 1 :]:
+        try:
+            repo.git.worktree("remove", "--force", str(old))
+        except git.GitCommandError:
+            shutil.rmtree(old, ignore_errors=True)
+    repo.git.worktree("prune")
+    return path.resolve()
+
+
+def _safe_dirname(name: str) -> str:
+    """A directory name for an untrusted id: no separators, no dot-dot."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
+    return cleaned[:100]
+
+
+def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = None) -> Checkout:
+    """A checkout of a plain local repository (for `logagent analyze --repo PATH`).
+
+    Without `commit` the working tree itself is read (pinned to HEAD for citations, noted when dirty);
+    with one, a detached worktree under `cache_dir` (default: the system temp dir) is used.
+    """
+    try:
+        repo = git.Repo(path, search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        raise RepoError(f"not a git repository: {path}") from exc
+    with repo:
+        return _open_local(repo, path, commit, cache_dir)
+
+
+def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path | None) -> Checkout:
+    repo_dir = Path(repo.git_dir).resolve()
+    notes: list[str] = []
+    if commit is None:
+        sha = _resolve_commit(repo, "HEAD")
+        if sha is None:
+            raise RepoError("repository has no commits")
+        if repo.working_tree_dir is None:
+            raise RepoError("a bare repository needs --commit")
+        if repo.is_dirty(untracked_files=False):
+            notes.append("working tree has uncommitted changes; citations are pinned to HEAD")
+        return Checkout(
+            root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir, notes=tuple(notes)
+        )
+    sha = _resolve_commit(repo, commit) if _safe_revision(commit) else None
+    if sha is None:
+        raise RepoError(f"commit {commit[:40]!r} not found in {path}")
+    cache = cache_dir or Path(tempfile.gettempdir()) / "logagent-worktrees"
+    base = cache / _safe_dirname(repo_dir.as_posix())
+    root = _ensure_worktree(repo, base / sha, sha, cap=8)
+    return Checkout(root=root, commit=sha, repo_dir=repo_dir, requested=commit, notes=tuple(notes))
