@@ -1,0 +1,340 @@
+"""The per-burst flow: recall, recurrence, the repo at the deployed commit, localiser, LLM, memory write.
+
+`analysis` and `store` never see each other; this module hands recalled cases to the agent and the finished
+report to the store, and turns what each step did into metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import orjson
+
+from analysis.agent import Agent, AgentStats, LlmUnavailable
+from analysis.event import Cluster
+from analysis.localiser import analysis_id, cluster_info, localise
+from analysis.redact import Redactor
+from analysis.repo import Checkout, RepoSync
+from analysis.report import Analysis, PastCaseRef
+from analysis.tools import FileTools, ToolLimits
+from analysis.validate import citation_changed
+from consumer.breaker import CircuitBreaker
+from consumer.metrics import Metrics
+from consumer.settings import Settings
+from store import (
+    CitedRange,
+    Embedder,
+    MemoryStore,
+    NewCase,
+    OllamaEmbedder,
+    OnnxEmbedder,
+    PastCase,
+    RecallQuery,
+    StoreError,
+)
+
+__all__ = ["Explainer", "build_explainer"]
+
+log = logging.getLogger("logagent.explainer")
+
+_INSTRUCTION_REVIEW = "recalled context looks contaminated"
+_STALE_REVIEW = "answer rests on stale past cases"
+
+
+class Explainer:
+    """Turns one closed burst into one analysis; the pipeline's `Analyzer`.
+
+    Blocking work (git, LanceDB, the LLM) runs in a worker thread. Without `agent` (no Ollama configured)
+    every analysis is heuristic; with it, a circuit breaker switches to heuristic while Ollama is down.
+    Without `memory` there is no recall, no recurrence and nothing is remembered.
+    """
+
+    def __init__(
+        self,
+        repo_sync: RepoSync,
+        metrics: Metrics,
+        *,
+        redactor: Redactor,
+        tool_limits: ToolLimits | None = None,
+        in_app_prefixes: Sequence[str] = (),
+        agent: Agent | None = None,
+        memory: MemoryStore | None = None,
+        breaker: CircuitBreaker | None = None,
+        scope: str = "default",
+        llm_attempts: int = 2,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._repo_sync = repo_sync
+        self._metrics = metrics
+        self._redactor = redactor
+        self._tool_limits = tool_limits or ToolLimits()
+        self._in_app_prefixes = tuple(in_app_prefixes)
+        self._agent = agent
+        self._memory = memory
+        self._breaker = breaker or CircuitBreaker()
+        self._breaker_lock = threading.Lock()
+        self._scope = scope
+        self._llm_attempts = max(1, llm_attempts)
+        self._clock = clock
+        self._stop = threading.Event()
+        if agent is not None:
+            metrics.ollama_up.set(1)
+
+    @property
+    def llm_enabled(self) -> bool:
+        """Whether an LLM is configured at all (else the service runs in heuristic mode)."""
+        return self._agent is not None
+
+    @property
+    def llm_reachable(self) -> bool:
+        """False while the circuit breaker keeps the LLM out."""
+        with self._breaker_lock:
+            return self._breaker.closed
+
+    def close(self) -> None:
+        """Cut retry waits short: the service is stopping."""
+        self._stop.set()
+
+    async def analyze(self, cluster: Cluster) -> Analysis:
+        """The analysis of one burst. Repository and store faults that may heal propagate as retriable."""
+        return await asyncio.to_thread(self._analyze, cluster)
+
+    def _analyze(self, cluster: Cluster) -> Analysis:
+        started = time.monotonic()
+        now = self._clock()
+        recurrence = self._recurrence(cluster, now)
+        if recurrence is not None:
+            return recurrence
+        checkout = self._repo_sync.checkout(cluster.server_id, cluster.commit)
+        if checkout.became_local_after_s is not None:
+            self._metrics.index_lag.labels("repo").observe(checkout.became_local_after_s)
+        tools = FileTools(
+            checkout.root, self._tool_limits, repo_dir=checkout.repo_dir, commit=checkout.commit
+        )
+        heuristic = localise(cluster, checkout, tools, self._in_app_prefixes)
+        recalled = self._recall(cluster, checkout, now)
+        heuristic = heuristic.model_copy(update={"past_cases": [_ref(case) for case in recalled]})
+        analysis = self._investigate(cluster, checkout, tools, heuristic, recalled)
+        analysis = _with_review(analysis, recalled)
+        self._metrics.count_citations("analysis", len(analysis.citations), 0)
+        analysis = analysis.model_copy(
+            update={"timings": {**analysis.timings, "total_s": round(time.monotonic() - started, 6)}}
+        )
+        self._remember(cluster, analysis, now)
+        return analysis
+
+    # -- memory -------------------------------------------------------------------------------------
+
+    def _recurrence(self, cluster: Cluster, now: float) -> Analysis | None:
+        """A burst that repeats a validated analysis at the same commit is answered without the LLM."""
+        if self._memory is None or cluster.commit is None:
+            return None
+        try:
+            case = self._memory.find_recurrence(
+                cluster.server_id, cluster.tenant, cluster.fingerprint, cluster.commit, now, scope=self._scope
+            )
+        except StoreError as error:
+            log.warning("recurrence lookup failed", extra={"fields": {"error": str(error)}})
+            return None
+        if case is None:
+            return None
+        self._metrics.llm_calls_avoided.inc()
+        original = Analysis.model_validate(case.analysis)
+        return original.model_copy(update={
+            "analysis_id": _own_id(cluster),
+            "status": "recurrence",
+            "analyzer": "memory",
+            "cluster": cluster_info(cluster),
+            "recurrence_of": case.memory_id,
+            "past_cases": [_ref(case)],
+            "needs_review": False,
+            "review_reasons": [],
+            "tokens": {},
+            "timings": {},
+            "notes": [f"recurrence of analysis {case.memory_id} at the same commit; no LLM call"],
+        })
+
+    def _recall(self, cluster: Cluster, checkout: Checkout, now: float) -> list[PastCase]:
+        if self._memory is None:
+            return []
+        query = RecallQuery(
+            server=cluster.server_id, tenant=cluster.tenant, scope=self._scope,
+            fingerprint=cluster.fingerprint, exception_type=cluster.exception_type,
+            text=_error_text(cluster), now=now, identifiers=_identifiers(cluster), commit=checkout.commit,
+        )
+        self._metrics.memory_queries.inc()
+        try:
+            result = self._memory.recall(query, is_changed=partial(citation_changed, checkout.repo_dir))
+        except StoreError as error:
+            log.warning("memory recall failed", extra={"fields": {"error": str(error)}})
+            return []
+        if result.cases:
+            self._metrics.memory_hits.inc()
+        self._metrics.count_citations("memory", result.citations_checked, result.stale_citations)
+        # Defence in depth: the store filters by tenant and server already; a foreign case must never pass.
+        return [c for c in result.cases if c.analysis.get("cluster", {}).get("tenant", cluster.tenant)
+                == cluster.tenant]
+
+    def _remember(self, cluster: Cluster, analysis: Analysis, now: float) -> None:
+        if self._memory is None or analysis.status not in ("analyzed", "heuristic"):
+            return
+        case = NewCase(
+            id=analysis.analysis_id, server=cluster.server_id, tenant=cluster.tenant, scope=self._scope,
+            fingerprint=cluster.fingerprint, exception_type=cluster.exception_type,
+            error_text=_error_text(cluster), analysis_json=analysis.model_dump_json(),
+            analyzer=analysis.analyzer, commit=analysis.commit, created_at=now, status=analysis.status,
+            cited_files=tuple(
+                CitedRange(c.path, c.start_line, c.end_line, c.blob_sha) for c in analysis.citations
+            ),
+        )
+        try:
+            result = self._memory.remember(case)
+        except StoreError as error:
+            # The analysis is still published; only future recall of it is lost, and the log says so.
+            log.warning("memory write failed", extra={"fields": {"error": str(error), "id": case.id}})
+            return
+        if result.inserted:
+            self._metrics.index_lag.labels("memory").observe(result.index_lag_s)
+
+    # -- the LLM ------------------------------------------------------------------------------------
+
+    def _investigate(
+        self, cluster: Cluster, checkout: Checkout, tools: FileTools, heuristic: Analysis,
+        recalled: Sequence[PastCase],
+    ) -> Analysis:
+        if self._agent is None:
+            return heuristic
+        with self._breaker_lock:
+            allowed = self._breaker.allow()
+        if not allowed:
+            return _note(heuristic, "LLM circuit open (Ollama unreachable); heuristic analysis")
+        past = [_prompt_case(c, self._redactor) for c in recalled]
+        for attempt in range(1, self._llm_attempts + 1):
+            try:
+                outcome = self._agent.analyze(cluster, checkout, tools, heuristic, past)
+                break
+            except LlmUnavailable as error:
+                last_error = error
+            # Full jitter, capped; a shutdown cuts the wait short and the burst goes out heuristic.
+            backoff = random.uniform(0, min(8.0, 0.5 * 2**attempt))
+            if attempt == self._llm_attempts or self._stop.wait(backoff):
+                with self._breaker_lock:
+                    self._breaker.record_failure()
+                    self._metrics.ollama_up.set(1 if self._breaker.closed else 0)
+                return _note(heuristic, f"LLM unavailable ({_first_line(last_error)}); heuristic analysis")
+        with self._breaker_lock:
+            self._breaker.record_success()
+        self._metrics.ollama_up.set(1)
+        self._record_agent(outcome.stats)
+        return outcome.analysis
+
+    def _record_agent(self, stats: AgentStats) -> None:
+        for seconds in stats.llm_seconds:
+            self._metrics.llm_seconds.observe(seconds)
+        self._metrics.llm_tokens.labels("prompt").inc(stats.prompt_tokens)
+        self._metrics.llm_tokens.labels("completion").inc(stats.completion_tokens)
+        for (tool, outcome), count in stats.tool_calls.items():
+            self._metrics.tool_calls.labels(tool, outcome).inc(count)
+
+
+def build_explainer(settings: Settings, metrics: Metrics, repo_sync: RepoSync | None = None) -> Explainer:
+    """The explainer the settings describe: LLM when Ollama is configured, memory under the data dir."""
+    redactor = Redactor(settings.redaction)
+    if repo_sync is None:
+        repo_sync = RepoSync(settings.repo.model_copy(update={"servers": settings.repo_servers()}))
+    agent = None
+    if settings.ollama.url:
+        config = settings.agent.model_copy(update={
+            "model": settings.ollama.model, "base_url": settings.ollama.url,
+            "request_timeout_s": settings.ollama.timeout_s,
+        })
+        agent = Agent(config, redactor)
+    return Explainer(
+        repo_sync, metrics, redactor=redactor, tool_limits=settings.tools,
+        in_app_prefixes=settings.input.in_app_prefixes, agent=agent,
+        memory=MemoryStore(settings.memory, build_embedder(settings)),
+        breaker=CircuitBreaker(settings.ollama.failure_threshold, settings.ollama.reset_after_s),
+        scope=settings.scope, llm_attempts=settings.ollama.attempts,
+    )
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    """Ollama's /api/embed when configured, else the embedded ONNX sentence model."""
+    memory = settings.memory
+    if memory.embedder == "ollama":
+        url = settings.ollama.url or memory.ollama_url
+        return OllamaEmbedder(url, memory.ollama_model, memory.ollama_timeout_s)
+    return OnnxEmbedder()
+
+
+def _own_id(cluster: Cluster) -> str:
+    return analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen)
+
+
+def _error_text(cluster: Cluster) -> str:
+    """The (already redacted) text memory embeds: type, message and the root cause's frames."""
+    event = cluster.representative
+    root = event.root_cause
+    lines = [f"{cluster.exception_type}: {root.value if root else event.message}"]
+    if root:
+        lines += [f"at {f.module or f.filename}.{f.function}" for f in root.frames[:20]]
+    return "\n".join(lines)
+
+
+def _identifiers(cluster: Cluster) -> tuple[str, ...]:
+    """Class, module and function names of the root cause, for exact-term matching in recall."""
+    root = cluster.representative.root_cause
+    names: list[str] = [cluster.exception_type.rsplit(".", 1)[-1]] if cluster.exception_type else []
+    for frame in root.frames[:20] if root else ():
+        names.append(frame.function.rsplit(".", 1)[-1])
+        owner = frame.module or frame.filename
+        if owner:
+            names.append(owner.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[-1])
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def _ref(case: PastCase) -> PastCaseRef:
+    return PastCaseRef(memory_id=case.memory_id, score=round(case.score, 6), stale=case.stale)
+
+
+def _prompt_case(case: PastCase, redactor: Redactor) -> Mapping[str, Any]:
+    """What the agent sees of a past case: redacted again (the prompt quotes it as data)."""
+    analysis = case.analysis
+    culprit = analysis.get("culprit") or {}
+    fix = analysis.get("fix") or {}
+    return {
+        "memory_id": case.memory_id,
+        "score": round(case.score, 3),
+        "stale": case.stale,
+        "root_cause": redactor.redact(str(analysis.get("root_cause", ""))),
+        "culprit": redactor.redact(orjson.dumps(culprit).decode()),
+        "fix": redactor.redact(str(fix.get("explanation", ""))),
+    }
+
+
+def _with_review(analysis: Analysis, recalled: Sequence[PastCase]) -> Analysis:
+    reasons = list(analysis.review_reasons)
+    contaminated = sorted({reason for case in recalled for reason in case.contaminated})
+    if contaminated:
+        reasons.append(f"{_INSTRUCTION_REVIEW}: {', '.join(contaminated)}")
+    if analysis.status == "analyzed" and recalled and all(case.stale for case in recalled):
+        reasons.append(_STALE_REVIEW)
+    if not reasons:
+        return analysis
+    return analysis.model_copy(update={"needs_review": True, "review_reasons": reasons})
+
+
+def _note(analysis: Analysis, note: str) -> Analysis:
+    return analysis.model_copy(update={"notes": [*analysis.notes, note]})
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__
