@@ -1,0 +1,228 @@
+"""Secrets and personal data masked out of error events before they go anywhere (LLM, memory, output).
+
+Each kind is one regex written to run in linear time (bounded repeats, no nested quantifiers over the same
+characters) plus a cheap literal pre-check, so hostile messages cannot stall the consumer. Placeholders
+name the kind: `[REDACTED:aws_access_key]`. User patterns run on the `regex` engine with a timeout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import re
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+import regex
+from pydantic import BaseModel, ConfigDict, Field
+
+from analysis.event import ErrorEvent, ExceptionInfo
+
+_EXTRA_PATTERN_TIMEOUT_SECONDS = 0.05
+_MAX_VALUE_DEPTH = 64
+_SECRET_KEY = re.compile(r"(?i)passw|secret|token|api[_-]?key|credential|authorization|private[_-]?key")
+
+
+def _placeholder(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if position % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    digits = "".join(char for char in match.group() if char.isdigit())
+    return _placeholder("credit_card") if 13 <= len(digits) <= 19 and _luhn_valid(digits) else match.group()
+
+
+def _ipv6(match: re.Match[str]) -> str:
+    # `dead::beef`-like words and `A::B` scopes are not addresses worth hiding; real ones carry digits.
+    text = match.group()
+    return _placeholder("ipv6") if any(char.isdigit() for char in text) else text
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    replacement: str | Callable[[re.Match[str]], str]
+    hint: tuple[str, ...] = ()  # lower-case literals, one of which must appear for the rule to run
+
+
+def _rule(
+    kind: str,
+    pattern: str,
+    hint: tuple[str, ...] = (),
+    replacement: str | Callable[[re.Match[str]], str] | None = None,
+    flags: int = 0,
+) -> _Rule:
+    return _Rule(kind, re.compile(pattern, flags), _placeholder(kind) if replacement is None else replacement, hint)
+
+
+_HEX = "0-9a-fA-F"
+# Order matters: specific token shapes first, then the generic `key=value` rule, then PII.
+_RULES = (
+    _rule("jwt", r"\beyJ[\w-]{5,4096}\.eyJ[\w-]{5,8192}\.[\w-]{5,4096}", ("eyj",)),
+    _rule(
+        "url_password",
+        r"\b([a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@]{1,256}):[^\s@/]{1,256}@",
+        ("://",),
+        r"\1:[REDACTED:url_password]@",
+    ),
+    _rule(
+        "bearer",
+        r"\b([Bb]earer|(?i:authorization:\s{0,4}basic))\s+[\w~+/.=-]{8,4096}",
+        ("bearer", "basic"),
+        r"\1 [REDACTED:bearer]",
+    ),
+    _rule("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}\b"),
+    _rule(
+        "aws_secret_key",
+        r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?[=:]\s{0,4}[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
+        ("aws",),
+        r"\1[REDACTED:aws_secret_key]",
+    ),
+    _rule("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_\w{22,255})\b", ("gh", "github_pat_")),
+    _rule("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,250}", ("xox",)),
+    _rule(
+        "secret",
+        r"(?i)\b([\w.-]{0,40}?(?:api[_-]?key|apikey|token|secret|password|passwd|pwd|credentials?)[\"']?"
+        r"\s{0,5}[:=]\s{0,5}[\"']?)(?!\[REDACTED)[^\s\"',;&<>]{1,512}",
+        ("key", "token", "secret", "passw", "pwd", "credential"),
+        r"\1[REDACTED:secret]",
+    ),
+    _rule("email", r"\b[\w.%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}\b", ("@",)),
+    # Card numbers start with 2-6; epoch milliseconds (1…) and zero-padded ids stay untouched.
+    _rule("credit_card", r"(?<![\w.-])[2-6](?:[ -]?\d){12,18}(?![\w.-])", (), _card),
+    _rule(
+        "ipv4",
+        r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w]|\.\d)",
+        (".",),
+    ),
+    _rule(
+        "ipv6",
+        rf"(?<![\w:])(?:(?:[{_HEX}]{{1,4}}:){{7}}[{_HEX}]{{1,4}}|(?:[{_HEX}]{{1,4}}:){{1,7}}(?::[{_HEX}]{{1,4}}){{1,7}}"
+        rf"|::(?:[{_HEX}]{{1,4}}:){{0,6}}[{_HEX}]{{1,4}})(?![\w:])",
+        (":",),
+        _ipv6,
+    ),
+)
+KINDS = ("private_key", *(rule.kind for rule in _RULES))
+"""Every built-in kind of secret or personal data, in the order they are applied."""
+
+
+class RedactionConfig(BaseModel):
+    """Which kinds to redact, and extra patterns (`name → regex`) for secrets only this company has."""
+
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool = True
+    kinds: tuple[str, ...] = Field(default=KINDS, description="Built-in kinds to redact.")
+    extra_patterns: dict[str, str] = Field(default_factory=dict, description="Name → regex, each redacted.")
+
+
+class Redactor:
+    """Replaces secrets and personal data in text with typed placeholders like `[REDACTED:email]`."""
+
+    def __init__(self, config: RedactionConfig | None = None) -> None:
+        self.config = config or RedactionConfig()
+        unknown = set(self.config.kinds) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown redaction kinds: {sorted(unknown)}")
+        self._rules = tuple(rule for rule in _RULES if rule.kind in self.config.kinds)
+        self._private_keys = "private_key" in self.config.kinds
+        self._extra = tuple((name, regex.compile(pattern)) for name, pattern in self.config.extra_patterns.items())
+        self._cached: Callable[[str], str] = lru_cache(maxsize=4096)(self._redact)
+
+    def redact(self, text: str) -> str:
+        """`text` with every enabled kind replaced by its placeholder."""
+        if not self.config.enabled or not text:
+            return text
+        return self._cached(text)
+
+    def _redact(self, text: str) -> str:
+        if self._private_keys and "PRIVATE KEY-----" in text:
+            text = _redact_private_keys(text)
+        lowered = text.lower()
+        for rule in self._rules:
+            if rule.hint and not any(literal in lowered for literal in rule.hint):
+                continue
+            text = rule.pattern.sub(rule.replacement, text)
+        for name, pattern in self._extra:
+            try:
+                text = pattern.sub(_placeholder(name), text, timeout=_EXTRA_PATTERN_TIMEOUT_SECONDS)
+            except TimeoutError:
+                return _placeholder(name)  # a pattern that cannot finish may be hiding a secret: hide it all
+        return text
+
+
+def _redact_private_keys(text: str) -> str:
+    """PEM private key blocks, found with plain searches (a regex over a huge block would backtrack)."""
+    parts: list[str] = []
+    position = 0
+    while True:
+        begin = text.find("-----BEGIN ", position)
+        if begin < 0:
+            break
+        header_end = text.find("-----", begin + 11)
+        if header_end < 0:
+            break
+        if not text[begin:header_end].endswith("PRIVATE KEY"):
+            parts.append(text[position : header_end + 5])
+            position = header_end + 5
+            continue
+        end = text.find("-----END ", header_end + 5)
+        footer_end = text.find("-----", end + 9) if end >= 0 else -1
+        parts.append(text[position:begin])
+        parts.append(_placeholder("private_key"))
+        position = footer_end + 5 if footer_end >= 0 else len(text)  # unterminated: hide the rest
+    parts.append(text[position:])
+    return "".join(parts)
+
+
+def redact_event(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
+    """A copy of `event` with message, exception values, raw trace and string extras redacted."""
+    if not redactor.config.enabled:
+        return event
+    exceptions = tuple(_redact_exception(exception, redactor) for exception in event.exceptions)
+    if all(map(operator.is_, exceptions, event.exceptions)):
+        exceptions = event.exceptions  # keep the shared chain of a repeated trace (cheap fingerprinting)
+    return dataclasses.replace(
+        event,
+        message=redactor.redact(event.message),
+        exceptions=exceptions,
+        raw_trace=redactor.redact(event.raw_trace),
+        extra=_redact_value(event.extra, redactor, 0),
+    )
+
+
+def _redact_exception(exception: ExceptionInfo, redactor: Redactor) -> ExceptionInfo:
+    value = redactor.redact(exception.value)
+    if value == exception.value:
+        return exception
+    return ExceptionInfo(type=exception.type, value=value, frames=exception.frames)
+
+
+def _redact_value(value: Any, redactor: Redactor, depth: int) -> Any:
+    if type(value) is str:
+        return redactor.redact(value)
+    if depth >= _MAX_VALUE_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        return {
+            key: _placeholder("secret")
+            if isinstance(key, str) and _SECRET_KEY.search(key) and isinstance(item, str | int) and item != ""
+            else _redact_value(item, redactor, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redact_value(item, redactor, depth + 1) for item in value]
+    return value

@@ -1,0 +1,123 @@
+"""Secrets and personal data become typed placeholders; ordinary trace text is left alone."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis.event import ErrorEvent, ExceptionInfo, Frame
+from analysis.redact import KINDS, RedactionConfig, Redactor, redact_event
+
+TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
+REDACTOR = Redactor()
+
+# One sample per kind: (text, the secret that must disappear, the placeholder kind).
+SAMPLES = [
+    ("key id AKIAIOSFODNN7EXAMPLE in use", "AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+    ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG", "aws_secret_key"),
+    ("push failed with ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "ghp_0123456789", "github_token"),
+    ("clone github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_pat_11ABC", "github_token"),
+    ("oauth gho_ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210 expired", "gho_ZYXW", "github_token"),
+    ("slack call with xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp", "xoxb-1234567890", "slack_token"),
+    ("Authorization: Bearer 8f2c1d0e9b7a6f5e4d3c2b1a", "8f2c1d0e9b7a6f5e4d3c2b1a", "bearer"),
+    ("api_key=sk_live_51HqA9x2 sent", "sk_live_51HqA9x2", "secret"),
+    ('{"password": "hunter2!", "user": "bob"}', "hunter2!", "secret"),
+    ("token: 7d1e2f3a4b5c", "7d1e2f3a4b5c", "secret"),
+    ("session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+     "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "jwt"),
+    ("connect postgres://app:s3cr3tP4ss@db.internal:5432/shop failed", "s3cr3tP4ss", "url_password"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----",
+     "b3BlbnNzaC1rZXktdjEAAAAA", "private_key"),
+    ("mail sent to bob.smith+orders@example.co.uk", "bob.smith+orders@example.co.uk", "email"),
+    ("charged 4111 1111 1111 1111 twice", "4111 1111 1111 1111", "credit_card"),
+    ("charged 5555555555554444 twice", "5555555555554444", "credit_card"),
+    ("client 203.0.113.45 refused", "203.0.113.45", "ipv4"),
+    ("client 2001:db8:85a3::8a2e:370:7334 refused", "2001:db8:85a3::8a2e:370:7334", "ipv6"),
+]  # fmt: skip
+
+
+class TestRedactor:
+    @pytest.mark.parametrize(("text", "secret", "kind"), SAMPLES, ids=[sample[2] for sample in SAMPLES])
+    def test_each_kind_is_replaced_by_its_placeholder(self, text: str, secret: str, kind: str) -> None:
+        """The secret is gone and a placeholder naming its kind stands in its place."""
+        redacted = REDACTOR.redact(text)
+        assert secret not in redacted
+        assert f"[REDACTED:{kind}]" in redacted
+
+    def test_url_keeps_user_and_host(self) -> None:
+        """Only the password of a URL is hidden: user, host and path stay useful for analysis."""
+        assert REDACTOR.redact("redis://cache:pw123456@redis-0.svc:6379/0") == (
+            "redis://cache:[REDACTED:url_password]@redis-0.svc:6379/0"
+        )
+
+    def test_card_numbers_failing_luhn_and_epoch_millis_stay(self) -> None:
+        """Digit runs that are not valid card numbers (and millisecond timestamps) are not redacted."""
+        text = "order 4111111111111112 at 1714644843551"
+        assert REDACTOR.redact(text) == text
+
+    def test_ordinary_traces_are_untouched(self) -> None:
+        """Trace text (line numbers, versions, hex offsets, Go module versions, UUID-free) passes unchanged."""
+        for name in ("java_checkout.txt", "python_pricing.txt", "go_panic.txt", "java_inventory.txt"):
+            text = (TRACES / name).read_text()
+            assert REDACTOR.redact(text) == text, name
+        line = "\tat com.acme.auth.TokenValidator.validate(TokenValidator.java:42) spring-core 5.3.20 at 10:14:03"
+        assert REDACTOR.redact(line) == line
+
+    def test_disabled_kinds_and_switch(self) -> None:
+        """Only the configured kinds run; `enabled=False` turns redaction off."""
+        only_email = Redactor(RedactionConfig(kinds=("email",)))
+        assert only_email.redact("bob@example.com 10.0.0.1") == "[REDACTED:email] 10.0.0.1"
+        assert Redactor(RedactionConfig(enabled=False)).redact("bob@example.com") == "bob@example.com"
+        with pytest.raises(ValueError, match="unknown redaction kinds"):
+            Redactor(RedactionConfig(kinds=("email", "horoscope")))
+        assert set(KINDS) >= {"aws_access_key", "github_token", "jwt", "url_password", "email", "credit_card"}
+
+    def test_extra_patterns(self) -> None:
+        """Company-specific patterns from the config are redacted under their own name."""
+        redactor = Redactor(RedactionConfig(extra_patterns={"acme_ticket": r"ACME-[0-9]{6}"}))
+        assert redactor.redact("see ACME-123456 now") == "see [REDACTED:acme_ticket] now"
+
+    def test_hostile_input_stays_linear(self) -> None:
+        """Long runs built to make backtracking regexes explode finish quickly."""
+        hostile = [
+            "a" * 200_000,
+            "1 " * 100_000,
+            "@" + "a." * 100_000,
+            "x://" + "a" * 100_000,
+            "password=" * 20_000,
+            "eyJ" + "a" * 100_000 + "." * 3,
+            "1:" * 100_000,
+            "-----BEGIN RSA PRIVATE KEY-----" * 5_000,
+        ]
+        for text in hostile:
+            started = time.perf_counter()
+            REDACTOR.redact(text)
+            assert time.perf_counter() - started < 1.0, text[:20]
+
+
+class TestRedactEvent:
+    def test_every_text_field_is_redacted(self) -> None:
+        """Message, exception values, raw trace and string extras (also under secret-named keys)."""
+        frames = (Frame("login", "/srv/app/auth.py", lineno=9),)
+        event = ErrorEvent(
+            server_id="auth", timestamp=0.0, message="login failed for bob@example.com",
+            exceptions=(ExceptionInfo("AuthError", "token=abc123def rejected", frames),),
+            raw_trace="AuthError: token=abc123def rejected",
+            extra={"client": {"ip": "198.51.100.7"}, "db_password": "plain", "tags": ["carol@example.org"]},
+        )  # fmt: skip
+        redacted = redact_event(event, REDACTOR)
+        assert redacted.message == "login failed for [REDACTED:email]"
+        assert redacted.exceptions[0].value == "token=[REDACTED:secret] rejected"
+        assert redacted.exceptions[0].frames is frames
+        assert redacted.raw_trace == "AuthError: token=[REDACTED:secret] rejected"
+        assert redacted.extra == {"client": {"ip": "[REDACTED:ipv4]"}, "db_password": "[REDACTED:secret]",
+                                  "tags": ["[REDACTED:email]"]}  # fmt: skip
+        assert event.message == "login failed for bob@example.com"  # the original is not modified
+
+    def test_clean_chain_is_kept_as_is(self) -> None:
+        """A chain with nothing to redact is the same object, so fingerprint caches keep hitting."""
+        chain = (ExceptionInfo("KeyError", "'qty'"),)
+        event = ErrorEvent(server_id="s", timestamp=0.0, message="m", exceptions=chain)
+        assert redact_event(event, REDACTOR).exceptions is chain
