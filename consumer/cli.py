@@ -7,11 +7,12 @@ exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 from pydantic import ValidationError
@@ -20,11 +21,15 @@ from analysis.decode import DecodeConfig, decode_message
 from analysis.errors import BadInput, LogAgentError
 from analysis.event import Cluster, ErrorEvent
 from analysis.localiser import localise
+from analysis.redact import Redactor, redact_event
 from analysis.repo import Checkout, RepoConfig, RepoError, open_local
 from analysis.report import Analysis
 from analysis.signature import describe, fingerprint_event
 from analysis.tools import FileTools, ToolLimits
 from consumer.settings import Settings
+
+if TYPE_CHECKING:
+    from store import CaseSummary, MemoryStore
 
 __all__ = ["UsageError", "main"]
 
@@ -88,27 +93,45 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--repo", required=True, type=Path, help="path of the service's git repository")
     analyze.add_argument("--commit", help="commit to analyse at (default: the event's, else the work tree)")
     analyze.add_argument("--event", default="-", help="file holding one event, or - for stdin (default)")
-    analyze.add_argument("--offline", action="store_true", help="heuristic localiser only, no LLM")
+    analyze.add_argument("--offline", action="store_true",
+                         help="heuristic localiser only; without it the LLM at LOGAGENT_OLLAMA_URL is used "
+                              "when set (the heuristic answer, with a note, when it cannot be reached)")
     analyze.set_defaults(handler=_analyze)
 
-    memory = commands.add_parser("memory", help="inspect and edit the error memory")
+    memory = commands.add_parser(
+        "memory", help="inspect and edit the error memory",
+        description="Reads and edits the memory under LOGAGENT_DATA_DIR (or LOGAGENT_MEMORY__URI). Output is "
+                    "JSON lines; an unknown analysis id exits 1, a store error exits 2.")
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
-    search = memory_commands.add_parser("search", help="find past analyses similar to a text")
-    search.add_argument("query")
-    search.add_argument("--server", help="restrict to one server id")
-    search.set_defaults(handler=_not_available)
-    listing = memory_commands.add_parser("list", help="list stored analyses")
-    listing.add_argument("--server", help="restrict to one server id")
-    listing.set_defaults(handler=_not_available)
+    listing = memory_commands.add_parser("list", help="list stored analyses of a server, newest first")
+    listing.add_argument("--server", required=True, help="server id")
+    listing.add_argument("--tenant", help="only this tenant")
+    listing.add_argument("--limit", type=_positive_int, default=50, help="most rows to print (default 50)")
+    listing.set_defaults(handler=_memory_list)
+    search = memory_commands.add_parser("search", help="find stored analyses similar to a text")
+    search.add_argument("text", help="error text to compare with")
+    search.add_argument("--server", required=True, help="server id")
+    search.add_argument("--tenant", help="only this tenant")
+    search.add_argument("-k", type=_positive_int, default=10, help="most rows to print (default 10)")
+    search.set_defaults(handler=_memory_search)
     forget = memory_commands.add_parser("forget", help="delete a stored analysis")
-    forget.add_argument("memory_id")
-    forget.set_defaults(handler=_not_available)
+    forget.add_argument("analysis_id")
+    forget.add_argument("--server", help="server id (default: search every server's memory)")
+    forget.set_defaults(handler=_memory_forget)
 
-    feedback = commands.add_parser("feedback", help="record a verdict on an analysis")
+    feedback = commands.add_parser(
+        "feedback", help="record a verdict on an analysis",
+        description="Applies the verdict to the memory under LOGAGENT_DATA_DIR: 'correct' raises the case to "
+                    "human-confirmed trust, 'wrong' lowers its weight (or forgets it when "
+                    "LOGAGENT_MEMORY__FORGET_ON_WRONG=true). With --via-kafka the verdict is published to the "
+                    "feedback topic instead, for the running service to apply. Unknown id: exit 1.")
     feedback.add_argument("analysis_id")
     feedback.add_argument("--verdict", required=True, choices=["correct", "wrong"])
     feedback.add_argument("--note", default="", help="free text kept with the verdict")
-    feedback.set_defaults(handler=_not_available)
+    feedback.add_argument("--server", help="server id (default: search every server's memory)")
+    feedback.add_argument("--via-kafka", action="store_true",
+                          help="publish to LOGAGENT_KAFKA__FEEDBACK_TOPIC instead of editing the memory here")
+    feedback.set_defaults(handler=_feedback)
     return parser
 
 
@@ -228,26 +251,56 @@ def _checkout(repo: Path, commit: str | None, event_commit: str | None) -> tuple
         raise UsageError(str(exc)) from exc
 
 
-def analyze_event(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings) -> Analysis:
-    """The heuristic analysis of one event as a burst of one, read from `repo`."""
-    prefixes = settings.input.in_app_prefixes
-    signature = fingerprint_event(event, prefixes)
-    checkout, notes = _checkout(repo, commit, event.commit)
-    cluster = Cluster(
+def _single_burst(event: ErrorEvent, checkout: Checkout, settings: Settings) -> Cluster:
+    """`event` as a burst of one at the checked-out commit."""
+    signature = fingerprint_event(event, settings.input.in_app_prefixes)
+    return Cluster(
         server_id=event.server_id, tenant=event.tenant, fingerprint=signature.fingerprint,
         exception_type=signature.exception_type or event.exception_type, first_seen=event.timestamp,
         last_seen=event.timestamp, count=1, commits=(checkout.commit,), samples=(event,),
     )
+
+
+def analyze_event(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings) -> Analysis:
+    """The heuristic analysis of one event as a burst of one, read from `repo`."""
+    checkout, notes = _checkout(repo, commit, event.commit)
+    cluster = _single_burst(event, checkout, settings)
     tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
-    analysis = localise(cluster, checkout, tools, prefixes)
+    analysis = localise(cluster, checkout, tools, settings.input.in_app_prefixes)
+    return _with_notes(analysis, notes)
+
+
+def explain_event(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings) -> Analysis:
+    """The LLM analysis of one event (localiser, then the agent on Ollama at `settings.ollama.url`).
+
+    The memory is left alone: an ad-hoc run neither recalls nor stores. When Ollama cannot answer, the
+    heuristic analysis comes back with a note saying so.
+    """
+    from analysis.repo import RepoSync
+    from consumer.explainer import build_explainer
+    from consumer.metrics import Metrics
+
+    checkout, notes = _checkout(repo, commit, event.commit)
+    cluster = _single_burst(event, checkout, settings)
+    # No server map is read: the repository is the one given on the command line.
+    repo_sync = RepoSync(settings.repo.model_copy(update={"servers": {}}))
+    explainer = build_explainer(settings, Metrics(), repo_sync, with_memory=False)
+    return _with_notes(explainer.explain(cluster, checkout), notes)
+
+
+def _with_notes(analysis: Analysis, notes: Sequence[str]) -> Analysis:
     return analysis.model_copy(update={"notes": [*analysis.notes, *notes]}) if notes else analysis
 
 
 def _analyze(args: argparse.Namespace, settings: Settings) -> int:
-    event = _read_event(args.event, decode_config(settings))
-    # TODO(lead): without --offline and with settings.ollama.url set, run the agent here instead.
+    # The service redacts every event before analysis; so does `analyze`, whatever prints or prompts it.
+    event = redact_event(_read_event(args.event, decode_config(settings)), Redactor(settings.redaction))
+    use_llm = not args.offline and bool(settings.ollama.url)
     try:
-        analysis = analyze_event(event, args.repo, args.commit, settings)
+        if use_llm:
+            analysis = explain_event(event, args.repo, args.commit, settings)
+        else:
+            analysis = analyze_event(event, args.repo, args.commit, settings)
     except LogAgentError as exc:
         raise UsageError(f"analysis failed: {exc}") from exc
     sys.stdout.write(analysis.model_dump_json() + "\n")
@@ -256,10 +309,94 @@ def _analyze(args: argparse.Namespace, settings: Settings) -> int:
 
 # --- memory and feedback -------------------------------------------------------------------------------
 
-def _not_available(args: argparse.Namespace, settings: Settings) -> int:
-    # TODO(lead): wire `memory search|list|forget` and `feedback` to the store.
-    name = args.command if args.command != "memory" else f"memory {args.memory_command}"
-    raise UsageError(f"'{name}' is not available yet")
+_NOT_FOUND = 1
+
+
+def _open_memory(settings: Settings) -> MemoryStore:
+    from consumer.explainer import build_embedder  # LanceDB and the embedder load only for these commands
+    from store import MemoryStore
+
+    return MemoryStore(settings.memory, build_embedder(settings))
+
+
+@contextmanager
+def _store_errors() -> Iterator[None]:
+    """Store failures end as one line and exit code 2, like every user-facing error."""
+    from store import StoreError
+
+    try:
+        yield
+    except (StoreError, OSError, ValueError) as exc:
+        raise UsageError(f"memory error: {_first_line(exc)}") from exc
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__
+
+
+def _print_rows(rows: Sequence[CaseSummary]) -> None:
+    out = sys.stdout.buffer
+    for row in rows:
+        out.write(orjson.dumps(dataclasses.asdict(row)) + b"\n")
+    out.flush()
+
+
+def _memory_list(args: argparse.Namespace, settings: Settings) -> int:
+    with _store_errors():
+        rows = _open_memory(settings).list_cases(args.server, args.tenant, args.limit)
+    _print_rows(rows)
+    return 0
+
+
+def _memory_search(args: argparse.Namespace, settings: Settings) -> int:
+    with _store_errors():
+        rows = _open_memory(settings).search(args.server, args.tenant, args.text, args.k)
+    _print_rows(rows)
+    return 0
+
+
+def _not_found(analysis_id: str) -> int:
+    print(f"logagent: no analysis {analysis_id!r} in the memory", file=sys.stderr)
+    return _NOT_FOUND
+
+
+def _memory_forget(args: argparse.Namespace, settings: Settings) -> int:
+    with _store_errors():
+        deleted = _open_memory(settings).forget(args.analysis_id, server=args.server)
+    if not deleted:
+        return _not_found(args.analysis_id)
+    sys.stdout.write(orjson.dumps({"analysis_id": args.analysis_id, "forgotten": deleted}).decode() + "\n")
+    return 0
+
+
+def _feedback(args: argparse.Namespace, settings: Settings) -> int:
+    if args.via_kafka:
+        return _publish_feedback(args, settings)
+    with _store_errors():
+        found = _open_memory(settings).feedback(args.server, args.analysis_id, args.verdict, args.note)
+    if not found:
+        return _not_found(args.analysis_id)
+    sys.stdout.write(orjson.dumps({"analysis_id": args.analysis_id, "verdict": args.verdict,
+                                   "applied": True}).decode() + "\n")
+    return 0
+
+
+def _publish_feedback(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
+    from aiokafka.errors import KafkaError
+
+    from consumer.feedback import Feedback, publish_feedback
+
+    feedback = Feedback(args.analysis_id, args.verdict, args.note, args.server)
+    try:
+        asyncio.run(asyncio.wait_for(publish_feedback(settings, feedback), timeout=60))
+    except (KafkaError, TimeoutError) as exc:
+        raise UsageError(f"cannot publish to {settings.kafka.feedback_topic}: {type(exc).__name__}") from exc
+    sys.stdout.write(orjson.dumps({"analysis_id": args.analysis_id, "verdict": args.verdict,
+                                   "published": settings.kafka.feedback_topic}).decode() + "\n")
+    return 0
 
 
 if __name__ == "__main__":

@@ -93,6 +93,11 @@ class Explainer:
         return self._agent is not None
 
     @property
+    def memory(self) -> MemoryStore | None:
+        """The error memory this explainer recalls from and writes to (shared with the feedback listener)."""
+        return self._memory
+
+    @property
     def llm_reachable(self) -> bool:
         """False while the circuit breaker keeps the LLM out."""
         with self._breaker_lock:
@@ -115,6 +120,15 @@ class Explainer:
         checkout = self._repo_sync.checkout(cluster.server_id, cluster.commit)
         if checkout.became_local_after_s is not None:
             self._metrics.index_lag.labels("repo").observe(checkout.became_local_after_s)
+        return self.explain(cluster, checkout, now=now, started=started)
+
+    def explain(
+        self, cluster: Cluster, checkout: Checkout, *, now: float | None = None, started: float | None = None
+    ) -> Analysis:
+        """Analyse `cluster` in an already prepared `checkout` (blocking): localiser, recall, LLM, review,
+        memory write. `logagent analyze` calls this with its local repository; the service via `analyze`."""
+        started = time.monotonic() if started is None else started
+        now = self._clock() if now is None else now
         tools = FileTools(
             checkout.root, self._tool_limits, repo_dir=checkout.repo_dir, commit=checkout.commit
         )
@@ -145,8 +159,12 @@ class Explainer:
             return None
         if case is None:
             return None
+        if case.status != "analyzed" and self._agent is not None and self.llm_reachable:
+            # A heuristic answer (stored while Ollama was down, say) must not keep the LLM away for good.
+            return None
         self._metrics.llm_calls_avoided.inc()
         original = Analysis.model_validate(case.analysis)
+        reasons = [f"{_INSTRUCTION_REVIEW}: {', '.join(case.contaminated)}"] if case.contaminated else []
         return original.model_copy(update={
             "analysis_id": _own_id(cluster),
             "status": "recurrence",
@@ -154,8 +172,8 @@ class Explainer:
             "cluster": cluster_info(cluster),
             "recurrence_of": case.memory_id,
             "past_cases": [_ref(case)],
-            "needs_review": False,
-            "review_reasons": [],
+            "needs_review": bool(reasons),
+            "review_reasons": reasons,
             "tokens": {},
             "timings": {},
             "notes": [f"recurrence of analysis {case.memory_id} at the same commit; no LLM call"],
@@ -167,7 +185,8 @@ class Explainer:
         query = RecallQuery(
             server=cluster.server_id, tenant=cluster.tenant, scope=self._scope,
             fingerprint=cluster.fingerprint, exception_type=cluster.exception_type,
-            text=_error_text(cluster), now=now, identifiers=_identifiers(cluster), commit=checkout.commit,
+            text=self._redactor.redact(_error_text(cluster)), now=now, identifiers=_identifiers(cluster),
+            commit=checkout.commit,
         )
         self._metrics.memory_queries.inc()
         try:
@@ -188,7 +207,7 @@ class Explainer:
         case = NewCase(
             id=analysis.analysis_id, server=cluster.server_id, tenant=cluster.tenant, scope=self._scope,
             fingerprint=cluster.fingerprint, exception_type=cluster.exception_type,
-            error_text=_error_text(cluster), analysis_json=analysis.model_dump_json(),
+            error_text=self._redactor.redact(_error_text(cluster)), analysis_json=analysis.model_dump_json(),
             analyzer=analysis.analyzer, commit=analysis.commit, created_at=now, status=analysis.status,
             cited_files=tuple(
                 CitedRange(c.path, c.start_line, c.end_line, c.blob_sha) for c in analysis.citations
@@ -244,8 +263,11 @@ class Explainer:
             self._metrics.tool_calls.labels(tool, outcome).inc(count)
 
 
-def build_explainer(settings: Settings, metrics: Metrics, repo_sync: RepoSync | None = None) -> Explainer:
-    """The explainer the settings describe: LLM when Ollama is configured, memory under the data dir."""
+def build_explainer(
+    settings: Settings, metrics: Metrics, repo_sync: RepoSync | None = None, *, with_memory: bool = True
+) -> Explainer:
+    """The explainer the settings describe: LLM when Ollama is configured, memory under the data dir
+    (`with_memory=False`: no recall, no recurrence, nothing remembered, as `logagent analyze` wants)."""
     redactor = Redactor(settings.redaction)
     if repo_sync is None:
         repo_sync = RepoSync(settings.repo.model_copy(update={"servers": settings.repo_servers()}))
@@ -259,7 +281,7 @@ def build_explainer(settings: Settings, metrics: Metrics, repo_sync: RepoSync | 
     return Explainer(
         repo_sync, metrics, redactor=redactor, tool_limits=settings.tools,
         in_app_prefixes=settings.input.in_app_prefixes, agent=agent,
-        memory=MemoryStore(settings.memory, build_embedder(settings)),
+        memory=MemoryStore(settings.memory, build_embedder(settings)) if with_memory else None,
         breaker=CircuitBreaker(settings.ollama.failure_threshold, settings.ollama.reset_after_s),
         scope=settings.scope, llm_attempts=settings.ollama.attempts,
     )
@@ -279,7 +301,7 @@ def _own_id(cluster: Cluster) -> str:
 
 
 def _error_text(cluster: Cluster) -> str:
-    """The (already redacted) text memory embeds: type, message and the root cause's frames."""
+    """The text memory embeds: type, message and the root cause's frames (the caller redacts it again)."""
     event = cluster.representative
     root = event.root_cause
     lines = [f"{cluster.exception_type}: {root.value if root else event.message}"]

@@ -78,6 +78,10 @@ class Metrics:
             "logagent_repo_sync_errors_total", "Failed fetches or checkouts of service repositories.", registry=r
         )
         self.ollama_up = Gauge("logagent_ollama_up", "1 when the Ollama circuit is closed.", registry=r)
+        self.feedback = Counter(
+            "logagent_feedback_total", "Feedback verdicts by outcome (correct, wrong, unknown, bad).", ["outcome"],
+            registry=r,
+        )
         self.published = Counter(
             "logagent_published_total", "Events published, by topic kind (analysis, review, dlq).", ["kind"],
             registry=r,

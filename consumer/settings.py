@@ -72,7 +72,7 @@ class PipelineSettings(BaseModel):
     retry_initial_s: float = Field(0.5, description="First backoff after a retriable failure.")
     retry_max_s: float = Field(30.0, description="Cap of the exponential backoff (full jitter).")
     retry_attempts: int = Field(
-        5, description="Analysis attempts on retriable errors before a `failed` event is published."
+        5, ge=1, description="Analysis attempts on retriable errors before a `failed` event is published."
     )
     event_source: str | None = Field(None, description="CloudEvents `source`; default logagent/<group id>.")
 
@@ -124,9 +124,9 @@ class Settings(BaseSettings):
         """Fill what follows from other settings: the shorthand URL and paths under `data_dir`."""
         if self.ollama_url and not self.ollama.url:
             self.ollama = self.ollama.model_copy(update={"url": self.ollama_url})
-        if self.repo.cache_dir == Path():
+        if "cache_dir" not in self.repo.model_fields_set or self.repo.cache_dir == Path():
             self.repo = self.repo.model_copy(update={"cache_dir": self.data_dir / "repos"})
-        if not self.memory.uri:
+        if "uri" not in self.memory.model_fields_set or not self.memory.uri:
             self.memory = self.memory.model_copy(update={"uri": str(self.data_dir / "memory")})
         return self
 

@@ -150,14 +150,6 @@ class TestAnalyze:
 
 
 class TestOtherCommands:
-    @pytest.mark.parametrize("argv", [
-        ("memory", "list"), ("memory", "search", "null customer"), ("memory", "forget", "m-1"),
-        ("feedback", "a-1", "--verdict", "wrong"),
-    ])
-    def test_memory_and_feedback_say_not_available(self, argv: tuple[str, ...]) -> None:
-        """Until the store is wired, these commands say so in one line with exit code 2."""
-        assert "not available yet" in _one_error_line(logagent(*argv))
-
     def test_invalid_settings_are_one_line(self) -> None:
         """A malformed LOGAGENT_* variable names the setting in one line, no traceback."""
         proc = logagent("fingerprint", stdin=b"", env={"LOGAGENT_WINDOW__QUIET_S": "soon"})

@@ -1,0 +1,232 @@
+"""Human verdicts on analyses: the feedback topic's listener, its message format, and the CLI's publisher.
+
+A feedback message is JSON `{"analysis_id": "...", "verdict": "correct"|"wrong", "note"?: "...",
+"server"?: "..."}`. `correct` raises the remembered case to human-confirmed trust; `wrong` lowers it or
+forgets it (`memory.forget_on_wrong`). Delivery is at least once: an offset is committed only after its
+verdict was applied, or after a bad message was logged and skipped, so nothing blocks the topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+from aiokafka import TopicPartition
+from aiokafka.errors import KafkaError
+
+from consumer.kafka import make_consumer, make_producer
+from consumer.settings import Settings
+from store import MemoryStore, RefusedCase, StoreError
+
+__all__ = ["BadFeedback", "Feedback", "FeedbackListener", "FeedbackStats", "encode_feedback",
+           "parse_feedback", "publish_feedback"]
+
+log = logging.getLogger("logagent.feedback")
+
+Verdict = Literal["correct", "wrong"]
+_VERDICTS: frozenset[str] = frozenset({"correct", "wrong"})
+_MAX_MESSAGE_BYTES = 64 * 1024
+_MAX_ID_CHARS = 200
+_MAX_NOTE_CHARS = 2000
+_POLL_MS = 200
+_RETRY_INITIAL_S = 0.2
+_RETRY_MAX_S = 10.0
+
+
+class BadFeedback(ValueError):
+    """A feedback message that cannot be applied; `reason` is a short, bounded label for the log."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """One verdict on one analysis; without `server` every memory table is searched for the id."""
+
+    analysis_id: str
+    verdict: Verdict
+    note: str = ""
+    server: str | None = None
+
+
+@dataclass
+class FeedbackStats:
+    """What the listener did since it started."""
+
+    applied: int = 0
+    unknown: int = 0
+    bad: int = 0
+
+
+def _text_field(doc: Mapping[str, Any], name: str, limit: int) -> str | None:
+    """A short printable string field, or None when absent or empty."""
+    value = doc.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise BadFeedback(f"bad_{name}", f"{name} must be a string")
+    if len(value) > limit or not value.isprintable():
+        raise BadFeedback(f"bad_{name}", f"{name} must be printable and at most {limit} characters")
+    return value
+
+
+def parse_feedback(raw: bytes | None) -> Feedback:
+    """The feedback a message carries; raises BadFeedback with a reason for anything else."""
+    if raw is None:
+        raise BadFeedback("empty")
+    if len(raw) > _MAX_MESSAGE_BYTES:
+        raise BadFeedback("too_large", f"{len(raw)} bytes")
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadFeedback("not_json", str(exc)[:100]) from None
+    if not isinstance(doc, dict):
+        raise BadFeedback("not_object")
+    analysis_id = _text_field(doc, "analysis_id", _MAX_ID_CHARS)
+    if analysis_id is None:
+        raise BadFeedback("missing_analysis_id")
+    verdict = doc.get("verdict")
+    if verdict not in _VERDICTS:
+        raise BadFeedback("bad_verdict", "verdict must be 'correct' or 'wrong'")
+    note = doc.get("note") or ""
+    if not isinstance(note, str):
+        raise BadFeedback("bad_note", "note must be a string")
+    server = _text_field(doc, "server", _MAX_ID_CHARS)
+    checked: Verdict = "correct" if verdict == "correct" else "wrong"
+    return Feedback(analysis_id, checked, note[:_MAX_NOTE_CHARS], server)
+
+
+def encode_feedback(feedback: Feedback) -> bytes:
+    """The message `parse_feedback` reads back."""
+    doc: dict[str, str] = {"analysis_id": feedback.analysis_id, "verdict": feedback.verdict}
+    if feedback.note:
+        doc["note"] = feedback.note
+    if feedback.server:
+        doc["server"] = feedback.server
+    return orjson.dumps(doc)
+
+
+async def publish_feedback(settings: Settings, feedback: Feedback) -> None:
+    """Send one verdict to the feedback topic (keyed by analysis id) and wait for the broker's ack."""
+    producer = make_producer(settings.kafka)
+    await producer.start()
+    try:
+        await producer.send_and_wait(settings.kafka.feedback_topic, value=encode_feedback(feedback),
+                                     key=feedback.analysis_id.encode())
+    finally:
+        await producer.stop()
+
+
+class FeedbackListener:
+    """Consumes the feedback topic (group `<group_id>-feedback`) and applies each verdict to the memory.
+
+    Auto-commit is off: an offset is committed after its verdict was applied (or the message was skipped
+    as bad, or its analysis id is unknown). Store faults that may heal are retried with capped, jittered
+    backoff until they succeed or `stop` is set; anything else propagates.
+    """
+
+    def __init__(self, settings: Settings, memory: MemoryStore) -> None:
+        self._kafka = settings.kafka.model_copy(update={
+            "input_topic": settings.kafka.feedback_topic,
+            "group_id": f"{settings.kafka.group_id}-feedback",
+        })
+        self._memory = memory
+        self.stats = FeedbackStats()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Apply verdicts until `stop` is set; then commit what was applied and leave the group."""
+        consumer = make_consumer(self._kafka)
+        if not await self._start(consumer, stop):
+            return
+        try:
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=_POLL_MS)
+                done: dict[TopicPartition, int] = {}
+                for tp, messages in batch.items():
+                    for message in messages:
+                        if not await self._handle(message.value, stop):
+                            break  # stopping before this verdict was applied: it is redelivered
+                        done[tp] = message.offset + 1
+                if done:
+                    await self._commit(consumer, done)
+        finally:
+            await consumer.stop()
+
+    async def _start(self, consumer: Any, stop: asyncio.Event) -> bool:
+        """Start the consumer, retrying while the broker is unreachable; False when stopped first."""
+        attempt = 0
+        while not stop.is_set():
+            try:
+                await consumer.start()
+                return True
+            except KafkaError as error:
+                attempt += 1
+                log.warning("feedback consumer cannot start, retrying",
+                            extra={"fields": {"error": type(error).__name__, "attempt": attempt}})
+                await consumer.stop()
+                if await _wait(stop, _backoff(attempt)):
+                    return False
+        return False
+
+    async def _commit(self, consumer: Any, done: Mapping[TopicPartition, int]) -> None:
+        try:
+            await consumer.commit(dict(done))
+        except KafkaError as error:
+            # A rebalance took the partition: its next owner re-applies these verdicts (at least once).
+            log.warning("feedback offset commit failed", extra={"fields": {"error": type(error).__name__}})
+
+    async def _handle(self, raw: bytes | None, stop: asyncio.Event) -> bool:
+        """Apply one message; False only when `stop` interrupted a retry (the message stays uncommitted)."""
+        try:
+            feedback = parse_feedback(raw)
+        except BadFeedback as bad:
+            self.stats.bad += 1
+            log.warning("feedback message skipped", extra={"fields": {"reason": bad.reason, "error": str(bad)}})
+            return True
+        attempt = 0
+        while True:
+            try:
+                found = await asyncio.to_thread(self._memory.feedback, feedback.server, feedback.analysis_id,
+                                                feedback.verdict, feedback.note)
+                break
+            except RefusedCase as refused:
+                self.stats.bad += 1
+                log.warning("feedback refused", extra={"fields": {"reason": "refused", "error": str(refused)}})
+                return True
+            except StoreError as error:
+                if not error.retriable:
+                    raise
+                attempt += 1
+                log.warning("feedback not applied yet, retrying",
+                            extra={"fields": {"error": str(error)[:200], "attempt": attempt}})
+                if await _wait(stop, _backoff(attempt)):
+                    return False
+        fields = {"analysis_id": feedback.analysis_id, "verdict": feedback.verdict}
+        if found:
+            self.stats.applied += 1
+            log.info("feedback applied", extra={"fields": fields})
+        else:
+            self.stats.unknown += 1
+            log.warning("feedback for an unknown analysis", extra={"fields": fields})
+        return True
+
+
+def _backoff(attempt: int) -> float:
+    """Full jitter under an exponential cap."""
+    return random.uniform(0, min(_RETRY_MAX_S, _RETRY_INITIAL_S * 2 ** attempt))
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep `seconds` unless `stop` is set first; True when stopping."""
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
