@@ -20,6 +20,7 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from consumer.kafka import make_consumer, make_producer
+from consumer.metrics import Metrics
 from consumer.settings import Settings
 from store import MemoryStore, RefusedCase, StoreError
 
@@ -132,13 +133,19 @@ class FeedbackListener:
     backoff until they succeed or `stop` is set; anything else propagates.
     """
 
-    def __init__(self, settings: Settings, memory: MemoryStore) -> None:
+    def __init__(self, settings: Settings, memory: MemoryStore, metrics: Metrics | None = None) -> None:
         self._kafka = settings.kafka.model_copy(update={
             "input_topic": settings.kafka.feedback_topic,
             "group_id": f"{settings.kafka.group_id}-feedback",
         })
         self._memory = memory
+        self._metrics = metrics
         self.stats = FeedbackStats()
+
+    def _count(self, outcome: str) -> None:
+        setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
+        if self._metrics is not None:
+            self._metrics.feedback.labels(outcome).inc()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Apply verdicts until `stop` is set; then commit what was applied and leave the group."""
@@ -187,7 +194,7 @@ class FeedbackListener:
         try:
             feedback = parse_feedback(raw)
         except BadFeedback as bad:
-            self.stats.bad += 1
+            self._count("bad")
             log.warning("feedback message skipped", extra={"fields": {"reason": bad.reason, "error": str(bad)}})
             return True
         attempt = 0
@@ -197,7 +204,7 @@ class FeedbackListener:
                                                 feedback.verdict, feedback.note)
                 break
             except RefusedCase as refused:
-                self.stats.bad += 1
+                self._count("bad")
                 log.warning("feedback refused", extra={"fields": {"reason": "refused", "error": str(refused)}})
                 return True
             except StoreError as error:
@@ -210,10 +217,10 @@ class FeedbackListener:
                     return False
         fields = {"analysis_id": feedback.analysis_id, "verdict": feedback.verdict}
         if found:
-            self.stats.applied += 1
+            self._count("applied")
             log.info("feedback applied", extra={"fields": fields})
         else:
-            self.stats.unknown += 1
+            self._count("unknown")
             log.warning("feedback for an unknown analysis", extra={"fields": fields})
         return True
 

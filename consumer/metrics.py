@@ -79,7 +79,7 @@ class Metrics:
         )
         self.ollama_up = Gauge("logagent_ollama_up", "1 when the Ollama circuit is closed.", registry=r)
         self.feedback = Counter(
-            "logagent_feedback_total", "Feedback verdicts by outcome (correct, wrong, unknown, bad).", ["outcome"],
+            "logagent_feedback_total", "Feedback messages by outcome (applied, unknown, bad).", ["outcome"],
             registry=r,
         )
         self.published = Counter(

@@ -1,0 +1,115 @@
+"""Analyzers the pipeline calls once per closed burst, and the retry policy around them.
+
+For now the one analyzer is the heuristic localiser (no LLM); the agent plugs in behind `Analyzer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from analysis.errors import LogAgentError
+from analysis.event import Cluster
+from analysis.localiser import analysis_id, cluster_info, localise
+from analysis.repo import RepoSync
+from analysis.report import Analysis
+from analysis.tools import FileTools, ToolLimits
+
+__all__ = ["Analyzer", "Backoff", "HeuristicAnalyzer", "analyze_or_fail", "failed_analysis", "sleep_unless"]
+
+log = logging.getLogger(__name__)
+_MAX_FAILURE_CHARS = 1000
+
+
+class Analyzer(Protocol):
+    """Turns one closed burst into its analysis; raise a retriable LogAgentError for transient faults."""
+
+    async def analyze(self, cluster: Cluster) -> Analysis:
+        """Analyse `cluster`."""
+        ...
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with full jitter, over at most `attempts` tries."""
+
+    initial_s: float
+    max_s: float
+    attempts: int
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed try number `attempt` (1-based)."""
+        cap = min(self.max_s, self.initial_s * 2 ** (attempt - 1))
+        # Full jitter: workers hitting the same outage do not retry in lockstep.
+        return random.uniform(0, cap)
+
+
+async def sleep_unless(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep `seconds`; True when `stop` was set meanwhile (the caller then gives up)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    return stop.is_set()
+
+
+def failed_analysis(cluster: Cluster, reason: str) -> Analysis:
+    """The event published for a burst that cannot be analysed, so its offsets can still move on."""
+    return Analysis(
+        analysis_id=analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen),
+        status="failed",
+        analyzer="heuristic",
+        cluster=cluster_info(cluster),
+        commit=cluster.commit,
+        failure_reason=reason[:_MAX_FAILURE_CHARS],
+    )
+
+
+async def analyze_or_fail(
+    analyzer: Analyzer, cluster: Cluster, backoff: Backoff, stop: asyncio.Event
+) -> Analysis | None:
+    """The burst's analysis; a `failed` one when an error is permanent or retries run out; None when
+    `stop` is set while waiting to retry (the burst is then handed back, not lost)."""
+    for attempt in range(1, backoff.attempts + 1):
+        try:
+            return await analyzer.analyze(cluster)
+        except Exception as error:  # any analyzer fault is reported on the burst, never dropped
+            retriable = isinstance(error, LogAgentError) and error.retriable
+            reason = f"{type(error).__name__}: {error}"
+            if not retriable:
+                return failed_analysis(cluster, reason)
+            if attempt == backoff.attempts:
+                return failed_analysis(cluster, f"retries exhausted: {reason}")
+            log.warning("analysis failed, retrying", extra={"fields": {
+                "server": cluster.server_id, "attempt": attempt, "error": type(error).__name__}})
+            if await sleep_unless(stop, backoff.delay(attempt)):
+                return None
+    return None  # only reached with attempts < 1
+
+
+class HeuristicAnalyzer:
+    """Reads the server's repository at the burst's commit and localises the culprit from the frames.
+
+    Git and file reads block, so each analysis runs in a worker thread; RepoSync serialises per server.
+    """
+
+    def __init__(
+        self, repo_sync: RepoSync, tool_limits: ToolLimits | None = None, in_app_prefixes: Sequence[str] = ()
+    ) -> None:
+        self._repo_sync = repo_sync
+        self._tool_limits = tool_limits or ToolLimits()
+        self._in_app_prefixes = tuple(in_app_prefixes)
+
+    async def analyze(self, cluster: Cluster) -> Analysis:
+        """A `heuristic` report of the burst; repository errors propagate (RepoUnavailable is retriable)."""
+        return await asyncio.to_thread(self._analyze, cluster)
+
+    def _analyze(self, cluster: Cluster) -> Analysis:
+        checkout = self._repo_sync.checkout(cluster.server_id, cluster.commit)
+        tools = FileTools(
+            checkout.root, self._tool_limits, repo_dir=checkout.repo_dir, commit=checkout.commit
+        )
+        return localise(cluster, checkout, tools, self._in_app_prefixes)

@@ -1,0 +1,158 @@
+"""The Kafka edges: consumer and producer construction, the event sink, DLQ headers, rebalance, lag.
+
+Everything here is thin: decisions (what to commit, what is a burst) live in pure modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.helpers import create_ssl_context
+
+from consumer.settings import KafkaSettings
+from consumer.window import PartitionKey
+
+__all__ = [
+    "EventSink",
+    "Headers",
+    "RebalanceHooks",
+    "as_topic_partition",
+    "dlq_headers",
+    "make_consumer",
+    "make_producer",
+    "measure_lag",
+]
+
+log = logging.getLogger(__name__)
+
+Headers = Sequence[tuple[str, bytes]]
+PartitionsCallback = Callable[[Collection[Any]], Awaitable[None]]
+
+
+def _security(kafka: KafkaSettings) -> dict[str, Any]:
+    """Client arguments for TLS and SASL, shared by consumer and producer."""
+    options: dict[str, Any] = {"security_protocol": kafka.security_protocol}
+    if kafka.security_protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = create_ssl_context()
+    if kafka.sasl_mechanism:
+        options["sasl_mechanism"] = kafka.sasl_mechanism
+        options["sasl_plain_username"] = kafka.sasl_username
+        options["sasl_plain_password"] = (
+            kafka.sasl_password.get_secret_value() if kafka.sasl_password is not None else None
+        )
+    return options
+
+
+def make_consumer(
+    kafka: KafkaSettings, listener: ConsumerRebalanceListener | None = None
+) -> AIOKafkaConsumer:
+    """A group consumer of the input topic with auto-commit off: offsets move only when work is done."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        group_id=kafka.group_id,
+        client_id=kafka.client_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level=kafka.isolation_level,
+        session_timeout_ms=kafka.session_timeout_ms,
+        heartbeat_interval_ms=kafka.heartbeat_interval_ms,
+        rebalance_timeout_ms=kafka.rebalance_timeout_ms,
+        max_poll_records=kafka.max_poll_records,
+        **_security(kafka),
+    )
+    consumer.subscribe([kafka.input_topic], listener=listener)
+    return consumer
+
+
+def make_producer(kafka: KafkaSettings) -> AIOKafkaProducer:
+    """A producer that waits for all in-sync replicas, so a published event survives a broker loss."""
+    return AIOKafkaProducer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        client_id=kafka.client_id,
+        acks="all",
+        enable_idempotence=kafka.enable_idempotence,
+        linger_ms=kafka.linger_ms,
+        **_security(kafka),
+    )
+
+
+class EventSink:
+    """Publishes records on an already started producer."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+
+    async def publish(self, topic: str, key: bytes | None, value: bytes, headers: Headers = ()) -> None:
+        """Send one record and wait until the broker acknowledged it."""
+        delivery = await self.enqueue(topic, key, value, headers)
+        await delivery
+
+    async def enqueue(
+        self, topic: str, key: bytes | None, value: bytes, headers: Headers = ()
+    ) -> asyncio.Future[Any]:
+        """Hand one record to the producer's batch; the returned future resolves on acknowledgement."""
+        future: asyncio.Future[Any] = await self._producer.send(
+            topic, value=value, key=key, headers=list(headers) or None
+        )
+        return future
+
+
+def dlq_headers(
+    reason: str, tp: PartitionKey, offset: int, error: str, max_chars: int
+) -> list[tuple[str, bytes]]:
+    """Headers of a DLQ record: why, where it came from, and a bounded error text."""
+    topic, partition = tp
+    return [
+        ("reason", reason.encode()),
+        ("source_topic", topic.encode()),
+        ("source_partition", str(partition).encode()),
+        ("source_offset", str(offset).encode()),
+        # The error text can quote the untrusted input; the cap keeps a hostile message from bloating it.
+        ("error", error[:max_chars].encode("utf-8", "replace")),
+    ]
+
+
+class RebalanceHooks(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka ships no types
+    """Calls the pipeline around a rebalance: commit what is safe on revoke, note the new assignment.
+
+    The callbacks must not take a lock that `getmany` holds: aiokafka runs them inside its own poll.
+    """
+
+    def __init__(self, on_revoked: PartitionsCallback, on_assigned: PartitionsCallback) -> None:
+        self._on_revoked = on_revoked
+        self._on_assigned = on_assigned
+
+    async def on_partitions_revoked(self, revoked: Collection[Any]) -> None:
+        """Commit safe offsets of the partitions about to go, then forget them."""
+        await self._on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Collection[Any]) -> None:
+        """Record the partitions now owned."""
+        await self._on_assigned(assigned)
+
+
+async def measure_lag(
+    consumer: AIOKafkaConsumer, tps: Iterable[PartitionKey]
+) -> dict[PartitionKey, int | None]:
+    """Messages behind the end offset per partition; None until a fetch has reported the end offset.
+
+    Negative when the log is now shorter than the position: the topic was recreated or truncated.
+    """
+    lag: dict[PartitionKey, int | None] = {}
+    for tp in tps:
+        highwater = consumer.highwater(tp)
+        if highwater is None:
+            lag[tp] = None
+            continue
+        position = await consumer.position(tp)
+        lag[tp] = int(highwater) - int(position)
+    return lag
+
+
+def as_topic_partition(tp: PartitionKey) -> TopicPartition:
+    """aiokafka's own type, which its commit API insists on."""
+    return tp if isinstance(tp, TopicPartition) else TopicPartition(tp[0], tp[1])

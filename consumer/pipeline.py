@@ -1,0 +1,415 @@
+"""The service: consume error logs, group them into bursts, analyse each burst once, publish, commit.
+
+One main loop reads batches, decodes and fingerprints each message and feeds the burst window; closed
+bursts wait in a queue that `max_inflight` workers drain (analyse → publish → release offsets). Offsets
+are committed only up to the lowest one an unpublished burst still holds, so a crash replays exactly
+the work that was not finished. When the queue is full, fetching pauses instead of buffering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Collection
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+
+from analysis.decode import DecodeConfig, decode_message
+from analysis.errors import BadInput
+from analysis.report import Analysis
+from analysis.signature import fingerprint_event
+from consumer.analyzer import Analyzer, Backoff, analyze_or_fail, sleep_unless
+from consumer.cloudevent import to_cloudevent
+from consumer.http import HealthState
+from consumer.kafka import (
+    EventSink,
+    RebalanceHooks,
+    as_topic_partition,
+    dlq_headers,
+    make_consumer,
+    make_producer,
+    measure_lag,
+)
+from consumer.metrics import Metrics
+from consumer.offsets import OffsetTracker
+from consumer.settings import Settings
+from consumer.window import BurstWindow, ClosedBurst, PartitionKey
+
+__all__ = ["Analyzer", "Service", "ServiceStats", "configure_logging", "log_fields", "run_service"]
+
+log = logging.getLogger(__name__)
+
+# Expiry scans every open burst, so it runs a few times a second rather than after every batch.
+_EXPIRE_INTERVAL_S = 0.1
+_CONTENT_TYPE = ("content-type", b"application/cloudevents+json; charset=UTF-8")
+
+
+def log_fields(**fields: object) -> dict[str, object]:
+    """`extra=` for a log call: structured fields the JSON formatter puts on the line."""
+    return {"fields": fields}
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the call's structured fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        line.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+def configure_logging(level: str) -> None:
+    """Send JSON lines to stdout at `level` (called once, by the entry point)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(_JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+@dataclass
+class ServiceStats:
+    """Counters a caller (the demo, tests) can read without scraping metrics."""
+
+    events_in: int = 0
+    """Input messages read."""
+    dlq: int = 0
+    bursts_closed: int = 0
+    published: int = 0
+    failed: int = 0
+    """Published analyses with status `failed`."""
+    pauses: int = 0
+    """Times fetching paused for backpressure."""
+
+
+class Service:
+    """The running pipeline. `run(stop)` returns once `stop` is set and the shutdown is done."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        analyzer: Analyzer,
+        metrics: Metrics,
+        health: HealthState | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._analyzer = analyzer
+        self._metrics = metrics
+        self._health = health
+        self._clock = clock
+        w = settings.window
+        self._window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, clock=clock)
+        self._offsets = OffsetTracker()
+        self._queue: asyncio.Queue[ClosedBurst] = asyncio.Queue()
+        self._busy = 0
+        self._no_work_running = asyncio.Event()
+        self._no_work_running.set()
+        self._paused = False
+        self._assigned: set[PartitionKey] = set()
+        self._lag: dict[PartitionKey, int | None] = {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._sink: EventSink | None = None
+        self._dlq_pending: list[Awaitable[Any]] = []
+        self._decode_config = DecodeConfig(
+            max_message_bytes=settings.input.max_message_bytes,
+            max_depth=settings.input.max_depth,
+            commit_field=settings.input.commit_field,
+            in_app_prefixes=tuple(settings.input.in_app_prefixes),
+        )
+        self._in_app_prefixes = tuple(settings.input.in_app_prefixes)
+        self._source = settings.pipeline.event_source or f"logagent/{settings.kafka.group_id}"
+        self._accepted = metrics.events.labels("accepted")
+        p = settings.pipeline
+        self._backoff = Backoff(p.retry_initial_s, p.retry_max_s, p.retry_attempts)
+        self.stats = ServiceStats()
+
+    def _caught_up(self) -> bool:
+        """Every assigned partition read to its end (as of the last fetch)."""
+        return bool(self._assigned) and all(self._lag.get(tp) == 0 for tp in self._assigned)
+
+    def idle(self) -> bool:
+        """Caught up with every assigned partition, with no open burst and no queued or running analysis."""
+        return (
+            self._caught_up()
+            and self._window.open_count == 0
+            and self._queue.empty()
+            and self._busy == 0
+            and self._offsets.held_count == 0
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until `stop` is set; then finish running analyses (bounded), commit what is safe, close."""
+        kafka = self._settings.kafka
+        async with AsyncExitStack() as stack:
+            producer = make_producer(kafka)
+            await producer.start()
+            stack.push_async_callback(producer.stop)
+            self._sink = EventSink(producer)
+            consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned))
+            await consumer.start()
+            stack.push_async_callback(consumer.stop)
+            self._consumer = consumer
+            inflight = self._settings.pipeline.max_inflight
+            workers = [asyncio.create_task(self._work(stop)) for _ in range(inflight)]
+            try:
+                await self._consume(consumer, stop, workers)
+            finally:
+                await self._finish(workers)
+                await self._commit()
+                if self._health is not None:
+                    self._health.set_partitions_assigned(False)
+
+    # --- the main loop -------------------------------------------------------------------------------
+
+    async def _consume(
+        self, consumer: AIOKafkaConsumer, stop: asyncio.Event, workers: list[asyncio.Task[None]]
+    ) -> None:
+        pipeline = self._settings.pipeline
+        next_commit = self._clock() + self._settings.kafka.commit_interval_s
+        next_expire = self._clock()
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=pipeline.poll_timeout_ms)
+            for tp, messages in batch.items():
+                for message in messages:
+                    self._ingest(tp, message)
+            await self._settle_dlq()
+            await self._measure_lag(consumer)
+            if self._clock() >= next_expire:
+                # Wall-time idleness only counts when nothing is waiting to be read: a paused or lagging
+                # consumer would otherwise split bursts whose next events are still in the backlog.
+                idle_by_wall = self._caught_up() and not self._paused
+                for closed in self._window.expire(self._clock(), idle_by_wall):
+                    self._enqueue(closed)
+                next_expire = self._clock() + _EXPIRE_INTERVAL_S
+            self._apply_backpressure(consumer)
+            self._metrics.open_bursts.set(self._window.open_count)
+            for worker in workers:
+                if worker.done():
+                    worker.result()  # a worker that died must take the service down, loudly
+            if self._clock() >= next_commit:
+                await self._commit()
+                next_commit = self._clock() + self._settings.kafka.commit_interval_s
+
+    def _ingest(self, tp: PartitionKey, message: Any) -> None:
+        """Decode, fingerprint and window one message; bad input goes to the DLQ. Never raises on input."""
+        self.stats.events_in += 1
+        offset: int = message.offset
+        self._offsets.received(tp, offset)
+        raw: bytes = message.value if message.value is not None else b""
+        try:
+            # The broker's timestamp stands in for a missing one: stable across replays, unlike "now".
+            events = decode_message(raw, self._decode_config, received_at=message.timestamp / 1000)
+            signed = [(event, fingerprint_event(event, self._in_app_prefixes)) for event in events]
+        except BadInput as bad:
+            self._send_to_dlq(tp, message, bad.reason, str(bad))
+            return
+        except Exception as error:  # a decoder bug must not crash-loop the service on one message
+            fields = log_fields(topic=tp[0], partition=tp[1], offset=offset)
+            log.exception("decoding failed unexpectedly", extra=fields)
+            self._send_to_dlq(tp, message, "internal_error", type(error).__name__)
+            return
+        self._accepted.inc()
+        for event, signature in signed:
+            for closed in self._window.add(event, signature, (tp, offset)):
+                self._enqueue(closed)
+
+    def _send_to_dlq(self, tp: PartitionKey, message: Any, reason: str, error: str) -> None:
+        assert self._sink is not None
+        kafka = self._settings.kafka
+        token = ("dlq", tp, message.offset)
+        self._offsets.hold(tp, message.offset, token)
+        headers = dlq_headers(reason, tp, message.offset, error, kafka.dlq_error_max_chars)
+
+        async def deliver() -> None:
+            assert self._sink is not None
+            await self._sink.publish(kafka.dlq_topic, message.key, message.value or b"", headers)
+            self._offsets.release(token)
+
+        # Deliveries are batched by the producer and awaited before the next commit.
+        self._dlq_pending.append(deliver())
+        self.stats.dlq += 1
+        self._metrics.events.labels("dlq").inc()
+        self._metrics.dlq.labels(reason).inc()
+        self._metrics.published.labels("dlq").inc()
+
+    async def _settle_dlq(self) -> None:
+        pending, self._dlq_pending = self._dlq_pending, []
+        if pending:
+            await asyncio.gather(*pending)
+
+    def _enqueue(self, closed: ClosedBurst) -> None:
+        for tp, offset in closed.offsets.items():
+            self._offsets.hold(tp, offset, closed.token)
+        self._queue.put_nowait(closed)
+        self.stats.bursts_closed += 1
+        self._metrics.bursts_closed.labels(closed.reason).inc()
+        self._metrics.inflight.set(self._queue.qsize() + self._busy)
+
+    def _apply_backpressure(self, consumer: AIOKafkaConsumer) -> None:
+        pipeline = self._settings.pipeline
+        depth = self._queue.qsize()
+        if not self._paused and depth >= pipeline.queue_size:
+            self._paused = True
+            consumer.pause(*consumer.assignment())
+            self.stats.pauses += 1
+            self._metrics.paused.set(1)
+            log.info("fetching paused", extra=log_fields(queued=depth))
+        elif self._paused and depth <= pipeline.resume_at:
+            self._paused = False
+            consumer.resume(*consumer.assignment())
+            self._metrics.paused.set(0)
+            log.info("fetching resumed", extra=log_fields(queued=depth))
+
+    async def _measure_lag(self, consumer: AIOKafkaConsumer) -> None:
+        self._lag = await measure_lag(consumer, self._assigned)
+        for tp, lag in self._lag.items():
+            if lag is not None and lag < 0:
+                # The log is shorter than our position: the topic was recreated (a broker without
+                # persistent storage restarted) or truncated. Brokers that do not answer "out of range"
+                # would leave us waiting past its end, so start over as auto_offset_reset=earliest would.
+                log.warning("partition log reset, reading it from the beginning",
+                            extra=log_fields(topic=tp[0], partition=tp[1]))
+                self._offsets.forget_partitions([tp])
+                await consumer.seek_to_beginning(as_topic_partition(tp))
+                self._lag[tp] = None
+            elif lag is not None:
+                self._metrics.consumer_lag.labels(tp[0], str(tp[1])).set(lag)
+
+    async def _commit(self, only: Collection[PartitionKey] | None = None) -> None:
+        """Commit the safe offsets of the assigned partitions (or of `only`) that moved."""
+        if self._consumer is None:
+            return
+        scope = self._assigned if only is None else set(only) & self._assigned
+        offsets = {
+            tp: offset
+            for tp, offset in self._offsets.to_commit(self._window.held_offsets()).items()
+            if tp in scope
+        }
+        if not offsets:
+            return
+        try:
+            await self._consumer.commit({as_topic_partition(tp): offset for tp, offset in offsets.items()})
+        except KafkaError as error:
+            # A commit lost to a rebalance is retried by the next owner's replay; nothing is lost.
+            log.warning("offset commit failed", extra=log_fields(error=type(error).__name__))
+            return
+        self._offsets.committed(offsets)
+
+    # --- rebalance -------------------------------------------------------------------------------
+
+    async def _on_revoked(self, revoked: Collection[Any]) -> None:
+        await self._settle_dlq()
+        await self._commit(only=revoked)
+        gone = {(tp.topic, tp.partition) for tp in revoked}
+        self._offsets.forget_partitions(gone)
+        self._assigned -= gone
+        if self._health is not None:
+            self._health.set_partitions_assigned(bool(self._assigned))
+
+    async def _on_assigned(self, assigned: Collection[Any]) -> None:
+        self._assigned |= {as_topic_partition(tp) for tp in assigned}
+        if self._paused and self._consumer is not None:
+            self._consumer.pause(*assigned)
+        if self._health is not None:
+            self._health.set_partitions_assigned(bool(self._assigned))
+
+    # --- analysis workers -------------------------------------------------------------------------
+
+    async def _work(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            closed = await self._queue.get()
+            if stop.is_set():
+                return  # handed back: its offsets stay held and uncommitted, a restart replays it
+            self._busy += 1
+            self._no_work_running.clear()
+            try:
+                started = time.perf_counter()
+                analysis = await analyze_or_fail(self._analyzer, closed.cluster, self._backoff, stop)
+                seconds = time.perf_counter() - started
+                self._metrics.analysis_seconds.observe(seconds)
+                if analysis is not None and await self._publish(analysis, stop, seconds):
+                    self._offsets.release(closed.token)
+            finally:
+                self._busy -= 1
+                if not self._busy:
+                    self._no_work_running.set()
+                self._metrics.inflight.set(self._queue.qsize() + self._busy)
+
+    async def _publish(self, analysis: Analysis, stop: asyncio.Event, seconds: float) -> bool:
+        """Publish the analysis event keyed by server id; False when stopped before it was acknowledged."""
+        assert self._sink is not None
+        kafka = self._settings.kafka
+        value = to_cloudevent(analysis, self._source)
+        key = analysis.cluster.server.encode()
+        for attempt in range(1, self._backoff.attempts + 1):
+            try:
+                await self._sink.publish(kafka.output_topic, key, value, [_CONTENT_TYPE])
+                break
+            except KafkaError as error:
+                if attempt == self._backoff.attempts:
+                    raise
+                log.warning("publish failed, retrying", extra=log_fields(error=type(error).__name__))
+                if await sleep_unless(stop, self._backoff.delay(attempt)):
+                    return False
+        self.stats.published += 1
+        if analysis.status == "failed":
+            self.stats.failed += 1
+        self._metrics.analyses.labels(analysis.status, analysis.analyzer).inc()
+        self._metrics.published.labels("analysis").inc()
+        culprit = analysis.culprit
+        log.info("burst analysed", extra=log_fields(
+            server=analysis.cluster.server, fingerprint=analysis.cluster.fingerprint,
+            count=analysis.cluster.count, status=analysis.status,
+            culprit=f"{culprit.path}:{culprit.line or ''}" if culprit else None,
+            seconds=round(seconds, 3), analysis_id=analysis.analysis_id))
+        return True
+
+    async def _finish(self, workers: list[asyncio.Task[None]]) -> None:
+        """Let running analyses finish within the grace period; the rest is handed back uncommitted."""
+        # Workers take no new job once `stop` is set, so this only waits for the running ones.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_work_running.wait(), self._settings.pipeline.shutdown_grace_s)
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        await self._settle_dlq()
+        log.info("stopped", extra=log_fields(open_bursts=self._window.open_count,
+                                             handed_back=self._queue.qsize() + self._busy))
+
+
+def run_service(settings: Settings, analyzer: Analyzer) -> int:
+    """`logagent run`: serve until SIGTERM or SIGINT, then shut down cleanly and return 0."""
+    configure_logging(settings.log_level)
+    return asyncio.run(_serve(settings, analyzer))
+
+
+async def _serve(settings: Settings, analyzer: Analyzer) -> int:
+    from consumer.http import serve_http  # the endpoint is only needed by the long-running service
+
+    metrics = Metrics()
+    health = HealthState(heuristic_mode=settings.ollama.url is None)
+    health.set_store_open(True)  # no memory store yet; the next issue wires it and owns this flag
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    with serve_http(settings.http.host, settings.http.port, metrics, health):
+        await Service(settings, analyzer, metrics, health).run(stop)
+    return 0

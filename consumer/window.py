@@ -1,0 +1,221 @@
+"""Burst windows: group events of one server and signature into bursts, pure and clock-injected.
+
+Membership is decided by EVENT time, so replaying the same messages after a crash rebuilds the same
+bursts (and the same analysis ids): an event more than `quiet_s` after its burst's last event, or more
+than `max_length_s` after its first, starts a new burst. When a failure simply stops, idleness is
+measured in WALL time, and the caller allows that only when it is caught up with the stream: a consumer
+that is behind or paused must not close bursts whose next events are still waiting to be read. So that a
+consumer that never catches up cannot hold a burst (and its offsets) forever, a burst open for
+`max_length_s` of wall time closes regardless.
+
+Event-time gaps are only meaningful when a server's events arrive in order, that is when producers key
+messages by server id (Kafka orders within a partition only). Unkeyed input spread over partitions can
+split a burst in two; no event is lost, but the halves are analysed separately.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from analysis.event import Cluster, ErrorEvent
+
+if TYPE_CHECKING:
+    from analysis.signature import Signature
+
+__all__ = ["BurstWindow", "CloseReason", "ClosedBurst", "PartitionKey", "Position"]
+
+CloseReason = Literal["quiet", "max_length", "evicted", "flush"]
+PartitionKey = tuple[str, int]
+"""(topic, partition); aiokafka's TopicPartition is such a tuple."""
+Position = tuple[PartitionKey, int]
+"""Where a message came from: ((topic, partition), offset)."""
+
+_BurstKey = tuple[str, str, str]
+# Distinct commits kept per burst: a burst spanning more deploys than this is already unusual.
+_MAX_COMMITS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedBurst:
+    """A burst that will not grow any more: its cluster, why it closed, and the offsets it held."""
+
+    cluster: Cluster
+    reason: CloseReason
+    offsets: Mapping[PartitionKey, int]
+    """Per partition, the lowest offset of the burst's events: nothing from there on may be committed
+    until the burst's analysis is published."""
+    token: int
+    """Unique per burst within this window; the pipeline holds offsets under it."""
+
+
+class _Burst:
+    """An open burst; mutable and private so adding an event copies nothing."""
+
+    __slots__ = ("commits", "count", "exception_type", "first_seen", "head", "key", "last_seen",
+                 "last_wall", "offsets", "tail", "token")
+
+    def __init__(self, key: _BurstKey, token: int, exception_type: str, event: ErrorEvent,
+                 tail_size: int) -> None:
+        self.key = key
+        self.token = token
+        self.exception_type = exception_type
+        self.first_seen = event.timestamp
+        self.last_seen = event.timestamp
+        self.last_wall = 0.0
+        self.count = 0
+        self.commits: dict[str, None] = {}
+        self.head: list[ErrorEvent] = []
+        self.tail: deque[ErrorEvent] = deque(maxlen=tail_size)
+        self.offsets: dict[PartitionKey, int] = {}
+
+
+class BurstWindow:
+    """Open bursts keyed by (server, tenant, fingerprint); `add` and `expire` return the ones that close.
+
+    `clock` is the wall clock `expire(now)` is measured against (monotonic by default).
+    """
+
+    def __init__(
+        self,
+        quiet_s: float,
+        max_length_s: float,
+        max_open: int,
+        max_samples: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_open < 1 or max_samples < 1:
+            raise ValueError("max_open and max_samples must be at least 1")
+        self.quiet_s = quiet_s
+        self.max_length_s = max_length_s
+        self.max_open = max_open
+        # The first events show how the burst started, the latest what is deployed now.
+        self._head_size = max_samples // 2
+        self._tail_size = max_samples - self._head_size
+        self._clock = clock
+        # Ordered by the wall time of the last add: the front is the least recently updated burst,
+        # which is both the next to go quiet and the one evicted past the cap.
+        self._open: OrderedDict[_BurstKey, _Burst] = OrderedDict()
+        self._next_token = 0
+        # (opened_wall, token, key) in opening order, for the wall-time length cap; entries of bursts
+        # already closed are skipped when they reach the front.
+        self._opened: deque[tuple[float, int, _BurstKey]] = deque()
+
+    @property
+    def open_count(self) -> int:
+        """How many bursts are open."""
+        return len(self._open)
+
+    def add(self, event: ErrorEvent, signature: Signature, position: Position) -> list[ClosedBurst]:
+        """Put one event into its burst; returns the bursts this closed (its own old one, an evicted one)."""
+        key = (event.server_id, event.tenant, signature.fingerprint)
+        ts = event.timestamp
+        now = self._clock()
+        closed: list[ClosedBurst] = []
+        burst = self._open.get(key)
+        if burst is not None:
+            if ts - burst.last_seen > self.quiet_s:
+                closed.append(self._close(key, "quiet"))
+                burst = None
+            elif ts - burst.first_seen > self.max_length_s:
+                closed.append(self._close(key, "max_length"))
+                burst = None
+        if burst is None:
+            if len(self._open) >= self.max_open:
+                closed.append(self._close(next(iter(self._open)), "evicted"))
+            burst = _Burst(key, self._next_token, signature.exception_type or event.exception_type, event,
+                           self._tail_size)
+            self._next_token += 1
+            self._open[key] = burst
+            self._opened.append((now, burst.token, key))
+        else:
+            self._open.move_to_end(key)
+        self._record(burst, event, position, now)
+        return closed
+
+    def _record(self, burst: _Burst, event: ErrorEvent, position: Position, now: float) -> None:
+        burst.count += 1
+        burst.last_wall = now
+        ts = event.timestamp
+        # Out-of-order events widen the burst rather than open a new one.
+        if ts > burst.last_seen:
+            burst.last_seen = ts
+        elif ts < burst.first_seen:
+            burst.first_seen = ts
+        commit = event.commit
+        if commit:
+            commits = burst.commits
+            if commit not in commits:
+                commits[commit] = None
+                if len(commits) > _MAX_COMMITS:
+                    del commits[next(iter(commits))]
+            elif next(reversed(commits)) != commit:
+                # Keep the last one seen last: that is the commit analysis reads.
+                del commits[commit]
+                commits[commit] = None
+        if len(burst.head) < self._head_size:
+            burst.head.append(event)
+        elif burst.tail.maxlen:
+            burst.tail.append(event)
+        tp, offset = position
+        # Offsets grow within a partition, so the first one seen is the lowest.
+        burst.offsets.setdefault(tp, offset)
+
+    def expire(self, now: float, idle_by_wall: bool = True) -> list[ClosedBurst]:
+        """Close the bursts open for `max_length_s` of wall time and, when `idle_by_wall` (the caller is
+        caught up), those that received nothing for `quiet_s` of wall time."""
+        closed: list[ClosedBurst] = []
+        if idle_by_wall:
+            deadline = now - self.quiet_s
+            while self._open:
+                key, burst = next(iter(self._open.items()))
+                if burst.last_wall > deadline:
+                    break
+                closed.append(self._close(key, "quiet"))
+        opened, too_old = self._opened, now - self.max_length_s
+        while opened and opened[0][0] <= too_old:
+            _, token, key = opened.popleft()
+            if self._is_open(key, token):
+                closed.append(self._close(key, "max_length"))
+        if len(opened) > 2 * len(self._open) + 64:
+            # Evicted and quiet bursts leave entries behind; drop them before they pile up.
+            self._opened = deque(entry for entry in opened if self._is_open(entry[2], entry[1]))
+        return closed
+
+    def _is_open(self, key: _BurstKey, token: int) -> bool:
+        """Whether the burst `token` is still the open one under `key`."""
+        burst = self._open.get(key)
+        return burst is not None and burst.token == token
+
+    def flush(self) -> list[ClosedBurst]:
+        """Close every open burst (used when the stream is known to be complete)."""
+        return [self._close(key, "flush") for key in list(self._open)]
+
+    def held_offsets(self) -> dict[PartitionKey, int]:
+        """Per partition, the lowest offset any open burst holds."""
+        held: dict[PartitionKey, int] = {}
+        for burst in self._open.values():
+            for tp, offset in burst.offsets.items():
+                current = held.get(tp)
+                if current is None or offset < current:
+                    held[tp] = offset
+        return held
+
+    def _close(self, key: _BurstKey, reason: CloseReason) -> ClosedBurst:
+        burst = self._open.pop(key)
+        server_id, tenant, fingerprint = key
+        cluster = Cluster(
+            server_id=server_id,
+            tenant=tenant,
+            fingerprint=fingerprint,
+            exception_type=burst.exception_type,
+            first_seen=burst.first_seen,
+            last_seen=burst.last_seen,
+            count=burst.count,
+            commits=tuple(burst.commits),
+            samples=(*burst.head, *burst.tail),
+        )
+        return ClosedBurst(cluster=cluster, reason=reason, offsets=dict(burst.offsets), token=burst.token)

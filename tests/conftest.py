@@ -1,0 +1,295 @@
+"""Shared fixtures: a real tansu broker, uniquely named topics, test-friendly Settings, Kafka I/O helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from analysis.repo import RepoConfig, RepoSpec
+from consumer.broker import EmbeddedBroker, create_topics
+from consumer.pipeline import Service
+from consumer.settings import InputSettings, KafkaSettings, PipelineSettings, Settings, WindowSettings
+from tests.gitrepo import GitRepo
+
+# Tansu holds each group join for about half the session timeout: short timeouts keep tests fast.
+FAST_GROUP_TIMINGS: dict[str, Any] = {
+    "session_timeout_ms": 1000,
+    "heartbeat_interval_ms": 200,
+    "rebalance_timeout_ms": 1000,
+}
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[EmbeddedBroker]:
+    """One tansu broker (in-memory, free loopback port) for the whole session; tests use their own topics."""
+    with EmbeddedBroker() as broker:
+        yield broker
+
+
+TopicFactory = Callable[..., str]
+
+
+@pytest.fixture
+def topic_factory(tansu: EmbeddedBroker) -> TopicFactory:
+    """Create a uniquely named topic: `topic_factory("errors", partitions=2) -> name`."""
+
+    def create(prefix: str = "topic", partitions: int = 1) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        asyncio.run(create_topics(tansu.bootstrap_servers, [name], partitions))
+        return name
+
+    return create
+
+
+SettingsFactory = Callable[..., Settings]
+
+
+def make_settings(
+    bootstrap_servers: str,
+    data_dir: Path,
+    partitions: int = 2,
+    like: Settings | None = None,
+    kafka: Mapping[str, Any] | None = None,
+    window: Mapping[str, Any] | None = None,
+    pipeline: Mapping[str, Any] | None = None,
+    input: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Settings on a test broker with fresh topics and group, fast timings and short windows.
+
+    `kafka={...}`, `window={...}`, `pipeline={...}`, `input={...}` override fields per group;
+    `like=other` reuses another Settings' topics and group id (a restarted service).
+    """
+    if like is not None:
+        names = like.kafka.model_dump(include={"input_topic", "output_topic", "dlq_topic", "group_id"})
+    else:
+        names = {
+            "input_topic": f"errors-{uuid.uuid4().hex[:10]}",
+            "output_topic": f"analyses-{uuid.uuid4().hex[:10]}",
+            "dlq_topic": f"dlq-{uuid.uuid4().hex[:10]}",
+            "group_id": f"logagent-{uuid.uuid4().hex[:8]}",
+        }
+        topics = [names["input_topic"], names["output_topic"], names["dlq_topic"]]
+        asyncio.run(create_topics(bootstrap_servers, topics, {names["input_topic"]: partitions}))
+    kafka_settings = KafkaSettings(**{
+        "bootstrap_servers": bootstrap_servers, "commit_interval_s": 0.2, **FAST_GROUP_TIMINGS, **names,
+        **(kafka or {}),
+    })
+    window_settings = WindowSettings(
+        **{"quiet_s": 0.5, "max_length_s": 60.0, "max_open": 1000, "max_samples": 5, **(window or {})}
+    )
+    pipeline_settings = PipelineSettings(**{
+        "max_inflight": 2, "queue_size": 64, "resume_at": 16, "poll_timeout_ms": 100,
+        "shutdown_grace_s": 5.0, "retry_initial_s": 0.05, "retry_max_s": 0.2, **(pipeline or {}),
+    })
+    return Settings(data_dir=data_dir, kafka=kafka_settings, window=window_settings,
+                    pipeline=pipeline_settings, input=InputSettings(**(input or {})))
+
+
+@pytest.fixture
+def settings_factory(tansu: EmbeddedBroker, tmp_path: Path) -> SettingsFactory:
+    """`make_settings` on the session broker: `settings_factory(partitions=2, window={"quiet_s": 1})`."""
+
+    def make(**overrides: Any) -> Settings:
+        return make_settings(tansu.bootstrap_servers, tmp_path / "data", **overrides)
+
+    return make
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record read back from a topic."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: dict[str, bytes]
+
+
+class KafkaIO:
+    """Produce to and read back from topics of the test broker, and read a group's committed offsets."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+
+    async def produce(self, topic: str, values: Sequence[bytes], keys: Sequence[bytes | None] | None = None,
+                      partition: int | None = None) -> None:
+        """Send `values` in order (optionally keyed, or all to one partition) and wait for every ack."""
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=5)
+        await producer.start()
+        try:
+            futures = [
+                await producer.send(topic, value=value, key=keys[i] if keys else None, partition=partition)
+                for i, value in enumerate(values)
+            ]
+            await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+
+    async def _partitions(self, consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
+        for _ in range(50):
+            partitions = consumer.partitions_for_topic(topic)
+            if partitions:
+                return [TopicPartition(topic, p) for p in sorted(partitions)]
+            await consumer.topics()  # refreshes metadata
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"topic {topic} has no partitions")
+
+    async def read_all(self, topic: str) -> list[Record]:
+        """Every record currently in `topic`, read without a group."""
+        return (await self._read(topic))[1]
+
+    async def _read(self, topic: str, timeout_s: float = 20.0) -> tuple[list[int], list[Record]]:
+        """The partitions of `topic` and every record currently in it.
+
+        The end is the high watermark of fetch responses: tansu's ListOffsets answers the last batch's
+        base offset + 1 instead of the log end, so `end_offsets` cannot be trusted here.
+        """
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = await self._partitions(consumer, topic)
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            records: list[Record] = []
+            deadline = asyncio.get_running_loop().time() + timeout_s
+            while True:
+                batch = await consumer.getmany(timeout_ms=200)
+                for tp, messages in batch.items():
+                    records += [
+                        Record(tp.partition, m.offset, m.key, m.value, dict(m.headers)) for m in messages
+                    ]
+                behind = [tp for tp in tps if await self._behind(consumer, tp)]
+                if not behind and not batch:
+                    return [tp.partition for tp in tps], records
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(f"could not read {topic} to its end: {behind}")
+        finally:
+            await consumer.stop()
+
+    @staticmethod
+    async def _behind(consumer: AIOKafkaConsumer, tp: TopicPartition) -> bool:
+        highwater = consumer.highwater(tp)
+        return highwater is None or bool(await consumer.position(tp) < highwater)
+
+    async def end_offsets(self, topic: str) -> dict[int, int]:
+        """The log end offset of each partition of `topic` (0 for an empty one)."""
+        partitions, records = await self._read(topic)
+        ends = dict.fromkeys(partitions, 0)
+        for record in records:
+            ends[record.partition] = max(ends[record.partition], record.offset + 1)
+        return ends
+
+    async def committed(self, group_id: str, topic: str) -> dict[int, int | None]:
+        """The group's committed offset per partition (via the consumer API: tansu lacks the admin one)."""
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers, group_id=group_id,
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = await self._partitions(consumer, topic)
+            return {tp.partition: await consumer.committed(tp) for tp in tps}
+        finally:
+            await consumer.stop()
+
+
+@pytest.fixture
+def kafka_io(tansu: EmbeddedBroker) -> KafkaIO:
+    """Produce/read/committed helpers on the session broker."""
+    return KafkaIO(tansu.bootstrap_servers)
+
+
+SHOP_PY = """\
+def total(order):
+    return order["price"] * order["qty"]  # BUG total
+
+
+def parse_qty(text):
+    return int(text)  # BUG parse_qty
+
+
+def split(amount, parts):
+    return amount / parts  # BUG split
+"""
+"""A tiny service with three real bugs: a missing key, a bad integer, a division by zero."""
+
+SHOP_BUGS: dict[str, tuple[str, str, str]] = {
+    "total": ("KeyError", "'price'", "BUG total"),
+    "parse_qty": ("ValueError", "invalid literal for int() with base 10: 'x{n}'", "BUG parse_qty"),
+    "split": ("ZeroDivisionError", "division by zero", "BUG split"),
+}
+"""function -> (exception type, message template, marker of the raising line in SHOP_PY)."""
+
+
+def shop_line(marker: str) -> int:
+    """1-based line of `marker` in SHOP_PY."""
+    return next(i for i, line in enumerate(SHOP_PY.splitlines(), 1) if marker in line)
+
+
+@dataclass(frozen=True)
+class ShopRepos:
+    """One real repository per server, all with SHOP_PY at `commits[server]`."""
+
+    config: RepoConfig
+    commits: dict[str, str]
+
+
+@pytest.fixture
+def shop_repos(tmp_path: Path) -> Callable[..., ShopRepos]:
+    """Build real git repositories (one per server id) holding the shop service: `shop_repos("a", "b")`."""
+
+    def build(*servers: str) -> ShopRepos:
+        commits: dict[str, str] = {}
+        specs: dict[str, RepoSpec] = {}
+        for server in servers:
+            repo = GitRepo(tmp_path / "origin" / server)
+            repo.commit("initial", {"README.md": f"{server}\n"})
+            commits[server] = repo.commit("shop service", {"app/__init__.py": "", "app/shop.py": SHOP_PY})
+            specs[server] = RepoSpec(url=str(repo.path))
+        return ShopRepos(RepoConfig(cache_dir=tmp_path / "cache", servers=specs), commits)
+
+    return build
+
+
+def shop_error(server: str, function: str, ts: float, commit: str | None, n: int = 0) -> bytes:
+    """A native-shape error event raised by `function` of SHOP_PY, as a service would log it."""
+    exc_type, template, marker = SHOP_BUGS[function]
+    message = template.format(n=n)
+    frames = [  # caller first, as Sentry-style native traces are sent
+        {"filename": "app/handler.py", "module": "app.handler", "function": "handle", "lineno": 10 + n % 7,
+         "in_app": True},
+        {"filename": "app/shop.py", "module": "app.shop", "function": function, "lineno": shop_line(marker),
+         "in_app": True},
+    ]
+    return orjson.dumps({
+        "server_id": server, "timestamp": ts, "level": "error", "logger": "app.shop",
+        "message": f"{exc_type}: {message}", "commit": commit,
+        "exception": {"type": exc_type, "value": message, "stacktrace": frames},
+    })
+
+
+async def run_until(service: Service, done: Callable[[], bool], timeout_s: float = 25.0,
+                    stop: asyncio.Event | None = None) -> None:
+    """Run `service` until `done()` holds, then stop it and wait for its shutdown; fail after `timeout_s`."""
+    stop = stop or asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not done():
+            if task.done():
+                task.result()
+                raise AssertionError("the service stopped by itself")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not reached in {timeout_s}s; stats: {service.stats}")
+            await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
