@@ -345,7 +345,7 @@ class Service:
                 seconds = time.perf_counter() - started
                 self._metrics.analysis_seconds.observe(seconds)
                 if analysis is not None and await self._publish(analysis, stop, seconds):
-                    self._offsets.release(closed.token)
+                    self._offsets.release(closed.token, closed.spans)
             finally:
                 self._busy -= 1
                 if not self._busy:

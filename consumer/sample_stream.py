@@ -171,7 +171,7 @@ def build_stream(
 
     `max_message_bytes` is the consumer's cap: the oversized malformed message is just above it.
     """
-    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not security
+    rng = random.Random(seed)
     ordered = [services[k] for k in sorted(services)]
     plan = _burst_plan(ordered)
     counts = _burst_sizes([0.4 if isinstance(item, _Noise) else 1.0 for _, _, item in plan], n_events)

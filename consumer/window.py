@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from analysis.event import Cluster, ErrorEvent
@@ -50,13 +50,27 @@ class ClosedBurst:
     until the burst's analysis is published."""
     token: int
     """Unique per burst within this window; the pipeline holds offsets under it."""
+    spans: Mapping[PartitionKey, tuple[int, int]] = field(default_factory=dict)
+    """Per partition, the first and last offset of the burst's events."""
 
 
 class _Burst:
     """An open burst; mutable and private so adding an event copies nothing."""
 
-    __slots__ = ("commits", "count", "exception_type", "first_seen", "head", "key", "last_seen",
-                 "last_wall", "offsets", "tail", "token")
+    __slots__ = (
+        "commits",
+        "count",
+        "exception_type",
+        "first_seen",
+        "head",
+        "key",
+        "last_offsets",
+        "last_seen",
+        "last_wall",
+        "offsets",
+        "tail",
+        "token",
+    )
 
     def __init__(self, key: _BurstKey, token: int, exception_type: str, event: ErrorEvent,
                  tail_size: int) -> None:
@@ -71,6 +85,7 @@ class _Burst:
         self.head: list[ErrorEvent] = []
         self.tail: deque[ErrorEvent] = deque(maxlen=tail_size)
         self.offsets: dict[PartitionKey, int] = {}
+        self.last_offsets: dict[PartitionKey, int] = {}
 
 
 class BurstWindow:
@@ -161,8 +176,9 @@ class BurstWindow:
         elif burst.tail.maxlen:
             burst.tail.append(event)
         tp, offset = position
-        # Offsets grow within a partition, so the first one seen is the lowest.
+        # Offsets grow within a partition, so the first one seen is the lowest and the last the highest.
         burst.offsets.setdefault(tp, offset)
+        burst.last_offsets[tp] = offset
 
     def expire(self, now: float, idle_by_wall: bool = True) -> list[ClosedBurst]:
         """Close the bursts open for `max_length_s` of wall time and, when `idle_by_wall` (the caller is
@@ -218,4 +234,6 @@ class BurstWindow:
             commits=tuple(burst.commits),
             samples=(*burst.head, *burst.tail),
         )
-        return ClosedBurst(cluster=cluster, reason=reason, offsets=dict(burst.offsets), token=burst.token)
+        spans = {tp: (first, burst.last_offsets[tp]) for tp, first in burst.offsets.items()}
+        return ClosedBurst(cluster=cluster, reason=reason, offsets=dict(burst.offsets), token=burst.token,
+                           spans=spans)

@@ -71,3 +71,34 @@ class TestOffsetTracker:
         assert tracker.committable() == {TP1: 2}
         tracker.release("burst")
         assert tracker.committable() == {TP1: 6}
+
+    def test_the_commit_never_cuts_a_published_burst(self) -> None:
+        """A burst published over 0..5 while a later one holds 3: commit stays at 0, so a replay rebuilds
+        the whole published burst (same id) instead of a tail with a new id."""
+        tracker = OffsetTracker()
+        for offset in range(8):
+            tracker.received(TP0, offset)
+        tracker.hold(TP0, 0, token="b")
+        tracker.release("b", {TP0: (0, 5)})
+        assert tracker.committable({TP0: 3}) == {TP0: 0}
+        assert tracker.committable({TP0: 6}) == {TP0: 6}
+        assert tracker.committable() == {TP0: 8}
+
+    def test_published_spans_chain_back(self) -> None:
+        """Overlapping published spans move the commit back to the earliest start they chain to."""
+        tracker = OffsetTracker()
+        for offset in range(20):
+            tracker.received(TP0, offset)
+        tracker.release("x", {TP0: (2, 9)})
+        tracker.release("y", {TP0: (7, 15)})
+        assert tracker.committable({TP0: 12}) == {TP0: 2}
+
+    def test_spans_below_the_commit_are_forgotten(self) -> None:
+        """Once the commit passed a span it can no longer pull the commit back."""
+        tracker = OffsetTracker()
+        for offset in range(10):
+            tracker.received(TP0, offset)
+        tracker.release("x", {TP0: (2, 4)})
+        tracker.committed({TP0: 6})
+        tracker.release("late", {TP0: (1, 3)})
+        assert tracker.committable({TP0: 3}) == {TP0: 3}
