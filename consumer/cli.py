@@ -22,7 +22,7 @@ from analysis.errors import BadInput, LogAgentError
 from analysis.event import Cluster, ErrorEvent
 from analysis.localiser import localise
 from analysis.redact import Redactor, redact_event
-from analysis.repo import Checkout, RepoConfig, RepoError, open_local
+from analysis.repo import Checkout, RepoError, open_local
 from analysis.report import Analysis
 from analysis.signature import describe, fingerprint_event
 from analysis.tools import FileTools, ToolLimits
@@ -144,17 +144,10 @@ def _positive_int(text: str) -> int:
 
 # --- run and demo --------------------------------------------------------------------------------------
 
-def repo_config(settings: Settings) -> RepoConfig:
-    """Where repositories are cached and which server maps to which repository."""
-    # TODO(lead): take the servers from the settings once Settings composes RepoConfig.
-    return RepoConfig(cache_dir=settings.data_dir / "repos")
-
-
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from consumer.demo import make_analyzer  # the service's imports are only needed by these commands
-    from consumer.pipeline import run_service
+    from consumer.pipeline import run_service  # the service's imports are only needed by this command
 
-    return run_service(settings, make_analyzer(settings, repo_config(settings)))
+    return run_service(settings)
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:

@@ -22,10 +22,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from analysis.repo import RepoConfig, RepoSpec, RepoSync
 from analysis.report import Analysis
-from consumer import analyzer as analyzer_module
 from consumer.broker import EmbeddedBroker, create_topics
+from consumer.explainer import Explainer, build_explainer
 from consumer.metrics import Metrics
-from consumer.pipeline import Analyzer, Service, ServiceStats
+from consumer.pipeline import Service, ServiceStats
 from consumer.sample import SampleService, SampleStream, build_sample_repos, build_stream
 from consumer.settings import Settings
 
@@ -67,18 +67,13 @@ def demo_settings(settings: Settings, bootstrap_servers: str, data_dir: Path) ->
             "max_message_bytes": _DEMO_MAX_MESSAGE_BYTES, "in_app_prefixes": list(DEMO_IN_APP_PREFIXES),
         }),
         "pipeline": settings.pipeline.model_copy(update={"poll_timeout_ms": 100}),
+        "memory": settings.memory.model_copy(update={"uri": str(data_dir / "memory")}),
     })
 
 
-def make_analyzer(settings: Settings, repos: RepoConfig) -> Analyzer:
-    """The LLM analyzer when Ollama is configured and available, else the heuristic localiser."""
-    repo_sync = RepoSync(repos)
-    # TODO(lead): the seam for the agent. `build_analyzer(settings, repo_sync)` returns the LLM analyzer.
-    build = getattr(analyzer_module, "build_analyzer", None)
-    if settings.ollama.url and build is not None:
-        built: Analyzer = build(settings, repo_sync)
-        return built
-    return analyzer_module.HeuristicAnalyzer(repo_sync, in_app_prefixes=settings.input.in_app_prefixes)
+def make_analyzer(settings: Settings, repos: RepoConfig, metrics: Metrics) -> Explainer:
+    """The service's explainer on the sample repositories: LLM when Ollama is configured, with memory."""
+    return build_explainer(settings, metrics, RepoSync(repos))
 
 
 async def execute_demo(
@@ -99,7 +94,9 @@ async def execute_demo(
             server_id: RepoSpec(url=service.repo.resolve().as_uri())
             for server_id, service in services.items()
         })
-        service = Service(settings, make_analyzer(settings, repos), Metrics())
+        metrics = Metrics()
+        explainer = make_analyzer(settings, repos, metrics)
+        service = Service(settings, explainer, metrics)
         drained = await _run_until_drained(service, len(stream.messages), timeout_s)
         analyses = [Analysis.model_validate(orjson.loads(value)["data"])
                     for _, value in await _read_topic(broker.bootstrap_servers, kafka.output_topic)]

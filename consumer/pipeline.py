@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer
@@ -25,6 +25,7 @@ from aiokafka.errors import KafkaError
 
 from analysis.decode import DecodeConfig, decode_message
 from analysis.errors import BadInput
+from analysis.redact import Redactor, redact_event
 from analysis.report import Analysis
 from analysis.signature import fingerprint_event
 from consumer.analyzer import Analyzer, Backoff, analyze_or_fail, sleep_unless
@@ -44,6 +45,9 @@ from consumer.offsets import OffsetTracker
 from consumer.settings import Settings
 from consumer.window import BurstWindow, ClosedBurst, PartitionKey
 
+if TYPE_CHECKING:
+    from consumer.explainer import Explainer
+
 __all__ = ["Analyzer", "Service", "ServiceStats", "configure_logging", "log_fields", "run_service"]
 
 log = logging.getLogger(__name__)
@@ -51,6 +55,7 @@ log = logging.getLogger(__name__)
 # Expiry scans every open burst, so it runs a few times a second rather than after every batch.
 _EXPIRE_INTERVAL_S = 0.1
 _CONTENT_TYPE = ("content-type", b"application/cloudevents+json; charset=UTF-8")
+_HOUSEKEEPING_S = 1.0
 
 
 def log_fields(**fields: object) -> dict[str, object]:
@@ -134,6 +139,7 @@ class Service:
             in_app_prefixes=tuple(settings.input.in_app_prefixes),
         )
         self._in_app_prefixes = tuple(settings.input.in_app_prefixes)
+        self._redactor = Redactor(settings.redaction)
         self._source = settings.pipeline.event_source or f"logagent/{settings.kafka.group_id}"
         self._accepted = metrics.events.labels("accepted")
         p = settings.pipeline
@@ -216,6 +222,8 @@ class Service:
         try:
             # The broker's timestamp stands in for a missing one: stable across replays, unlike "now".
             events = decode_message(raw, self._decode_config, received_at=message.timestamp / 1000)
+            # Secrets and PII go before anything else sees the event: bursts, the LLM, memory, output.
+            events = [redact_event(event, self._redactor) for event in events]
             signed = [(event, fingerprint_event(event, self._in_app_prefixes)) for event in events]
         except BadInput as bad:
             self._send_to_dlq(tp, message, bad.reason, str(bad))
@@ -368,6 +376,9 @@ class Service:
                 log.warning("publish failed, retrying", extra=log_fields(error=type(error).__name__))
                 if await sleep_unless(stop, self._backoff.delay(attempt)):
                     return False
+        if analysis.needs_review:
+            await self._sink.publish(kafka.review_topic, key, value, [_CONTENT_TYPE])
+            self._metrics.published.labels("review").inc()
         self.stats.published += 1
         if analysis.status == "failed":
             self.stats.failed += 1
@@ -394,22 +405,58 @@ class Service:
                                              handed_back=self._queue.qsize() + self._busy))
 
 
-def run_service(settings: Settings, analyzer: Analyzer) -> int:
+def run_service(settings: Settings) -> int:
     """`logagent run`: serve until SIGTERM or SIGINT, then shut down cleanly and return 0."""
     configure_logging(settings.log_level)
-    return asyncio.run(_serve(settings, analyzer))
+    return asyncio.run(_serve(settings))
 
 
-async def _serve(settings: Settings, analyzer: Analyzer) -> int:
-    from consumer.http import serve_http  # the endpoint is only needed by the long-running service
+async def _serve(settings: Settings) -> int:
+    # The service's collaborators are only imported by the long-running command.
+    from consumer.explainer import build_explainer
+    from consumer.feedback import FeedbackListener
+    from consumer.http import serve_http
 
     metrics = Metrics()
     health = HealthState(heuristic_mode=settings.ollama.url is None)
-    health.set_store_open(True)  # no memory store yet; the next issue wires it and owns this flag
+    explainer = build_explainer(settings, metrics)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     with serve_http(settings.http.host, settings.http.port, metrics, health):
-        await Service(settings, analyzer, metrics, health).run(stop)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(Service(settings, explainer, metrics, health).run(stop))
+                tasks.create_task(_housekeeping(settings, explainer, health, stop))
+                if explainer.memory is not None:
+                    tasks.create_task(FeedbackListener(settings, explainer.memory, metrics).run(stop))
+        finally:
+            explainer.close()
     return 0
+
+
+async def _housekeeping(settings: Settings, explainer: Explainer, health: HealthState, stop: asyncio.Event) -> None:
+    """Keep readiness current (store reachable, LLM circuit) and run memory maintenance periodically."""
+    from store import StoreError
+
+    memory = explainer.memory
+    next_maintenance = time.monotonic() + settings.memory_maintenance_s
+    while not stop.is_set():
+        health.set_ollama_reachable(explainer.llm_reachable)
+        if memory is not None:
+            try:
+                await asyncio.to_thread(memory.open)
+                health.set_store_open(True)
+                if time.monotonic() >= next_maintenance:
+                    report = await asyncio.to_thread(memory.maintain, time.time())
+                    log.info("memory maintained", extra=log_fields(expired=report.expired_deleted,
+                                                                   indexed=list(report.indexed)))
+                    next_maintenance = time.monotonic() + settings.memory_maintenance_s
+            except StoreError as error:
+                health.set_store_open(False)
+                log.warning("memory store unavailable", extra=log_fields(error=str(error)[:200]))
+        else:
+            health.set_store_open(True)
+        if await sleep_unless(stop, _HOUSEKEEPING_S):
+            return

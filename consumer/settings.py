@@ -103,6 +103,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path("./.data"), description="Memory and repo cache live here unless set apart.")
     log_level: str = "INFO"
     scope: str = Field("default", description="Memory scope of this deployment (TTLs are per scope).")
+    memory_maintenance_s: float = Field(3600.0, gt=0, description="How often expired memory is compacted away.")
     ollama_url: str | None = Field(None, description="Shorthand for ollama.url (LOGAGENT_OLLAMA_URL).")
     repos_file: Path | None = Field(
         None, description="JSON file mapping server id to {url, branch, token_env, token_file}."

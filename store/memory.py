@@ -96,6 +96,13 @@ class MemoryStore:
             raise StoreError(f"could not open or create the memory table of {server!r}")
         return table
 
+    def open(self) -> None:
+        """Connect now and list the tables, so a service can say it is ready; raises a retriable StoreError."""
+        try:
+            self._connection().list_tables()
+        except Exception as error:  # lancedb raises plain OSError/RuntimeError for an unreachable store
+            raise StoreError(f"memory store unreachable: {type(error).__name__}", retriable=True) from error
+
     def _all_tables(self) -> Iterator[Any]:
         db = self._connection()
         token = None
