@@ -57,18 +57,17 @@ class LlmUnavailable(LogAgentError):
 
 
 class AgentConfig(BaseModel):
-    """Model endpoint and the bounds of one investigation."""
+    """The model and the bounds of one investigation (the Ollama URL is given to `Agent` apart)."""
 
-    model: str = "qwen2.5-coder:7b"
-    base_url: str = "http://127.0.0.1:11434"
+    model: str = Field("qwen2.5-coder:7b", description="Ollama chat model that investigates bursts.")
     max_steps: int = Field(8, ge=1, description="Model requests per analysis, the final answer included.")
     timeout_s: float = Field(120.0, gt=0, description="Wall clock for the investigation steps.")
     request_timeout_s: float = Field(60.0, gt=0, description="HTTP timeout of one model request.")
     tool_output_chars: int = Field(6000, ge=_MIN_TOOL_OUTPUT, description="Cap of one tool result.")
     context_budget_chars: int = Field(60_000, ge=1000, description="Conversation size that ends tool use.")
     prompt_budget_chars: int = Field(24_000, ge=1000, description="Cap of the first user message.")
-    temperature: float = 0.0
-    num_ctx: int = 8192
+    temperature: float = Field(0.0, description="Sampling temperature; 0 keeps answers reproducible.")
+    num_ctx: int = Field(8192, description="Context window (tokens) asked of Ollama.")
 
 
 @dataclass
@@ -123,13 +122,13 @@ class _Run:
 class Agent:
     """Runs the bounded tool loop for one burst at a time (thread-safe; one ChatOllama shared)."""
 
-    def __init__(self, config: AgentConfig, redactor: TextRedactor) -> None:
+    def __init__(self, config: AgentConfig, redactor: TextRedactor, base_url: str) -> None:
         self._config = config
         self._redactor = redactor
         self._specs = {spec["name"]: spec for spec in tool_specs()}
         self._llm = ChatOllama(
             model=config.model,
-            base_url=config.base_url,
+            base_url=base_url,
             temperature=config.temperature,
             num_ctx=config.num_ctx,
             client_kwargs={"timeout": config.request_timeout_s},

@@ -273,11 +273,7 @@ def build_explainer(
         repo_sync = RepoSync(settings.repo.model_copy(update={"servers": settings.repo_servers()}))
     agent = None
     if settings.ollama.url:
-        config = settings.agent.model_copy(update={
-            "model": settings.ollama.model, "base_url": settings.ollama.url,
-            "request_timeout_s": settings.ollama.timeout_s,
-        })
-        agent = Agent(config, redactor)
+        agent = Agent(settings.agent, redactor, settings.ollama.url)
     return Explainer(
         repo_sync, metrics, redactor=redactor, tool_limits=settings.tools,
         in_app_prefixes=settings.input.in_app_prefixes, agent=agent,

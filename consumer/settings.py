@@ -88,8 +88,6 @@ class OllamaSettings(BaseModel):
     """The LLM; without `url` the service runs in heuristic mode (no LLM calls)."""
 
     url: str | None = Field(None, description="Ollama base URL, e.g. http://ollama:11434.")
-    model: str = Field("qwen2.5-coder:7b", description="Chat model that investigates bursts.")
-    timeout_s: float = Field(120.0, description="HTTP timeout of one model request.")
     attempts: int = Field(2, ge=1, description="Tries per analysis before falling back to heuristic.")
     failure_threshold: int = Field(3, ge=1, description="Consecutive failures that open the circuit.")
     reset_after_s: float = Field(30.0, description="How long the circuit stays open before a probe.")

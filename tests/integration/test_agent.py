@@ -13,12 +13,12 @@ from typing import Any
 
 import ollama
 import pytest
-from analysis.redact import RedactionConfig, Redactor
 
 from analysis.agent import Agent, AgentConfig, AgentOutcome, LlmUnavailable
 from analysis.event import Cluster, ErrorEvent, ExceptionInfo, Frame
 from analysis.localiser import localise
 from analysis.prompt import SYSTEM_PROMPT
+from analysis.redact import RedactionConfig, Redactor
 from analysis.repo import Checkout, open_local
 from analysis.report import AgentAnswer, Analysis, Citation, ClusterInfo, Location, Suspect, SuspectCommit
 from analysis.tools import FileTools, ToolLimits
@@ -170,8 +170,8 @@ def server() -> Iterator[ScriptedOllama]:
 
 
 def _agent(server_url: str, redactor: Redactor, **overrides: Any) -> Agent:
-    config = AgentConfig(model=MODEL, base_url=server_url, request_timeout_s=5, **overrides)
-    return Agent(config, redactor)
+    config = AgentConfig(model=MODEL, request_timeout_s=5, **overrides)
+    return Agent(config, redactor, server_url)
 
 
 def _answer(**overrides: Any) -> dict[str, Any]:
@@ -400,7 +400,7 @@ class TestOllamaFailures:
                                                     redactor: Redactor) -> None:
         """A model slower than request_timeout_s is a retriable LlmUnavailable, raised within the timeout."""
         server.add(Reply.delay(5, then=Reply.json(_answer())))
-        agent = Agent(AgentConfig(model=MODEL, base_url=server.url, request_timeout_s=0.5), redactor)
+        agent = Agent(AgentConfig(model=MODEL, request_timeout_s=0.5), redactor, server.url)
         started = time.monotonic()
         with pytest.raises(LlmUnavailable) as caught:
             agent.analyze(scene.cluster, scene.checkout, scene.tools, scene.heuristic)
@@ -411,7 +411,7 @@ class TestOllamaFailures:
         """A closed port is a retriable LlmUnavailable whose message carries no URL."""
         url = f"http://user:pw-in-url@127.0.0.1:{_closed_port()}"
         with pytest.raises(LlmUnavailable) as caught:
-            Agent(AgentConfig(model=MODEL, base_url=url), redactor).analyze(
+            Agent(AgentConfig(model=MODEL), redactor, url).analyze(
                 scene.cluster, scene.checkout, scene.tools, scene.heuristic)
         assert caught.value.retriable and "pw-in-url" not in str(caught.value)
 

@@ -166,7 +166,7 @@ def rig_factory(tmp_path: Path, embedder: OnnxEmbedder) -> Iterator[RigFactory]:
         redactor = Redactor()
         agent = None
         if url is not None:
-            agent = Agent(AgentConfig(model=MODEL, base_url=url, max_steps=4, request_timeout_s=10), redactor)
+            agent = Agent(AgentConfig(model=MODEL, max_steps=4, request_timeout_s=10), redactor, url)
         sync = RepoSync(RepoConfig(cache_dir=tmp_path / f"cache-{len(servers)}-{id(redactor)}",
                                    fetch_min_interval_s=0.0, servers={SERVER: RepoSpec(url=str(origin.path))}))
         memory_uri = tmp_path / "memory"
