@@ -1,0 +1,1 @@
+"""Quality evaluations of Log Agent (grouping and localisation); run with `python -m evals`."""

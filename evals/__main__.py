@@ -1,0 +1,71 @@
+"""`python -m evals [--small] [--live]`: grouping and localisation quality, printed as tables.
+
+`--live` re-records the agent's cassettes against the real Ollama at LOGAGENT_OLLAMA__URL, with the
+model of LOGAGENT_AGENT__MODEL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from consumer.settings import Settings
+from evals import grouping, localisation
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:5.1f}%"
+
+
+def print_grouping(report: grouping.GroupingReport) -> None:
+    """The grouping table: pairwise precision and recall overall and per language."""
+    print(f"Grouping ({report.occurrences} events, {report.overall.groups} true groups)")
+    print(f"  {'language':10} {'precision':>9} {'recall':>8} {'groups':>6} {'found':>6}")
+    for name, score in [*report.by_language.items(), ("ALL", report.overall)]:
+        print(f"  {name:10} {_pct(score.precision):>9} {_pct(score.recall):>8} {score.groups:>6} "
+              f"{score.predicted:>6}")
+    print(f"  split: {', '.join(report.split) or 'none'}")
+    print(f"  merged: {', '.join(f'{a}+{b}' for a, b in report.merged) or 'none'}")
+
+
+def print_localisation(report: localisation.LocalisationReport) -> None:
+    """The localisation table: per case, then per analyzer."""
+    print("Localisation (real traces from real runs of buggy code)")
+    print(f"  {'case':28} {'kind':14} {'analyzer':9} {'top1':>4} {'top3':>4} {'dist':>4}  {'status':10} predicted")
+    for v in report.verdicts:
+        distance = "-" if v.line_distance is None else str(v.line_distance)
+        print(f"  {v.case:28} {v.kind:14} {v.analyzer:9} {'yes' if v.top1 else 'no':>4} "
+              f"{'yes' if v.top3 else 'no':>4} {distance:>4}  {v.status:10} {v.predicted}")
+    for analyzer in ("heuristic", "agent"):
+        s = localisation.summarise(analyzer, report.verdicts)
+        if s.cases:
+            median = "-" if s.median_line_distance is None else f"{s.median_line_distance:g}"
+            print(f"  {analyzer:9} cases {s.cases:2}  top-1 {_pct(s.top1)}  top-3 {_pct(s.top3)}  "
+                  f"median line distance {median}  exact line {s.exact_lines}/{s.cases}")
+    for note in report.skipped:
+        print(f"  skipped: {note}")
+    for path in report.recorded:
+        print(f"  recorded: {path.name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both evaluations and print their tables."""
+    parser = argparse.ArgumentParser(prog="python -m evals", description=__doc__)
+    parser.add_argument("--small", action="store_true", help="the fast subset `make test` runs")
+    parser.add_argument("--live", action="store_true", help="re-record cassettes against a real Ollama")
+    args = parser.parse_args(argv)
+    live_url = None
+    model = "qwen2.5-coder:7b"
+    if args.live:
+        settings = Settings()
+        if not settings.ollama.url:
+            parser.error("--live needs LOGAGENT_OLLAMA__URL")
+        live_url, model = settings.ollama.url, settings.agent.model
+    print_grouping(grouping.evaluate(small=args.small))
+    print()
+    print_localisation(localisation.evaluate(small=args.small, live_url=live_url, model=model))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
