@@ -82,9 +82,9 @@ def run_logagent(lines: Sequence[bytes]) -> tuple[float, int, int]:
 def run_drain3(texts: Sequence[str]) -> tuple[float, int]:
     """Seconds for Drain3 (with masking) to mine every text, and how many templates it found."""
     # drain3 ships no type information.
-    from drain3 import TemplateMiner  # type: ignore[import-untyped]
-    from drain3.masking import MaskingInstruction  # type: ignore[import-untyped]
-    from drain3.template_miner_config import TemplateMinerConfig  # type: ignore[import-untyped]
+    from drain3 import TemplateMiner
+    from drain3.masking import MaskingInstruction
+    from drain3.template_miner_config import TemplateMinerConfig
 
     config = TemplateMinerConfig()
     config.masking_instructions = [MaskingInstruction(pattern, mask) for pattern, mask in DRAIN3_MASKING]

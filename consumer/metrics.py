@@ -28,7 +28,7 @@ class Metrics:
         self.open_bursts = Gauge("logagent_open_bursts", "Bursts currently open.", registry=r)
         self.bursts_closed = Counter(
             "logagent_bursts_closed_total",
-            "Bursts closed, by why (quiet, max_length, evicted, shutdown).",
+            "Bursts closed, by why (quiet, max_length, evicted, flush, rebalance).",
             ["reason"],
             registry=r,
         )

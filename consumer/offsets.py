@@ -76,6 +76,10 @@ class OffsetTracker:
             if offset > self._committed.get(tp, -1)
         }
 
+    def last_committed(self, tp: PartitionKey) -> int | None:
+        """The offset this consumer last committed for `tp` since it was assigned, if any."""
+        return self._committed.get(tp)
+
     def committed(self, offsets: Mapping[PartitionKey, int]) -> None:
         """Record a successful commit so `to_commit` does not repeat it."""
         for tp, offset in offsets.items():

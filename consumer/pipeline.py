@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import signal
 import sys
@@ -128,6 +129,7 @@ class Service:
         self._no_work_running.set()
         self._paused = False
         self._assigned: set[PartitionKey] = set()
+        self._read_from_start: set[PartitionKey] = set()
         self._lag: dict[PartitionKey, int | None] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._sink: EventSink | None = None
@@ -243,11 +245,18 @@ class Service:
         kafka = self._settings.kafka
         token = ("dlq", tp, message.offset)
         self._offsets.hold(tp, message.offset, token)
+        value: bytes = message.value or b""
         headers = dlq_headers(reason, tp, message.offset, error, kafka.dlq_error_max_chars)
+        if len(value) > kafka.dlq_max_value_bytes:
+            # The broker refuses records past its size limit: keep the head, say so, and point at the
+            # original, which stays in the input topic for its retention.
+            headers += [("truncated", b"true"), ("original_bytes", str(len(value)).encode()),
+                        ("original_sha256", hashlib.sha256(value).hexdigest().encode())]
+            value = value[: kafka.dlq_max_value_bytes]
 
         async def deliver() -> None:
             assert self._sink is not None
-            await self._sink.publish(kafka.dlq_topic, message.key, message.value or b"", headers)
+            await self._sink.publish(kafka.dlq_topic, message.key, value, headers)
             self._offsets.release(token)
 
         # Deliveries are batched by the producer and awaited before the next commit.
@@ -324,15 +333,42 @@ class Service:
 
     async def _on_revoked(self, revoked: Collection[Any]) -> None:
         await self._settle_dlq()
-        await self._commit(only=revoked)
         gone = {(tp.topic, tp.partition) for tp in revoked}
+        if await self._broker_lost_commits(revoked):
+            # Our old offsets would point into logs that no longer exist: commit nothing, start over.
+            log.warning("the broker lost this group's offsets; reading the partitions from their start")
+            self._read_from_start |= gone
+        else:
+            await self._commit(only=gone)
+        for closed in self._window.revoke(gone):
+            self._enqueue(closed)
         self._offsets.forget_partitions(gone)
         self._assigned -= gone
         if self._health is not None:
             self._health.set_partitions_assigned(bool(self._assigned))
 
+    async def _broker_lost_commits(self, partitions: Collection[Any]) -> bool:
+        """True when the broker has no offset for a partition this consumer committed before: it lost its
+        state (a broker on memory storage restarted, topics recreated)."""
+        if self._consumer is None:
+            return False
+        for tp in partitions:
+            if self._offsets.last_committed((tp.topic, tp.partition)) is None:
+                continue
+            try:
+                if await self._consumer.committed(tp) is None:
+                    return True
+            except KafkaError:
+                return False  # unknown: keep the normal path, a replay covers a failed commit
+        return False
+
     async def _on_assigned(self, assigned: Collection[Any]) -> None:
         self._assigned |= {as_topic_partition(tp) for tp in assigned}
+        restart = [tp for tp in assigned if (tp.topic, tp.partition) in self._read_from_start]
+        if restart and self._consumer is not None:
+            # aiokafka keeps the fetch position of a partition that comes straight back; it is stale here.
+            await self._consumer.seek_to_beginning(*restart)
+            self._read_from_start -= {(tp.topic, tp.partition) for tp in restart}
         if self._paused and self._consumer is not None:
             self._consumer.pause(*assigned)
         if self._health is not None:

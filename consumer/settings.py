@@ -41,6 +41,9 @@ class KafkaSettings(BaseModel):
         False, description="Idempotent producer; Kafka supports it, the embedded tansu does not."
     )
     dlq_error_max_chars: int = Field(512, description="Cap on the `error` header of a DLQ message.")
+    dlq_max_value_bytes: int = Field(
+        512 * 1024, description="A larger bad message is cut to this in the DLQ (headers say so, with its sha256)."
+    )
 
 
 class WindowSettings(BaseModel):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BurstWindow", "CloseReason", "ClosedBurst", "PartitionKey", "Position"]
 
-CloseReason = Literal["quiet", "max_length", "evicted", "flush"]
+CloseReason = Literal["quiet", "max_length", "evicted", "flush", "rebalance"]
 PartitionKey = tuple[str, int]
 """(topic, partition); aiokafka's TopicPartition is such a tuple."""
 Position = tuple[PartitionKey, int]
@@ -209,6 +209,24 @@ class BurstWindow:
     def flush(self) -> list[ClosedBurst]:
         """Close every open burst (used when the stream is known to be complete)."""
         return [self._close(key, "flush") for key in list(self._open)]
+
+    def revoke(self, tps: Collection[PartitionKey]) -> list[ClosedBurst]:
+        """Partitions went to another consumer: their open bursts leave this window.
+
+        A burst read only from revoked partitions is dropped: its events are replayed by the new owner from
+        the last commit, which is at or before its first offset, so it is rebuilt there (keeping it here
+        would count those events twice if the partitions come back). A burst that also holds kept partitions
+        (unkeyed input) closes now, so what this consumer read of it is analysed; it is returned.
+        """
+        gone = set(tps)
+        closing: list[ClosedBurst] = []
+        for key, burst in list(self._open.items()):
+            held = burst.offsets.keys()
+            if held and held <= gone:
+                del self._open[key]
+            elif gone & held:
+                closing.append(self._close(key, "rebalance"))
+        return closing
 
     def held_offsets(self) -> dict[PartitionKey, int]:
         """Per partition, the lowest offset any open burst holds."""

@@ -173,4 +173,7 @@ class TestReplicasSharingMemory:
 
         store = MemoryStore(memory, OnnxEmbedder())
         stored = [case.memory_id for server in SERVERS for case in store.list_cases(server, limit=1000)]
-        assert sorted(stored) == sorted(expected), "each analysis remembered once in the shared memory"
+        # Recurrences (same fingerprint at the same commit) are answered from memory and never stored again.
+        remembered = {str(d["analysis_id"]) for d in outputs if d["status"] in ("analyzed", "heuristic")}
+        assert remembered, "some bursts were analysed rather than answered from memory"
+        assert sorted(stored) == sorted(remembered), "each analysis remembered once in the shared memory"

@@ -173,3 +173,30 @@ class TestBurstWindow:
         closed = window.expire(clock.now, idle_by_wall=False)
         assert [(c.cluster.server_id, c.cluster.count, c.reason) for c in closed] == [("a", 2, "max_length")]
         assert window.open_count == 1
+
+    def test_a_closed_burst_reports_its_span_per_partition(self) -> None:
+        """The first and last offset per partition travel with the closed burst (for safe commits)."""
+        window = _window(FakeClock())
+        for offset in (4, 6, 9):
+            _add(window, _event(1.0 + offset / 10), offset, TP0)
+        (closed,) = window.flush()
+        assert dict(closed.spans) == {TP0: (4, 9)}
+
+    def test_revoking_drops_bursts_read_only_from_revoked_partitions(self) -> None:
+        """Their new owner replays them; keeping them would count replayed events twice."""
+        window = _window(FakeClock())
+        _add(window, _event(1.0), 3, TP0)
+        _add(window, _event(1.1, server="other"), 5, TP1)
+        assert window.revoke({TP0}) == []
+        assert window.open_count == 1
+        assert window.held_offsets() == {TP1: 5}
+
+    def test_revoking_closes_a_burst_that_also_spans_a_kept_partition(self) -> None:
+        """What this consumer read of a burst spread over partitions is analysed, not silently dropped."""
+        window = _window(FakeClock())
+        _add(window, _event(1.0), 3, TP0)
+        _add(window, _event(1.1), 8, TP1)
+        (closed,) = window.revoke({TP0})
+        assert closed.reason == "rebalance"
+        assert closed.cluster.count == 2
+        assert window.open_count == 0
