@@ -63,6 +63,82 @@ class ErrorEvent:
         return root.type if root else ""
 
 
+# ---------------------------------------------------------------- fast construction
+# A frozen dataclass sets each field through `object.__setattr__`: about 0.1 µs a field, which made
+# building an ErrorEvent the costliest step of decoding after the JSON parse. The builders below have
+# the very same slots but plain attribute stores; the finished object is then given its real class
+# (allowed because the memory layouts are identical), so what callers get is an ordinary, frozen
+# ErrorEvent / ExceptionInfo, equal to one built through the dataclass constructor.
+
+
+class _ExceptionInfoBuilder:
+    __slots__ = ("frames", "type", "value")
+
+    def __init__(self, type: str, value: str, frames: tuple[Frame, ...]) -> None:
+        self.type = type
+        self.value = value
+        self.frames = frames
+
+
+class _ErrorEventBuilder:
+    __slots__ = ("commit", "exceptions", "extra", "level", "logger", "message", "raw_trace", "server_id",
+                 "shape", "tenant", "timestamp")  # fmt: skip
+
+    def __init__(
+        self,
+        server_id: str,
+        timestamp: float,
+        message: str,
+        level: str,
+        logger: str,
+        commit: str | None,
+        tenant: str,
+        exceptions: tuple[ExceptionInfo, ...],
+        raw_trace: str,
+        shape: Shape,
+        extra: Mapping[str, Any],
+    ) -> None:
+        self.server_id = server_id
+        self.timestamp = timestamp
+        self.message = message
+        self.level = level
+        self.logger = logger
+        self.commit = commit
+        self.tenant = tenant
+        self.exceptions = exceptions
+        self.raw_trace = raw_trace
+        self.shape = shape
+        self.extra = extra
+
+
+def new_exception(type: str, value: str, frames: tuple[Frame, ...] = ()) -> ExceptionInfo:
+    """`ExceptionInfo(type, value, frames)`, built about four times faster (for the decoding hot path)."""
+    info = _ExceptionInfoBuilder(type, value, frames)
+    info.__class__ = ExceptionInfo  # type: ignore[assignment]  # same slots: see the note above
+    return info  # type: ignore[return-value]  # it is an ExceptionInfo now
+
+
+def new_event(
+    server_id: str,
+    timestamp: float,
+    message: str,
+    level: str,
+    logger: str,
+    commit: str | None,
+    tenant: str,
+    exceptions: tuple[ExceptionInfo, ...],
+    raw_trace: str,
+    shape: Shape,
+    extra: Mapping[str, Any],
+) -> ErrorEvent:
+    """`ErrorEvent(...)` with every field given in order, built about four times faster (decoding)."""
+    event = _ErrorEventBuilder(
+        server_id, timestamp, message, level, logger, commit, tenant, exceptions, raw_trace, shape, extra
+    )
+    event.__class__ = ErrorEvent  # type: ignore[assignment]  # same slots: see the note above
+    return event  # type: ignore[return-value]  # it is an ErrorEvent now
+
+
 @dataclass(frozen=True, slots=True)
 class Cluster:
     """A closed burst: every event one server logged with one signature inside one window."""

@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from analysis.event import ErrorEvent, ExceptionInfo, Frame
+from analysis.event import ErrorEvent, Frame
 
 MAX_SIGNATURE_FRAMES = 12
 """Innermost normalised frames that enter the fingerprint; deeper callers do not split a failure."""
 
 _MASK_INPUT_LIMIT = 512
+_MASK_CACHE_SIZE = 8192
+_TEMPLATE = str.maketrans("0123456789abcdefABCDEF", "0000000000aaaaaaAAAAAA")
+_TEMPLATE_BYTES = bytes.maketrans(b"0123456789abcdefABCDEF", b"0000000000aaaaaaAAAAAA")
 _CHAIN_CACHE_SIZE = 4096
 _FRAME_CACHE_SIZE = 65536
 
@@ -73,17 +76,34 @@ _GO_RULES = tuple(
         (r"\[[^\]]*\]", "[...]"),  # generic instantiations
     )
 )
-_MASK = re.compile(
-    r"\[REDACTED:\w{1,40}\]"
-    r"|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-    r"|\"[^\"\n]{0,256}\"|'[^'\n]{0,256}'"
-    r"|\b[A-Za-z][\w+.-]{0,30}://[^\s\"'<>]+"
-    r"|\b[\w.%+-]{1,64}@[\w-]+(?:\.[\w-]+)+"
-    r"|(?<![\w/.])(?:/[\w.@~+-]+)+/?"
-    r"|\b[A-Za-z]:\\[^\s\"']*"
-    r"|\b[0-9a-fA-F]{8,}\b"
-    r"|\b\w*\d[\w.:+-]*"  # numbers, ids, hex, IPs, timestamps, versions: anything carrying a digit
+# (branch, a literal it cannot match without): the masking alternation, in its order of precedence.
+_MASK_BRANCHES = (
+    (r"\[REDACTED:\w{1,40}\]", "[REDACTED:"),
+    (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "-"),
+    (r"\"[^\"\n]{0,256}\"", '"'),
+    (r"'[^'\n]{0,256}'", "'"),
+    (r"\b[A-Za-z][\w+.-]{0,30}://[^\s\"'<>]+", "://"),
+    (r"\b[\w.%+-]{1,64}@[\w-]+(?:\.[\w-]+)+", "@"),
+    (r"(?<![\w/.])(?:/[\w.@~+-]+)+/?", "/"),
+    (r"\b[A-Za-z]:\\[^\s\"']*", ":\\"),
+    (r"\b[0-9a-fA-F]{8,}\b", ""),
+    (r"\b\w*\d[\w.:+-]*", ""),  # numbers, ids, hex, IPs, timestamps, versions: anything carrying a digit
 )
+_MASK = re.compile("|".join(branch for branch, _ in _MASK_BRANCHES))
+_MASKS_BY_LITERALS: dict[int, re.Pattern[str]] = {}
+
+
+def _mask_pattern(text: str) -> re.Pattern[str]:
+    """`_MASK` without the branches that cannot match in `text`: same matches, far fewer tries per char."""
+    present = 0
+    for bit, (_, literal) in enumerate(_MASK_BRANCHES):
+        if not literal or literal in text:
+            present |= 1 << bit
+    pattern = _MASKS_BY_LITERALS.get(present)
+    if pattern is None:
+        branches = [branch for bit, (branch, _) in enumerate(_MASK_BRANCHES) if present >> bit & 1]
+        pattern = _MASKS_BY_LITERALS[present] = re.compile("|".join(branches))
+    return pattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,27 +122,32 @@ def fingerprint_event(event: ErrorEvent, in_app_prefixes: Sequence[str] = ()) ->
     Frames are read root cause first, then each enclosing exception's, so a Python chain (whose root
     cause carries only the frames below its `try`) still counts where it was caught and wrapped.
     """
-    prefixes = in_app_prefixes if isinstance(in_app_prefixes, tuple) else tuple(in_app_prefixes)
     chain = event.exceptions
     if not chain:
         return _message_signature("", event.message)
-    by_chain = _BY_CHAIN.get((id(chain), prefixes))
-    if by_chain is not None and by_chain[0] is chain:  # the very chain of a repeated text trace
-        return by_chain[1]
+    prefixes = in_app_prefixes if type(in_app_prefixes) is tuple else tuple(in_app_prefixes)
     root = chain[-1]
-    stacks = tuple(exception.frames for exception in reversed(chain) if exception.frames)
+    # Decoding hands out the same frames tuples for a repeated trace, so identity is a cheap, exact key;
+    # each entry keeps its tuples alive, so their ids cannot be reused while cached.
+    if len(chain) == 1:
+        frames = root.frames
+        if not frames:
+            return _message_signature(root.type, root.value or event.message)
+        entry = _BY_FRAMES.get(id(frames))
+        if entry is not None and entry[0] is frames and entry[1] == root.type and entry[2] == prefixes:
+            return entry[3]
+        signature = _stack_signature(root.type, (frames,), prefixes)
+        _remember(_BY_FRAMES, id(frames), (frames, root.type, prefixes, signature))
+        return signature
+    stacks = tuple([exception.frames for exception in reversed(chain) if exception.frames])
     if not stacks:
         return _message_signature(root.type, root.value or event.message)
-    # Decoding hands out the same frames tuples for a repeated trace, so identity is a cheap, exact key;
-    # the entry keeps the tuples alive, so their ids cannot be reused while cached.
     key = (root.type, prefixes, *map(id, stacks))
     cached = _BY_STACKS.get(key)
     if cached is not None and all(map(operator.is_, cached[0], stacks)):
-        signature = cached[1]
-    else:
-        signature = _stack_signature(root.type, stacks, prefixes)
-        _remember(_BY_STACKS, key, (stacks, signature))
-    _remember(_BY_CHAIN, (id(chain), prefixes), (chain, signature))
+        return cached[1]
+    signature = _stack_signature(root.type, stacks, prefixes)
+    _remember(_BY_STACKS, key, (stacks, signature))
     return signature
 
 
@@ -132,9 +157,11 @@ def _remember(cache: dict[Any, Any], key: Any, entry: Any, size: int = _CHAIN_CA
     cache[key] = entry
 
 
+_BY_FRAMES: dict[int, tuple[tuple[Frame, ...], str, tuple[str, ...], Signature]] = {}
 _BY_STACKS: dict[tuple[Any, ...], tuple[tuple[tuple[Frame, ...], ...], Signature]] = {}
-_BY_CHAIN: dict[tuple[int, tuple[str, ...]], tuple[tuple[ExceptionInfo, ...], Signature]] = {}
 _BY_FRAME: dict[tuple[int, tuple[str, ...]], tuple[Frame, str, bool]] = {}
+_BY_MESSAGE: dict[tuple[str, str], Signature] = {}
+_MASK_SPANS: dict[bytes, tuple[tuple[int, int], ...]] = {}
 
 
 def describe(signature: Signature) -> dict[str, Any]:
@@ -156,10 +183,31 @@ def is_in_app(frame: Frame, prefixes: Sequence[str] = ()) -> bool:
     return not _looks_like_library(frame)
 
 
-@lru_cache(maxsize=4096)
 def mask_message(text: str) -> str:
     """`text` with its variable parts (numbers, hex, UUIDs, IPs, emails, paths, quotes, times) masked."""
-    return " ".join(_MASK.sub("<*>", text[:_MASK_INPUT_LIMIT]).split())
+    text = text[:_MASK_INPUT_LIMIT]
+    if "[REDACTED" in text:  # the placeholder's letters are hex digits: the template trick below can't see it
+        return " ".join(_MASK.sub("<*>", text).split())
+    # Every class of `_MASK` holds all of 0-9, all of a-f and all of A-F or none of them, so replacing
+    # each digit by 0 and each hex letter by a (A) changes no match: the spans of a message's template
+    # are those of the message. Messages of a burst differ only in such ids, so their templates repeat.
+    # The template is built on the UTF-8 bytes: a byte table is far cheaper than str.translate, and
+    # equal byte templates mean equal text templates (the encoding is one-to-one, digits are ASCII).
+    key = text.encode("utf-8", "surrogatepass").translate(_TEMPLATE_BYTES)
+    spans = _MASK_SPANS.get(key)
+    if spans is None:
+        template = text.translate(_TEMPLATE)
+        spans = tuple(match.span() for match in _mask_pattern(template).finditer(template))
+        _remember(_MASK_SPANS, key, spans, _MASK_CACHE_SIZE)
+    if not spans:
+        return " ".join(text.split())
+    parts = []
+    position = 0
+    for start, end in spans:
+        parts.append(text[position:start])
+        position = end
+    parts.append(text[position:])
+    return " ".join("<*>".join(parts).split())
 
 
 def normalise_frame(frame: Frame) -> str:
@@ -172,11 +220,11 @@ def normalise_frame(frame: Frame) -> str:
 
 def _message_signature(exception_type: str, message: str) -> Signature:
     masked = mask_message(message)
-    return Signature(
-        fingerprint=_digest("message", exception_type, masked),
-        basis="message",
-        exception_type=exception_type,
-    )
+    signature = _BY_MESSAGE.get((exception_type, masked))
+    if signature is None:
+        signature = Signature(_digest("message", exception_type, masked), "message", exception_type)
+        _remember(_BY_MESSAGE, (exception_type, masked), signature, _MASK_CACHE_SIZE)
+    return signature
 
 
 def _stack_signature(

@@ -140,5 +140,5 @@ def with_retries(operation: Callable[[], T], *, attempts: int, base_s: float, ma
                 raise
             last = exc
         if attempt < attempts:
-            sleep(min(max_s, base_s * 2**attempt) * random.uniform(0.5, 1.0))  # noqa: S311 - jitter only
+            sleep(min(max_s, base_s * 2**attempt) * random.uniform(0.5, 1.0))
     raise StoreError(f"memory write kept losing commit races: {last}", retriable=True) from last
