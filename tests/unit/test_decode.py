@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +13,7 @@ import pytest
 
 from analysis.decode import BAD_INPUT_REASONS, DecodeConfig, decode_message
 from analysis.errors import BadInput
-from analysis.event import ErrorEvent
+from analysis.event import ErrorEvent, ExceptionInfo, new_event, new_exception
 
 TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
 CONFIG = DecodeConfig()
@@ -117,6 +120,18 @@ class TestEcsShape:
         })  # fmt: skip
         assert (event.server_id, event.commit, event.level, event.tenant) == ("inventory", "a1b2c3", "warn", "tenant-7")
         assert [(e.type, e.value, e.frames) for e in event.exceptions] == [("Oops", "no trace here", ())]
+        assert event.extra == {
+            "service": {"name": "inventory", "version": "a1b2c3"},
+            "organization": {"id": "tenant-7"},
+        }
+
+    def test_dotted_key_wins_over_nested_object(self) -> None:
+        """When a field is both flat and nested, the flat dotted key is read; an empty flat one is not."""
+        event = decode_one({
+            "@timestamp": "2024-05-02T10:14:03Z", "service.name": "flat", "service": {"name": "nested"},
+            "error.type": None, "error": {"type": "NestedType"}, "message": "m",
+        })  # fmt: skip
+        assert (event.server_id, event.exception_type) == ("flat", "NestedType")
 
 
 class TestOtelShape:
@@ -185,6 +200,41 @@ class TestLogstashShape:
         assert event.server_id == "inventory"
 
 
+class TestTimestamps:
+    def test_iso_utc_epoch_units_and_fallbacks(self) -> None:
+        """ISO UTC times (with and without milliseconds, cached or not) and epoch s/ms/µs/ns agree."""
+        expected = datetime(2024, 5, 2, 10, 14, 3, 551000, tzinfo=UTC).timestamp()
+        stamps = ["2024-05-02T10:14:03.551Z", "2024-05-02T10:14:03.551Z", "2024-05-02T10:14:03.551+00:00",
+                  "2024-05-02T12:14:03.551+02:00", expected, expected * 1e3, int(expected * 1e6),
+                  int(expected * 1e3) * 1_000_000]  # fmt: skip
+        times = [decode_one({"server_id": "s", "message": "m", "timestamp": stamp}).timestamp for stamp in stamps]
+        assert times == [pytest.approx(expected, abs=1e-6)] * len(stamps)
+        assert times[0] == datetime.fromisoformat("2024-05-02T10:14:03.551+00:00").timestamp()
+        assert decode_one({"server_id": "s", "message": "m", "timestamp": "2024-05-02T10:14:03Z"}).timestamp == (
+            expected - 0.551
+        )
+        for odd in ("2024-05-02T10:14:03.5²1Z", "2024-05-02T10:14:03.5x1Z", "not a time"):
+            assert decode_one({"server_id": "s", "message": "m", "timestamp": odd}).timestamp == NOW, odd
+
+
+class TestFastConstruction:
+    def test_fast_constructors_build_ordinary_frozen_dataclasses(self) -> None:
+        """`new_event` / `new_exception` give objects equal to, and as frozen as, the dataclass constructors."""
+        info = new_exception("E", "v", ())
+        event = new_event("s", 1.0, "m", "warn", "lg", "c1", "t", (info,), "raw", "ecs", {"k": 1})
+        assert type(event) is ErrorEvent and type(info) is ExceptionInfo
+        assert event == ErrorEvent("s", 1.0, "m", "warn", "lg", "c1", "t", (ExceptionInfo("E", "v"),), "raw", "ecs",
+                                   {"k": 1})  # fmt: skip
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            event.message = "changed"  # type: ignore[misc]
+        assert dataclasses.replace(event, message="x").message == "x"
+
+    def test_builders_hold_exactly_the_dataclass_fields(self) -> None:
+        """A field added to the dataclasses must be added to the fast constructors too."""
+        assert inspect.signature(new_event).parameters.keys() == {f.name for f in dataclasses.fields(ErrorEvent)}
+        assert inspect.signature(new_exception).parameters.keys() == {f.name for f in dataclasses.fields(ExceptionInfo)}
+
+
 class TestBadInput:
     def test_too_large_is_checked_before_parsing(self) -> None:
         """A message over the byte cap is refused before any parsing, even if it is not JSON."""
@@ -232,6 +282,15 @@ class TestBadInput:
         assert reason(orjson.dumps({"message": "m"})) == "missing_server"
         assert reason(orjson.dumps({"@timestamp": "2024-05-02T10:14:03Z", "log.level": "error",
                                     "message": "m"})) == "missing_server"  # fmt: skip
+
+    def test_cached_structured_frames_never_hide_a_wrong_type(self) -> None:
+        """A frame list equal to a cached one except `lineno: 1.0` (== 1 in Python) is still wrong_type."""
+        frames = [{"function": "f", "filename": "a.py", "lineno": 1}]
+        decode_one({"server_id": "s", "exception": {"type": "E", "stacktrace": frames}})
+        frames[0]["lineno"] = 1.0
+        assert reason(orjson.dumps({"server_id": "s", "exception": {"type": "E", "stacktrace": frames}})) == (
+            "wrong_type"
+        )
 
     def test_unknown_fields_and_odd_timestamps_are_not_fatal(self) -> None:
         """Unknown fields are kept and an unreadable timestamp falls back to the receive time."""

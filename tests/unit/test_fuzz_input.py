@@ -15,8 +15,8 @@ from analysis.decode import BAD_INPUT_REASONS, DecodeConfig, decode_message
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent
 from analysis.redact import Redactor
-from analysis.signature import fingerprint_event
-from analysis.stacktrace import parse_trace
+from analysis.signature import _MASK, fingerprint_event, mask_message
+from analysis.stacktrace import DEFAULT_MAX_FRAMES, _parse, parse_trace
 
 CONFIG = DecodeConfig(max_message_bytes=64 * 1024)
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -48,6 +48,9 @@ trace_lines = st.sampled_from([
     "goroutine 1 [running]:", "main.main()", "\t/app/main.go:3 +0x1d", "panic: boom [recovered]", "",
     "During handling of the above exception, another exception occurred:", "created by main.main", "}",
 ])  # fmt: skip
+
+# Digits, hex letters and the punctuation the masking branches key on, so generated text hits them.
+MASK_ALPHABET = "0123456789abcdefxyzABCDEFXYZ \"'/.:@-_+%~\\\n\t[]<>é٣REDACTED"
 
 
 def assert_decodes_or_bad_input(raw: bytes) -> None:
@@ -97,6 +100,24 @@ class TestTraceFuzz:
             assert isinstance(exception.type, str)
             for frame in exception.frames:
                 assert frame.lineno is None or frame.lineno >= 0
+
+    @FUZZ
+    @given(st.lists(trace_lines | st.text(max_size=30), min_size=2, max_size=30), st.text(max_size=60))
+    def test_cached_frames_with_a_new_first_line_parse_as_the_full_parser(self, lines: list[str], new: str) -> None:
+        """Whatever the trace, once its frames are cached a variant with another first line parses exactly
+        as the full parser reads it (the cache only ever saves work)."""
+        text = "\n".join(lines)
+        parse_trace(text)
+        variant = "\n".join([new.replace("\n", " "), *lines[1:]])
+        assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES)
+
+    @FUZZ
+    @given(st.text(alphabet=MASK_ALPHABET, max_size=80) | st.text(max_size=80))
+    def test_mask_templates_mask_exactly_as_the_plain_pattern(self, text: str) -> None:
+        """The cached-template masking gives the plain regex's result on any text."""
+        plain = " ".join(_MASK.sub("<*>", text[:512]).split())
+        assert mask_message(text) == plain
+        assert mask_message(text.upper()) == " ".join(_MASK.sub("<*>", text.upper()[:512]).split())
 
     @FUZZ
     @given(st.text(max_size=300))

@@ -26,6 +26,34 @@ class TestLanguageDetection:
         }
         assert {name: detect_language(trace(name)) for name in expected} == expected
 
+    def test_node_trace_opening_with_a_frame_without_location(self) -> None:
+        """A V8 trace whose first frame is `at JSON.parse (<anonymous>)` is still Node, with Node frames."""
+        text = (
+            "SyntaxError: Unexpected token b in JSON at position 1\n"
+            "    at JSON.parse (<anonymous>)\n"
+            "    at parseItems (/app/src/orders.js:7:22)\n"
+            "    at Object.<anonymous> (/app/src/orders.js:12:1)\n"
+        )
+        assert detect_language(text) == "node"
+        (error,) = parse_trace(text)
+        assert error.type == "SyntaxError"
+        assert [(f.function, f.filename, f.lineno) for f in error.frames] == [
+            ("JSON.parse", "", None),
+            ("parseItems", "/app/src/orders.js", 7),
+            ("Object.<anonymous>", "/app/src/orders.js", 12),
+        ]
+
+    def test_jvm_locations_win_over_locationless_frames(self) -> None:
+        """`(Unknown Source)` / `(Native Method)` / `(Foo.java:12)` lines make it a JVM trace wherever they are."""
+        text = (
+            "java.lang.IllegalStateException: closed\n"
+            "\tat jdk.proxy2.$Proxy12.close(Unknown Source)\n"
+            "\tat com.acme.Pool.release(Pool.java:40)\n"
+        )
+        assert detect_language(text) == "java"
+        assert detect_language("Error: x\n    at foo\n    at bar (native)\n") == "java"  # no location at all
+        assert detect_language(text.replace("(Pool.java:40)", "(/app/pool.js:40:3)")) == "java"
+
     def test_plain_text_is_no_trace(self) -> None:
         """A sentence is not a trace: it parses to an empty chain instead of raising."""
         assert detect_language("connection refused by upstream") == ""
@@ -241,6 +269,32 @@ class TestRepeatedFrames:
             assert all(a.frames is b.frames for a, b in zip(first, again, strict=True)), name
             values = "\n".join(exception.value for exception in again)
             assert (new in values) == (not name.startswith("go_")), name
+
+
+class TestCachedFramesNeverChangeTheParse:
+    def test_header_lines_that_steer_the_parser_take_the_full_parse(self) -> None:
+        """A new message that reads as trace syntax (a `Suppressed:` line, a Python traceback marker) over
+        cached frames parses exactly as the full parser would, not as a rebuild from the cache."""
+        text = trace("java_inventory.txt")
+        first_line, _, frames = text.partition("\n")
+        parse_trace(text)  # caches the frames
+        variants = [
+            f"{first_line}\nSuppressed: java.io.IOException: disk\n{frames}",
+            f"{first_line} Traceback (most recent call last):\n{frames}",
+            f"{first_line}\n    at x (/a.js:1:2)\n{frames}",
+            f"goroutine 7 [running]:\n{first_line}\n{frames}",
+        ]
+        for variant in variants:
+            assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES), variant[:120]
+
+    def test_every_fixture_with_new_messages_matches_the_full_parse(self) -> None:
+        """Interleaved events of several bursts, each with fresh numbers, parse as the full parser does."""
+        names = sorted(path.name for path in TRACES.glob("*.txt"))
+        for round_number in range(3):
+            for name in names:
+                variant = trace(name).replace("1", str(round_number)).replace("Error:", "Error: new")
+                assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES), name
+                assert parse_trace(variant, 5) == _parse(variant, 5), name
 
 
 class TestScale:

@@ -1,0 +1,108 @@
+"""Node.js / V8 stack traces: `at` frames with `file:line:column`, `[cause]:` chains."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from analysis.event import ExceptionInfo, Frame, new_exception
+from analysis.trace_dialect import (
+    MAX_CHAIN,
+    MAX_HEADER_LINES,
+    Chain,
+    Split,
+    Stacks,
+    TraceDialect,
+    chain_in_order,
+    header_lines,
+    steers,
+)
+from analysis.trace_java import match_blocks, split_blocks
+
+_TYPE = re.compile(r"[A-Za-z_$][\w$.]*(?: \[[\w-]+\])?")
+_FRAME_START = re.compile(r"\n[ \t]+at ")
+_CAUSE = re.compile(r"\n[ \t]*\[cause\]: ")
+# Lines the full parser reads as frames or causes; in a header they mean the slow path.
+_STEERING = ("at ", "[cause]: ")
+_STEERING_LINE = re.compile(r"\n[ \t]*(?:at |\[cause\]: )")
+
+
+@lru_cache(maxsize=16384)
+def _node_frame(line: str) -> Frame:
+    body = line[3:].strip()
+    function, location = "", body.removeprefix("async ")
+    if body.endswith(")"):
+        open_paren = body.find(" (")
+        if open_paren >= 0:
+            function, location = body[:open_paren], body[open_paren + 2 : -1]
+    path, lineno = location, None
+    head, sep, column = location.rpartition(":")
+    if sep and column.isdigit():
+        before, sep, line_text = head.rpartition(":")
+        if sep and line_text.isdigit() and len(line_text) < 10:
+            path, lineno = before, int(line_text)
+        elif len(column) < 10:
+            path, lineno = head, int(column)
+    if lineno is None and "/" not in path and "\\" not in path:
+        path = ""  # `native`, `index 0`, `<anonymous>`: no source file
+    return Frame(function or "<anonymous>", path, path, "", lineno)
+
+
+def _header(lines: list[str], frames: tuple[Frame, ...]) -> ExceptionInfo:
+    for index, line in enumerate(lines[:MAX_HEADER_LINES]):
+        candidate = line.removeprefix("Uncaught ")
+        head, _, message = candidate.partition(": ")
+        if _TYPE.fullmatch(head.rstrip(":")):
+            rest = "\n".join([message, *lines[index + 1 : MAX_HEADER_LINES]]).strip()
+            return new_exception(head.rstrip(":"), rest, frames)
+    return new_exception("Error", "\n".join(lines[:MAX_HEADER_LINES]), frames)
+
+
+def parse_node(text: str, max_frames: int) -> Chain:
+    """Every error of a V8 trace and its `[cause]:` chain, outermost first."""
+    chain: list[ExceptionInfo] = []
+    header: list[str] = []
+    frames: list[Frame] = []
+
+    def close() -> None:
+        if (header or frames) and len(chain) < MAX_CHAIN:
+            chain.append(_header(header, tuple(frames)))
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("at "):
+            if len(frames) < max_frames:
+                frames.append(_node_frame(stripped.removesuffix(" {")))
+        elif stripped.startswith("[cause]: "):
+            close()
+            header, frames = [stripped[len("[cause]: ") :].rstrip(" {")], []
+        elif stripped and not frames:
+            header.append(stripped.rstrip(" {"))
+        # after the frames: `{`, `code: 'E…'`, `}` and "... N lines matching cause" are decoration
+    close()
+    return tuple(chain)
+
+
+def _split(text: str) -> Split | None:
+    return split_blocks(text, _FRAME_START, _CAUSE)
+
+
+def _match(text: str, regions: tuple[str, ...]) -> Split | None:
+    headers = match_blocks(text, regions, _FRAME_START, _CAUSE)
+    if headers is None:
+        return None
+    for index, header in enumerate(headers):
+        if steers(header, _STEERING, _STEERING_LINE, index > 0):
+            return None
+    return headers, headers
+
+
+def _rebuild(headers: list[str], stacks: Stacks) -> Chain:
+    chain = []
+    for index, (header, frames) in enumerate(zip(headers, stacks, strict=True)):
+        lines = [line.rstrip(" {") for line in header_lines(header, "[cause]: " if index else "")]
+        chain.append(_header(lines, frames))
+    return tuple(chain)
+
+
+DIALECT = TraceDialect("node", parse_node, _split, _match, _rebuild, chain_in_order)
