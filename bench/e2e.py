@@ -25,9 +25,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from analysis.localiser import analysis_id
 from analysis.repo import RepoConfig, RepoSpec, RepoSync
 from bench.stats import Latency, latency
-from consumer.analyzer import HeuristicAnalyzer
 from consumer.broker import EmbeddedBroker, create_topics
 from consumer.demo import DEMO_IN_APP_PREFIXES, demo_settings
+from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.sample import build_sample_repos, build_stream

@@ -20,6 +20,7 @@ import orjson
 from analysis.decode import DecodeConfig, decode_message
 from analysis.signature import fingerprint_event
 from bench.workload import WorkloadEvent, WorkloadSpec, generate
+from consumer.pipeline import configure_gc
 from consumer.settings import WindowSettings
 from consumer.window import BurstWindow
 
@@ -41,6 +42,7 @@ class GroupingResult:
     events: int
     logagent_s: float
     drain3_s: float
+    drain3_message_s: float
     orjson_s: float
     bursts: int
     signatures: int
@@ -54,8 +56,11 @@ class GroupingResult:
     def line(self) -> str:
         """The one-line summary."""
         ours, drain3, floor = self.rate(self.logagent_s), self.rate(self.drain3_s), self.rate(self.orjson_s)
+        drain3_message = self.rate(self.drain3_message_s)
         return (f"grouping: {ours / 1000:.0f}k events/s = {ours / drain3:.1f}x drain3, "
-                f"{ours / floor:.2f}x orjson-decode (drain3 {drain3 / 1000:.1f}k/s,"
+                f"{ours / drain3_message:.2f}x drain3-message-line, "
+                f"{ours / floor:.2f}x orjson-decode (drain3 {drain3 / 1000:.1f}k/s on message + trace, "
+                f"{drain3_message / 1000:.1f}k/s on the message line alone,"
                 f" orjson {floor / 1000:.0f}k/s; {self.events} events; signatures "
                 f"{self.signatures} vs {self.true_groups} true (server, failure) groups, drain3 "
                 f"{self.drain3_clusters} templates; {self.bursts} bursts)")
@@ -117,12 +122,17 @@ def measure(events: Sequence[WorkloadEvent], drain3_events: int | None = None) -
     sample = events[: drain3_events or len(events)]
     drain3_s, clusters = run_drain3([event.text for event in sample])
     drain3_s *= len(events) / len(sample)
+    # Drain3's usual input is one log line; without the trace it cannot tell failure sites apart, but it
+    # is the fastest the peer gets, so it is the honest bar for the speed target.
+    drain3_message_s, _ = run_drain3([event.text.split("\n", 1)[0] for event in events])
     truth = len({(event.server, event.failure) for event in events})
-    return GroupingResult(len(events), logagent_s, drain3_s, orjson_s, bursts, signatures, truth, clusters)
+    return GroupingResult(len(events), logagent_s, drain3_s, drain3_message_s, orjson_s, bursts, signatures,
+                          truth, clusters)
 
 
 def bench(quick: bool) -> str:
-    """One line: 20k events when quick, 120k when full."""
+    """One line: 20k events when quick, 120k when full, with the collector tuned as `logagent run` tunes it."""
+    configure_gc()
     events = generate(WorkloadSpec(events=20_000 if quick else 120_000))
     return measure(events, drain3_events=4_000 if quick else 30_000).line()
 

@@ -1,7 +1,5 @@
-"""Analyzers the pipeline calls once per closed burst, and the retry policy around them.
-
-For now the one analyzer is the heuristic localiser (no LLM); the agent plugs in behind `Analyzer`.
-"""
+"""What the pipeline calls once per closed burst (`Analyzer`, implemented by `consumer.explainer`), and the
+retry policy around it."""
 
 from __future__ import annotations
 
@@ -9,18 +7,15 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from analysis.errors import LogAgentError
 from analysis.event import Cluster
-from analysis.localiser import analysis_id, cluster_info, localise
-from analysis.repo import RepoSync
+from analysis.localiser import analysis_id, cluster_info
 from analysis.report import Analysis
-from analysis.tools import FileTools, ToolLimits
 
-__all__ = ["Analyzer", "Backoff", "HeuristicAnalyzer", "analyze_or_fail", "failed_analysis", "sleep_unless"]
+__all__ = ["Analyzer", "Backoff", "analyze_or_fail", "failed_analysis", "sleep_unless"]
 
 log = logging.getLogger(__name__)
 _MAX_FAILURE_CHARS = 1000
@@ -88,28 +83,3 @@ async def analyze_or_fail(
             if await sleep_unless(stop, backoff.delay(attempt)):
                 return None
     return None  # only reached with attempts < 1
-
-
-class HeuristicAnalyzer:
-    """Reads the server's repository at the burst's commit and localises the culprit from the frames.
-
-    Git and file reads block, so each analysis runs in a worker thread; RepoSync serialises per server.
-    """
-
-    def __init__(
-        self, repo_sync: RepoSync, tool_limits: ToolLimits | None = None, in_app_prefixes: Sequence[str] = ()
-    ) -> None:
-        self._repo_sync = repo_sync
-        self._tool_limits = tool_limits or ToolLimits()
-        self._in_app_prefixes = tuple(in_app_prefixes)
-
-    async def analyze(self, cluster: Cluster) -> Analysis:
-        """A `heuristic` report of the burst; repository errors propagate (RepoUnavailable is retriable)."""
-        return await asyncio.to_thread(self._analyze, cluster)
-
-    def _analyze(self, cluster: Cluster) -> Analysis:
-        checkout = self._repo_sync.checkout(cluster.server_id, cluster.commit)
-        tools = FileTools(
-            checkout.root, self._tool_limits, repo_dir=checkout.repo_dir, commit=checkout.commit
-        )
-        return localise(cluster, checkout, tools, self._in_app_prefixes)

@@ -40,7 +40,7 @@ from store import (
     StoreError,
 )
 
-__all__ = ["Explainer", "build_explainer"]
+__all__ = ["Explainer", "HeuristicAnalyzer", "build_explainer"]
 
 log = logging.getLogger("logagent.explainer")
 
@@ -261,6 +261,16 @@ class Explainer:
         self._metrics.llm_tokens.labels("completion").inc(stats.completion_tokens)
         for (tool, outcome), count in stats.tool_calls.items():
             self._metrics.tool_calls.labels(tool, outcome).inc(count)
+
+
+class HeuristicAnalyzer(Explainer):
+    """The explainer without LLM and memory: the heuristic localiser at the deployed commit."""
+
+    def __init__(
+        self, repo_sync: RepoSync, tool_limits: ToolLimits | None = None, in_app_prefixes: Sequence[str] = ()
+    ) -> None:
+        super().__init__(repo_sync, Metrics(), redactor=Redactor(), tool_limits=tool_limits,
+                         in_app_prefixes=in_app_prefixes)
 
 
 def build_explainer(

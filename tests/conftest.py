@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,6 +23,50 @@ from consumer.broker import EmbeddedBroker, create_topics
 from consumer.pipeline import Service
 from consumer.settings import InputSettings, KafkaSettings, PipelineSettings, Settings, WindowSettings
 from tests.gitrepo import GitRepo
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def tool(name: str) -> str:
+    """A command-line tool of the tests (helm, promtool) from `.tools/bin` or PATH; fails if absent."""
+    local = _ROOT / ".tools" / "bin" / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} not found in .tools/bin or on PATH: run `make tools`")
+    return found
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[str]:
+    """A real S3 API (moto_server) on a free loopback port for the session; yields its endpoint URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
+                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, "moto_server exited"
+                assert time.monotonic() < deadline, "moto_server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def create_bucket(endpoint: str, name: str) -> None:
+    """An empty bucket on the test S3 endpoint."""
+    import boto3  # only the S3 tests need it
+
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                 region_name="us-east-1").create_bucket(Bucket=name)
+
 
 # Tansu holds each group join for about half the session timeout: short timeouts keep tests fast.
 FAST_GROUP_TIMINGS: dict[str, Any] = {

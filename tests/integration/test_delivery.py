@@ -18,9 +18,9 @@ from analysis.localiser import analysis_id
 from analysis.repo import RepoConfig, RepoSync, RepoUnavailable
 from analysis.report import Analysis
 from analysis.signature import fingerprint_event
-from consumer.analyzer import HeuristicAnalyzer
 from consumer.broker import EmbeddedBroker
 from consumer.cloudevent import event_schema
+from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Analyzer, Service
 from consumer.settings import Settings

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 
 from analysis.repo import RepoSpec
 from consumer.settings import Settings
+from tests.conftest import tool
 
 pytestmark = pytest.mark.integration
 
@@ -32,14 +32,6 @@ _CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 Doc = dict[str, Any]
 
 
-def _tool(name: str) -> str:
-    local = _ROOT / ".tools" / "bin" / name
-    found = str(local) if local.exists() else shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} not found in .tools/bin or on PATH: run `make tools`")
-    return found
-
-
 @pytest.fixture(scope="module")
 def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Helm's cache and config in a throwaway directory: the tests never touch the user's helm setup."""
@@ -51,7 +43,7 @@ def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _helm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([_tool("helm"), *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([tool("helm"), *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 def _template_args(values: Path | None, sets: tuple[str, ...]) -> list[str]:
@@ -380,7 +372,7 @@ class TestMonitoring:
         rule_file = tmp_path / "rendered-rules.yaml"
         rule_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
         checked = subprocess.run(
-            [_tool("promtool"), "check", "rules", str(rule_file)], capture_output=True, text=True, timeout=60
+            [tool("promtool"), "check", "rules", str(rule_file)], capture_output=True, text=True, timeout=60
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
         alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}

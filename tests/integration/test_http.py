@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -16,18 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from consumer.http import HealthSnapshot, HealthState, HttpEndpoint, readiness_checks, serve_http
 from consumer.metrics import Metrics
+from tests.conftest import tool
 
 pytestmark = pytest.mark.integration
 
 _ROOT = Path(__file__).resolve().parents[2]
-
-
-def _promtool() -> str:
-    local = _ROOT / ".tools" / "bin" / "promtool"
-    found = str(local) if local.exists() else shutil.which("promtool")
-    if found is None:
-        pytest.fail("promtool not found in .tools/bin or on PATH: run `make tools`")
-    return found
 
 
 def _populate(metrics: Metrics) -> set[str]:
@@ -85,7 +77,7 @@ class TestMetricsEndpoint:
         families = {family.name for family in text_string_to_metric_families(body.decode())}
         assert populated <= families, f"not exported: {sorted(populated - families)}"
         checked = subprocess.run(
-            [_promtool(), "check", "metrics"], input=body, capture_output=True, timeout=60
+            [tool("promtool"), "check", "metrics"], input=body, capture_output=True, timeout=60
         )
         assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
         assert checked.stdout.strip() == b"" and checked.stderr.strip() == b""

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import threading
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import boto3  # type: ignore[import-untyped]  # boto3 ships no type stubs; only create_bucket is used
 import pytest
 
 from store import MemoryConfig, MemoryStore, NewCase, OnnxEmbedder, RecallQuery, StorageConfig
+from tests.conftest import create_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -30,28 +25,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """moto_server on a free loopback port with one empty bucket; yields its endpoint URL."""
-    port = _free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, "moto_server exited"
-                assert time.monotonic() < deadline, "moto_server did not start"
-                time.sleep(0.1)
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                     region_name="us-east-1").create_bucket(Bucket=BUCKET)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+def s3_endpoint(moto_s3: str) -> str:
+    """The session's S3 endpoint with this module's empty bucket."""
+    create_bucket(moto_s3, BUCKET)
+    return moto_s3
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ service's own HTTP endpoint scraped over loopback, and the scrape checked by `pr
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -21,21 +20,13 @@ from consumer.http import HealthState, serve_http
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.settings import Settings
-from tests.conftest import SHOP_PY, KafkaIO, SettingsFactory, run_until, shop_error
+from tests.conftest import SHOP_PY, KafkaIO, SettingsFactory, run_until, shop_error, tool
 from tests.gitrepo import GitRepo
 
 pytestmark = pytest.mark.integration
 
 _ROOT = Path(__file__).resolve().parents[2]
 _T0 = 1_750_000_000.0
-
-
-def _promtool() -> str:
-    local = _ROOT / ".tools" / "bin" / "promtool"
-    found = str(local) if local.exists() else shutil.which("promtool")
-    if found is None:
-        pytest.fail("promtool not found in .tools/bin or on PATH: run `make tools`")
-    return found
 
 
 def _scrape(port: int) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
@@ -99,6 +90,6 @@ class TestMetricsOnARunningService:
         assert _value(second, "logagent_stale_citation_ratio") > 0
         assert _value(second, "logagent_index_lag_seconds_count", index="memory") == 2
         assert _value(second, "logagent_analyses_total", status="heuristic", analyzer="heuristic") == 2
-        check = subprocess.run([_promtool(), "check", "metrics"], input=text, capture_output=True, text=True,
+        check = subprocess.run([tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True,
                                check=False)
         assert check.returncode == 0, check.stdout + check.stderr

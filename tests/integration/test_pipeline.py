@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from analysis.repo import RepoSync
-from consumer.analyzer import HeuristicAnalyzer
 from consumer.cloudevent import event_schema
+from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from tests.conftest import SHOP_BUGS, KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error, shop_line

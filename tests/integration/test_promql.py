@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import yaml
 from prometheus_client import Counter, Gauge, Histogram
 
 from consumer.metrics import Metrics
+from tests.conftest import tool
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +41,6 @@ _MATCHER = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)")
 _GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 _IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_:])\d+(\.\d+)?([eE][-+]?\d+)?")
-
-
-def _tool(name: str) -> str:
-    local = _ROOT / ".tools" / "bin" / name
-    found = str(local) if local.exists() else shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} not found in .tools/bin or on PATH: run `make tools`")
-    return found
 
 
 def selectors(expr: str) -> list[tuple[str, set[str]]]:
@@ -164,7 +156,7 @@ class TestDashboardQueries:
         rule_file = tmp_path / "dashboard-rules.yaml"
         rule_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
         checked = subprocess.run(
-            [_tool("promtool"), "check", "rules", str(rule_file)], capture_output=True, text=True, timeout=60
+            [tool("promtool"), "check", "rules", str(rule_file)], capture_output=True, text=True, timeout=60
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert f"SUCCESS: {len(exprs)} rules found" in checked.stdout
@@ -216,7 +208,7 @@ class TestAlertRules:
     def test_rule_file_passes_promtool_check(self) -> None:
         """The rule file the chart ships is valid Prometheus rule syntax."""
         checked = subprocess.run(
-            [_tool("promtool"), "check", "rules", str(_RULES)], capture_output=True, text=True, timeout=60
+            [tool("promtool"), "check", "rules", str(_RULES)], capture_output=True, text=True, timeout=60
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
@@ -229,7 +221,7 @@ class TestAlertRules:
     def test_promtool_unit_tests_pass(self) -> None:
         """`promtool test rules`: each alert fires on series that should fire it, silent otherwise."""
         tested = subprocess.run(
-            [_tool("promtool"), "test", "rules", str(_RULE_TESTS)],
+            [tool("promtool"), "test", "rules", str(_RULE_TESTS)],
             capture_output=True,
             text=True,
             timeout=120,

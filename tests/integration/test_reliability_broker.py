@@ -19,8 +19,8 @@ import pytest
 from analysis.event import Cluster
 from analysis.repo import RepoSync
 from analysis.report import Analysis
-from consumer.analyzer import HeuristicAnalyzer
 from consumer.broker import EmbeddedBroker, create_topics
+from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from tests.conftest import KafkaIO, ShopRepos, make_settings, shop_error

@@ -32,8 +32,8 @@ from analysis.errors import BadInput
 from analysis.localiser import analysis_id
 from analysis.repo import RepoSync
 from analysis.signature import fingerprint_event
-from consumer.analyzer import HeuristicAnalyzer
 from consumer.broker import EmbeddedBroker
+from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.sample import SampleService, build_sample_repos

@@ -23,8 +23,8 @@ from aiokafka import AIOKafkaProducer
 from analysis.event import Cluster
 from analysis.repo import RepoConfig, RepoSync
 from analysis.report import Analysis
-from consumer.analyzer import HeuristicAnalyzer
 from consumer.broker import EmbeddedBroker
+from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, make_settings, shop_error

@@ -8,15 +8,11 @@ must count all of the burst's events, and the shared memory must hold each analy
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import boto3  # type: ignore[import-untyped]  # boto3 ships no type stubs; only create_bucket is used
 import orjson
 import pytest
 
@@ -24,13 +20,13 @@ from analysis.decode import DecodeConfig, decode_message
 from analysis.localiser import analysis_id
 from analysis.repo import RepoSync
 from analysis.signature import fingerprint_event
-from consumer.broker import EmbeddedBroker, free_port
+from consumer.broker import EmbeddedBroker
 from consumer.explainer import build_explainer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.settings import Settings
 from store import MemoryConfig, MemoryStore, OnnxEmbedder, StorageConfig
-from tests.conftest import KafkaIO, ShopRepos, make_settings, shop_error
+from tests.conftest import KafkaIO, ShopRepos, create_bucket, make_settings, shop_error
 
 pytestmark = pytest.mark.integration
 
@@ -41,28 +37,10 @@ FUNCTIONS = ("total", "parse_qty", "split")
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """moto_server on a free loopback port with one empty bucket; yields its endpoint URL."""
-    port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, "moto_server exited"
-                assert time.monotonic() < deadline, "moto_server did not start"
-                time.sleep(0.1)
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                     region_name="us-east-1").create_bucket(Bucket=BUCKET)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+def s3_endpoint(moto_s3: str) -> str:
+    """The session's S3 endpoint with this module's empty bucket."""
+    create_bucket(moto_s3, BUCKET)
+    return moto_s3
 
 
 def shared_memory(endpoint: str, prefix: str) -> MemoryConfig:
