@@ -269,7 +269,7 @@ class Agent:
             return None
         except ollama.ResponseError as exc:
             raise LlmUnavailable(f"Ollama answered HTTP {exc.status_code}: {exc.error[:200]}") from None
-        except (ConnectionError, httpx.TimeoutException) as exc:
+        except (ConnectionError, httpx.ConnectError, httpx.TimeoutException) as exc:
             raise LlmUnavailable(f"Ollama unreachable or too slow: {type(exc).__name__}") from None
         except (httpx.HTTPError, json.JSONDecodeError, ValidationError) as exc:
             # A cut or garbled NDJSON stream is the server's (or a proxy's) fault, not the model's answer.
