@@ -116,7 +116,7 @@ def with_ollama(settings: Settings, url: str) -> Settings:
 def memory_dump(settings: Settings) -> str:
     """Every row of every LanceDB table of the memory, read directly, as text."""
     db = lancedb.connect(settings.memory.uri)
-    names = db.table_names()
+    names = list(db.list_tables().tables)
     assert names, "the memory holds no table"
     return "\n".join(json.dumps(db.open_table(name).to_arrow().to_pylist(), default=str) for name in names)
 
