@@ -20,7 +20,7 @@ import orjson
 from analysis.decode import DecodeConfig, decode_message
 from analysis.signature import fingerprint_event
 from bench.workload import WorkloadEvent, WorkloadSpec, generate
-from consumer.pipeline import configure_gc
+from consumer.runner import configure_gc
 from consumer.settings import WindowSettings
 from consumer.window import BurstWindow
 

@@ -145,7 +145,7 @@ def _positive_int(text: str) -> int:
 # --- run and demo --------------------------------------------------------------------------------------
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from consumer.pipeline import run_service  # the service's imports are only needed by this command
+    from consumer.runner import run_service  # the service's imports are only needed by this command
 
     return run_service(settings)
 

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import hashlib
 import logging
-import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable, Collection
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
@@ -42,52 +38,19 @@ from consumer.kafka import (
     make_producer,
     measure_lag,
 )
+from consumer.logs import log_fields
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.settings import Settings
 from consumer.window import BurstWindow, ClosedBurst, PartitionKey
 
-if TYPE_CHECKING:
-    from consumer.explainer import Explainer
-
-__all__ = ["Analyzer", "Service", "ServiceStats", "configure_gc", "configure_logging", "log_fields", "run_service"]
+__all__ = ["Analyzer", "Service", "ServiceStats"]
 
 log = logging.getLogger(__name__)
 
 # Expiry scans every open burst, so it runs a few times a second rather than after every batch.
 _EXPIRE_INTERVAL_S = 0.1
 _CONTENT_TYPE = ("content-type", b"application/cloudevents+json; charset=UTF-8")
-_HOUSEKEEPING_S = 1.0
-
-
-def log_fields(**fields: object) -> dict[str, object]:
-    """`extra=` for a log call: structured fields the JSON formatter puts on the line."""
-    return {"fields": fields}
-
-
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and the call's structured fields."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, object] = {
-            "time": round(record.created, 3),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        line.update(getattr(record, "fields", {}))
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(line, default=str).decode()
-
-
-def configure_logging(level: str) -> None:
-    """Send JSON lines to stdout at `level` (called once, by the entry point)."""
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(_JsonFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 @dataclass
@@ -440,69 +403,3 @@ class Service:
         await self._settle_dlq()
         log.info("stopped", extra=log_fields(open_bursts=self._window.open_count,
                                              handed_back=self._queue.qsize() + self._busy))
-
-
-def configure_gc() -> None:
-    """Collect the young generation less often. Decoding allocates many short-lived objects that form no
-    cycles, so default thresholds spend a fifth of the hot path in the collector (bench/grouping.py);
-    what start-up loaded is frozen out of every later collection."""
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
-
-
-def run_service(settings: Settings) -> int:
-    """`logagent run`: serve until SIGTERM or SIGINT, then shut down cleanly and return 0."""
-    configure_logging(settings.log_level)
-    configure_gc()
-    return asyncio.run(_serve(settings))
-
-
-async def _serve(settings: Settings) -> int:
-    # The service's collaborators are only imported by the long-running command.
-    from consumer.explainer import build_explainer
-    from consumer.feedback import FeedbackListener
-    from consumer.http import serve_http
-
-    metrics = Metrics()
-    health = HealthState(heuristic_mode=settings.ollama.url is None)
-    explainer = build_explainer(settings, metrics)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    with serve_http(settings.http.host, settings.http.port, metrics, health):
-        try:
-            async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(Service(settings, explainer, metrics, health).run(stop))
-                tasks.create_task(_housekeeping(settings, explainer, health, stop))
-                if explainer.memory is not None:
-                    tasks.create_task(FeedbackListener(settings, explainer.memory, metrics).run(stop))
-        finally:
-            explainer.close()
-    return 0
-
-
-async def _housekeeping(settings: Settings, explainer: Explainer, health: HealthState, stop: asyncio.Event) -> None:
-    """Keep readiness current (store reachable, LLM circuit) and run memory maintenance periodically."""
-    from store import StoreError
-
-    memory = explainer.memory
-    next_maintenance = time.monotonic() + settings.memory_maintenance_s
-    while not stop.is_set():
-        health.set_ollama_reachable(explainer.llm_reachable)
-        if memory is not None:
-            try:
-                await asyncio.to_thread(memory.open)
-                health.set_store_open(True)
-                if time.monotonic() >= next_maintenance:
-                    report = await asyncio.to_thread(memory.maintain, time.time())
-                    log.info("memory maintained", extra=log_fields(expired=report.expired_deleted,
-                                                                   indexed=list(report.indexed)))
-                    next_maintenance = time.monotonic() + settings.memory_maintenance_s
-            except StoreError as error:
-                health.set_store_open(False)
-                log.warning("memory store unavailable", extra=log_fields(error=str(error)[:200]))
-        else:
-            health.set_store_open(True)
-        if await sleep_unless(stop, _HOUSEKEEPING_S):
-            return

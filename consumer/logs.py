@@ -1,0 +1,40 @@
+"""The service's logs: JSON lines on stdout, one canonical line per unit of work, fields never raw input."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import orjson
+
+__all__ = ["configure_logging", "log_fields"]
+
+
+def log_fields(**fields: object) -> dict[str, object]:
+    """`extra=` for a log call: structured fields the JSON formatter puts on the line."""
+    return {"fields": fields}
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the call's structured fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        line.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+def configure_logging(level: str) -> None:
+    """Send JSON lines to stdout at `level` (called once, by the entry point)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(_JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
