@@ -114,38 +114,39 @@ def validate_citations(
     return kept, dropped
 
 
-def validate_location(loc: Location, checkout: Checkout) -> tuple[Location | None, str | None]:
-    """The location, path normalised, when it exists at the commit (line inside the file); else why not."""
-    path = normalise_path(loc.path, checkout.root)
-    if path is None:
-        return None, f"{loc.path!r}: not a path inside the repository"
+def _file_lines(path: str, checkout: Checkout) -> tuple[str | None, list[str] | None, str | None]:
+    """Normalised path and lines of `path` at the commit, or why it cannot be read there."""
+    normal = normalise_path(path, checkout.root)
+    if normal is None:
+        return None, None, f"{path!r} is not a path inside the repository"
     tree = _Tree(checkout)
     try:
-        blob = tree.blob(path)
+        blob = tree.blob(normal)
     finally:
         tree.close()
     if blob is None:
-        return None, f"{path}: no such file at {checkout.commit[:12]}"
-    if loc.line is not None and loc.line > len(blob[1]):
-        return None, f"{path}:{loc.line}: outside the file (1-{len(blob[1])})"
+        return normal, None, f"{normal}: no such file at {checkout.commit[:12]}"
+    return normal, blob[1], None
+
+
+def validate_location(loc: Location, checkout: Checkout) -> tuple[Location | None, str | None]:
+    """The location, path normalised, when it exists at the commit (line inside the file); else why not."""
+    path, lines, why = _file_lines(loc.path, checkout)
+    if lines is None:
+        return None, why
+    if loc.line is not None and loc.line > len(lines):
+        return None, f"{path}:{loc.line}: outside the file (1-{len(lines)})"
     return loc.model_copy(update={"path": path}), None
 
 
 def validate_fix(fix: Fix, checkout: Checkout) -> tuple[Fix | None, str | None]:
     """The fix when its `before` text exists in the file at the commit (whitespace-tolerant), else a note."""
-    path = normalise_path(fix.path, checkout.root)
-    if path is None:
-        return None, f"fix dropped: {fix.path!r} is not a path inside the repository"
-    tree = _Tree(checkout)
-    try:
-        blob = tree.blob(path)
-    finally:
-        tree.close()
-    if blob is None:
-        return None, f"fix dropped: {path} does not exist at {checkout.commit[:12]}"
+    path, lines, why = _file_lines(fix.path, checkout)
+    if lines is None:
+        return None, f"fix dropped: {why}"
     if not fix.before.strip():
         return None, f"fix dropped: no 'before' code given for {path}"
-    if _squash(fix.before) not in _squash("\n".join(blob[1])):
+    if _squash(fix.before) not in _squash("\n".join(lines)):
         return None, f"fix dropped: its 'before' code is not in {path}"
     return fix.model_copy(update={"path": path}), None
 
