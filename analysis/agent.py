@@ -12,7 +12,6 @@ Ollama being unreachable, answering HTTP errors, timing out or breaking its stre
 
 from __future__ import annotations
 
-import asyncio
 import json
 import posixpath
 import time
@@ -136,17 +135,6 @@ class Agent:
         self._llm_with_tools = self._llm.bind_tools(
             [{"type": "function", "function": spec} for spec in self._specs.values()]
         )
-
-    async def aanalyze(
-        self,
-        cluster: Cluster,
-        checkout: Checkout,
-        tools: FileTools,
-        heuristic: Analysis,
-        past_cases: Sequence[Mapping[str, Any]] = (),
-    ) -> AgentOutcome:
-        """`analyze` in a worker thread, for the asyncio pipeline."""
-        return await asyncio.to_thread(self.analyze, cluster, checkout, tools, heuristic, past_cases)
 
     def analyze(
         self,
