@@ -82,6 +82,13 @@ class MemoryConfig(BaseModel):
     drop_stale: bool = Field(False, description="Drop stale cases from recall instead of marking them.")
     forget_on_wrong: bool = Field(False, description="Delete a case on a 'wrong' verdict.")
     index_min_rows: int = Field(50_000, ge=1, description="Build the vector index past this many rows.")
+    scalar_index_min_rows: int = Field(5_000, ge=1, description="Build the indexes on id, tenant, scope, "
+                                       "server, fingerprint and expires_at past this many rows.")
+    nprobes: int = Field(10, ge=1, description="Fewest IVF partitions a recall searches (more when the "
+                         "filter leaves too few rows in them); higher is slower and closer to exact.")
+    read_consistency_s: float = Field(0.0, ge=0.0, description="Most seconds a read may lag commits of "
+                                      "other replicas/processes; 0 re-checks the table version on every "
+                                      "read (one listing per read, costly on object stores).")
     embedder: Literal["onnx", "ollama"] = "onnx"
     ollama_url: str = "http://127.0.0.1:11434"
     ollama_model: str = "all-minilm"

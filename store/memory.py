@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import lancedb
 import orjson
-from lancedb.index import BTree, IvfFlat
+from lancedb.index import Bitmap, BTree, IvfFlat
 
 from store.config import MemoryConfig
 from store.embedding import Embedder
@@ -34,6 +35,7 @@ from store.record import (
 )
 from store.scope import TABLE_PREFIX, post_filter, scope_filter, sql_float, sql_string, table_name
 from store.table import (
+    RECALL_COLUMNS,
     SUMMARY_COLUMNS,
     case_row,
     case_summary,
@@ -44,8 +46,14 @@ from store.table import (
 )
 
 Verdict = Literal["correct", "wrong"]
+T = TypeVar("T")
 _VISIBLE_POLL_S = 0.01
 _NOTE_CHARS = 500
+# Low-cardinality filter columns get bitmaps; ids, fingerprints and timestamps get B-trees.
+_SCALAR_INDEXES: tuple[tuple[str, type[BTree] | type[Bitmap]], ...] = (
+    ("id", BTree), ("tenant", Bitmap), ("scope", Bitmap), ("server", Bitmap), ("fingerprint", BTree),
+    ("expires_at", BTree),
+)
 
 
 class MemoryStore:
@@ -57,14 +65,17 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._db: Any = None
         self._tables: dict[str, Any] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- connection and tables -------------------------------------------------------------------
 
     def _connection(self) -> Any:
         with self._lock:
             if self._db is None:
-                # Zero interval: every read sees commits of other replicas/processes at once.
-                self._db = lancedb.connect(self._config.uri, read_consistency_interval=timedelta(0),
+                # Tables stay open per server; each read re-checks the latest version once this
+                # interval has passed (0: on every read), so replicas see each other's commits.
+                interval = timedelta(seconds=self._config.read_consistency_s)
+                self._db = lancedb.connect(self._config.uri, read_consistency_interval=interval,
                                            storage_options=self._config.storage.to_storage_options())
             return self._db
 
@@ -117,6 +128,12 @@ class MemoryStore:
             if not token:
                 return
 
+    def _background(self, work: Callable[[], T]) -> Future[T]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-recall")
+            return self._pool.submit(work)
+
     def _retry(self, operation: Any) -> Any:
         cfg = self._config
         return with_retries(operation, attempts=cfg.commit_retries, base_s=cfg.retry_base_s,
@@ -149,14 +166,15 @@ class MemoryStore:
         # Insert-only: a replay must not reset feedback or trust a person already gave the case.
         result = self._retry(lambda: table.merge_insert("id").when_not_matched_insert_all().execute(
             _arrow_rows([row], table.schema)))
-        self._wait_visible(table, case.id, vector)
+        self._wait_visible(table, case.id)
         return RememberResult(case.id, result.num_inserted_rows > 0, time.perf_counter() - started)
 
-    def _wait_visible(self, table: Any, memory_id: str, vector: list[float]) -> None:
+    def _wait_visible(self, table: Any, memory_id: str) -> None:
+        # A committed row is recallable at once: vector search also scans rows not yet indexed. So
+        # visibility is a (B-tree backed, once maintained) id count rather than a vector search.
         deadline = time.monotonic() + self._config.visible_timeout_s
         where = f"id = {sql_string(memory_id)}"
-        while not (table.search(vector).distance_type("cosine").where(where, prefilter=True)
-                   .select(["id", "_distance"]).limit(1).to_list()):
+        while not table.count_rows(where):
             if time.monotonic() > deadline:
                 raise StoreError(f"case {memory_id} not recallable after "
                                  f"{self._config.visible_timeout_s}s", retriable=True)
@@ -203,24 +221,32 @@ class MemoryStore:
     def recall(self, query: RecallQuery, *, is_changed: IsChanged | None = None) -> RecallResult:
         """The most useful past cases of this server, tenant and scope, best first.
 
-        Pre-filtered in the query and post-filtered here; ranked by `store.ranking`; each case is
-        checked for freshness against `query.commit` with `is_changed`, and for contamination.
+        The pool is the `candidate_pool` nearest cases plus every exact-fingerprint match, both
+        pre-filtered in the query (tenant, scope, not expired) and post-filtered here; ranked by
+        `store.ranking`; each case is checked for freshness against `query.commit` with `is_changed`,
+        and for contamination.
         """
         table = self._table(query.server, create=False)
         if table is None:
             return RecallResult()
         vector = self._embed_one(query.text)
         ranking = self._config.ranking
-        where = scope_filter(server=query.server, tenant=query.tenant, scope=query.scope, now=query.now)
-        rows = _fetch(table.search(vector).distance_type("cosine").where(where, prefilter=True),
-                      ranking.candidate_pool)
-        # Exact fingerprint and exception-type matches join the pool even when embeddings miss them.
+        # The table is the server's own, so a server clause would only cost an index lookup per query;
+        # the post-filter still checks the server of every row.
+        where = scope_filter(server=None, tenant=query.tenant, scope=query.scope, now=query.now)
+        nearest = (table.search(vector).distance_type("cosine").where(where, prefilter=True)
+                   .nprobes(self._config.nprobes).select([*RECALL_COLUMNS, "_distance"])
+                   .limit(ranking.candidate_pool))
+        # Exact fingerprint matches join the pool even when embeddings miss them: a B-tree lookup,
+        # run alongside the vector search so the recall waits for the slower of the two only.
+        exact = None
         if query.fingerprint:
-            rows += _fetch(table.search().where(f"{where} AND fingerprint = {sql_string(query.fingerprint)}"),
-                           ranking.top_k)
-        if query.exception_type:
-            rows += _fetch(table.search().where(
-                f"{where} AND exception_type = {sql_string(query.exception_type)}"), ranking.candidate_pool)
+            exact = self._background(lambda: _rows(
+                table.search().where(f"{where} AND fingerprint = {sql_string(query.fingerprint)}")
+                .select(RECALL_COLUMNS).limit(ranking.top_k)))
+        rows = _rows(nearest)
+        if exact is not None:
+            rows += exact.result()
         admitted = post_filter(rows, server=query.server, tenant=query.tenant, scope=query.scope,
                                now=query.now)
         by_id = {str(row["id"]): row for row in admitted}
@@ -304,7 +330,9 @@ class MemoryStore:
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def maintain(self, now: float) -> MaintenanceReport:
-        """Delete expired rows, compact every memory table, and index tables past `index_min_rows`."""
+        """Delete expired rows, compact every memory table (which also folds new rows into its indexes),
+        build the scalar indexes past `scalar_index_min_rows` and the vector index past `index_min_rows`.
+        `indexed` names the tables whose vector index was built by this call."""
         expired = 0
         names: list[str] = []
         indexed: list[str] = []
@@ -314,20 +342,37 @@ class MemoryStore:
             if table.count_rows(where):
                 expired += self._retry(lambda t=table: t.delete(where)).num_deleted_rows
             self._retry(table.optimize)
-            if table.count_rows() >= self._config.index_min_rows and self._index_table(table):
+            rows = table.count_rows()
+            existing = {tuple(index.columns) for index in table.list_indices()}
+            if rows >= self._config.scalar_index_min_rows:
+                self._index_filter_columns(table, existing)
+            if rows >= self._config.index_min_rows and ("vector",) not in existing:
+                # IVF_FLAT keeps raw vectors (exact distances inside probed partitions), trains in seconds.
+                self._retry(lambda t=table: t.create_index("vector", config=IvfFlat(distance_type="cosine")))
+                self._index_filter_columns(table, existing)
                 indexed.append(table.name)
         return MaintenanceReport(expired, tuple(names), tuple(indexed))
 
-    def _index_table(self, table: Any) -> bool:
-        existing = {tuple(index.columns) for index in table.list_indices()}
-        if ("vector",) in existing:
-            return False
-        # IVF_FLAT keeps raw vectors (exact distances inside probed partitions) and trains in seconds.
-        self._retry(lambda: table.create_index("vector", config=IvfFlat(distance_type="cosine")))
-        for column in ("tenant", "scope", "fingerprint", "expires_at"):
+    def _index_filter_columns(self, table: Any, existing: set[tuple[str, ...]]) -> None:
+        # Recall's pre-filter and remember's merge on id then read indexes instead of scanning columns.
+        for column, kind in _SCALAR_INDEXES:
             if (column,) not in existing:
-                self._retry(lambda c=column: table.create_index(c, config=BTree()))
-        return True
+                self._retry(lambda c=column, k=kind: table.create_index(c, config=k()))
+                existing.add((column,))
+
+
+def _rows(query: Any) -> list[dict[str, Any]]:
+    """Rows of a query as dicts, with each vector a row of one float32 matrix instead of a Python list."""
+    result = query.to_arrow()
+    if "vector" not in result.column_names:
+        rows: list[dict[str, Any]] = result.to_pylist()
+        return rows
+    column = result.column("vector").combine_chunks()
+    matrix = column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), column.type.list_size)
+    rows = result.drop_columns(["vector"]).to_pylist()
+    for row, vector in zip(rows, matrix, strict=True):
+        row["vector"] = vector
+    return rows
 
 
 def _fetch(query: Any, limit: int) -> list[dict[str, Any]]:

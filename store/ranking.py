@@ -11,8 +11,10 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from store.config import RankingConfig
 
@@ -21,6 +23,9 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|/)[A-Za-z_$][\w$]*)*")
 _PART_SEPARATORS = re.compile(r"\.|::|#|/|\$")
 # Shorter parts (of, to, id, go) match everything and would make any case look lexically relevant.
 _MIN_PART_LEN = 3
+
+# A stored or query embedding: a plain list, or a row of the float32 matrix the store reads from LanceDB.
+Vector = Sequence[float] | npt.NDArray[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +37,7 @@ class Candidate:
     exception_type: str
     error_text: str
     root_cause: str
-    vector: Sequence[float]
+    vector: Vector
     created_at: float
     trust: float
     feedback: float
@@ -46,7 +51,7 @@ class RankQuery:
     fingerprint: str
     exception_type: str
     identifiers: Sequence[str]
-    vector: Sequence[float]
+    vector: Vector
     now: float
 
 
@@ -91,7 +96,7 @@ def lexical_score(query: RankQuery, candidate: Candidate) -> float:
     return 0.5 * type_match + 0.5 * len(wanted & present) / len(wanted)
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+def cosine(a: Vector, b: Vector) -> float:
     """Cosine similarity; 0 when either vector is empty or zero."""
     va = np.asarray(a, dtype=np.float64)
     vb = np.asarray(b, dtype=np.float64)
@@ -108,7 +113,10 @@ def recency(created_at: float, now: float, half_life_s: float) -> float:
 
 def score_candidate(query: RankQuery, candidate: Candidate, config: RankingConfig) -> Ranked:
     """Score one candidate (no threshold applied)."""
-    semantic = cosine(query.vector, candidate.vector)
+    return _scored(query, candidate, cosine(query.vector, candidate.vector), config)
+
+
+def _scored(query: RankQuery, candidate: Candidate, semantic: float, config: RankingConfig) -> Ranked:
     lexical = lexical_score(query, candidate)
     score = (
         config.w_semantic * semantic
@@ -121,13 +129,45 @@ def score_candidate(query: RankQuery, candidate: Candidate, config: RankingConfi
     return Ranked(candidate, score, exact, semantic, lexical)
 
 
-def _near_duplicate(a: Candidate, b: Candidate, threshold: float) -> bool:
-    same_explanation = (
+class _Cosines:
+    """Every cosine `rank` needs, from one matrix product instead of one numpy call per pair.
+
+    Same definition as `cosine`, in float64; a zero vector, or one whose size differs from the query's,
+    has cosine 0 with everything.
+    """
+
+    def __init__(self, query: Vector, candidates: Sequence[Candidate]) -> None:
+        wanted = np.asarray(query, dtype=np.float64).ravel()
+        self._valid = np.array([wanted.size > 0 and len(c.vector) == wanted.size for c in candidates],
+                               dtype=bool)
+        matrix = np.zeros((len(candidates), wanted.size), dtype=np.float64)
+        for i, candidate in enumerate(candidates):
+            if self._valid[i]:
+                matrix[i] = np.asarray(candidate.vector, dtype=np.float64)
+        norms = np.linalg.norm(matrix, axis=1)
+        self._valid &= norms > 0.0
+        self._unit = matrix / np.where(norms > 0.0, norms, 1.0)[:, None]
+        query_norm = float(np.linalg.norm(wanted)) if wanted.size else 0.0
+        self.to_query = (self._unit @ (wanted / query_norm) if query_norm > 0.0
+                         else np.zeros(len(candidates)))
+        self.to_query[~self._valid] = 0.0
+        self._pairs: npt.NDArray[np.float64] | None = None
+
+    def between(self, i: int, j: int) -> float:
+        """Cosine of candidates `i` and `j` (the pairwise matrix is built on first use)."""
+        if self._pairs is None:
+            self._pairs = self._unit @ self._unit.T
+        if not (self._valid[i] and self._valid[j]):
+            return 0.0
+        return float(self._pairs[i, j])
+
+
+def _same_explanation(a: Candidate, b: Candidate) -> bool:
+    return (
         a.fingerprint == b.fingerprint
         and bool(a.root_cause.strip())
         and " ".join(a.root_cause.lower().split()) == " ".join(b.root_cause.lower().split())
     )
-    return same_explanation or cosine(a.vector, b.vector) > threshold
 
 
 def rank(query: RankQuery, candidates: Iterable[Candidate], config: RankingConfig) -> list[Ranked]:
@@ -138,21 +178,25 @@ def rank(query: RankQuery, candidates: Iterable[Candidate], config: RankingConfi
     Duplicate memory ids (the same row fetched by two queries) count once.
     """
     seen: set[str] = set()
-    scored: list[Ranked] = []
+    unique: list[Candidate] = []
     for candidate in candidates:
-        if candidate.memory_id in seen:
-            continue
-        seen.add(candidate.memory_id)
-        ranked = score_candidate(query, candidate, config)
+        if candidate.memory_id not in seen:
+            seen.add(candidate.memory_id)
+            unique.append(candidate)
+    cosines = _Cosines(query.vector, unique)
+    scored: list[tuple[Ranked, int]] = []
+    for i, candidate in enumerate(unique):
+        ranked = _scored(query, candidate, float(cosines.to_query[i]), config)
         if ranked.exact_fingerprint or ranked.score >= config.min_score:
-            scored.append(ranked)
-    scored.sort(key=lambda r: (not r.exact_fingerprint, -r.score, -r.candidate.created_at,
-                               r.candidate.memory_id))
-    kept: list[Ranked] = []
-    for ranked in scored:
-        if not any(_near_duplicate(k.candidate, ranked.candidate, config.dedup_cosine) for k in kept):
-            kept.append(ranked)
-    return kept
+            scored.append((ranked, i))
+    scored.sort(key=lambda pair: (not pair[0].exact_fingerprint, -pair[0].score,
+                                  -pair[0].candidate.created_at, pair[0].candidate.memory_id))
+    kept: list[tuple[Ranked, int]] = []
+    for ranked, i in scored:
+        if not any(_same_explanation(k.candidate, ranked.candidate) or cosines.between(j, i) > config.dedup_cosine
+                   for k, j in kept):
+            kept.append((ranked, i))
+    return [ranked for ranked, _ in kept]
 
 
 def select(ranked: Iterable[Ranked], top_k: int, budget_chars: int) -> list[Ranked]:

@@ -46,9 +46,11 @@ def sql_float(value: float) -> str:
     return repr(float(value))
 
 
-def scope_filter(*, server: str, tenant: str, scope: str | None, now: float) -> str:
-    """The pre-filter of every recall: this server, this tenant (and scope), not expired."""
-    clauses = [f"server = {sql_string(server)}", f"tenant = {sql_string(tenant)}"]
+def scope_filter(*, server: str | None, tenant: str, scope: str | None, now: float) -> str:
+    """The pre-filter of every recall: this tenant (and scope), not expired, and this server when given
+    (a store query may leave it out: each server has its own table, and `post_filter` checks it)."""
+    clauses = [f"server = {sql_string(server)}"] if server is not None else []
+    clauses.append(f"tenant = {sql_string(tenant)}")
     if scope is not None:
         clauses.append(f"scope = {sql_string(scope)}")
     clauses.append(f"expires_at > {sql_float(now)}")

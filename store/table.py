@@ -27,6 +27,11 @@ _CITED = pa.struct([
 SUMMARY_COLUMNS = ["id", "server", "tenant", "scope", "fingerprint", "exception_type", "status", "analyzer",
                    "trust", "feedback", "created_at", "expires_at", "commit"]
 
+# Everything recall ranks, filters and returns: every column but the operator's feedback note.
+RECALL_COLUMNS = ["id", "server", "tenant", "scope", "fingerprint", "exception_type", "error_text",
+                  "analysis_json", "analyzer", "status", "trust", "commit", "cited_files", "created_at",
+                  "expires_at", "feedback", "vector"]
+
 T = TypeVar("T")
 
 

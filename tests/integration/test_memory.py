@@ -7,11 +7,13 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import lancedb
 import pytest
 
 from store import (
@@ -244,6 +246,54 @@ class TestExpiry:
         assert memory.maintain(NOW).indexed == ("memory_orders",)
         assert memory.maintain(NOW).indexed == ()
         assert "c29" in recalled_ids(memory)
+
+
+class TestIndexedRecall:
+    def test_maintain_indexes_the_filter_columns_past_their_threshold(self, store_factory: StoreFactory,
+                                                                       tmp_path: Path) -> None:
+        """Past scalar_index_min_rows, maintenance indexes id, tenant, scope, server, fingerprint and
+        expires_at (and nothing before); recall keeps tenant isolation on the indexed table."""
+        memory = store_factory(scalar_index_min_rows=6)
+        for i in range(5):
+            memory.remember(case(f"c{i}", tenant="acme" if i % 2 else "globex",
+                                 error_text=f"NullPointerException in OrderService.place #{i}"))
+        table = lancedb.connect(str(tmp_path / "memory")).open_table("memory_orders")
+        assert memory.maintain(NOW).indexed == () and table.list_indices() == []
+        memory.remember(case("c5", error_text="NullPointerException in OrderService.place #5"))
+        assert memory.maintain(NOW).indexed == ()  # the vector index waits for index_min_rows
+        table = lancedb.connect(str(tmp_path / "memory")).open_table("memory_orders")
+        indexed = {tuple(index.columns) for index in table.list_indices()}
+        assert indexed == {("id",), ("tenant",), ("scope",), ("server",), ("fingerprint",), ("expires_at",)}
+        acme, globex = memory.recall(recall_query()), memory.recall(recall_query(tenant="globex"))
+        assert acme.candidates == 3 and {c.memory_id for c in acme.cases} <= {"c1", "c3", "c5"}
+        assert globex.candidates == 3 and {c.memory_id for c in globex.cases} <= {"c0", "c2", "c4"}
+        assert acme.cases and globex.cases
+
+    def test_exact_fingerprint_joins_a_full_candidate_pool(self, store_factory: StoreFactory) -> None:
+        """With a pool of one nearest case, the fingerprint match is still fetched and ranked first."""
+        memory = store_factory(ranking=RankingConfig(candidate_pool=1), index_min_rows=3)
+        memory.remember(case("close"))
+        memory.remember(case("closer", error_text="NullPointerException in OrderService.place"))
+        memory.remember(case("exact", fingerprint="fp-new", exception_type="KeyError",
+                             error_text="KeyError: 'currency' in pricing"))
+        assert memory.maintain(NOW).indexed == ("memory_orders",)
+        result = memory.recall(recall_query())
+        assert [c.memory_id for c in result.cases] == ["exact", "closer"]
+        assert result.cases[0].exact_fingerprint and result.candidates == 2
+
+
+class TestReadConsistency:
+    def test_a_lagging_reader_sees_another_writer_within_the_interval(self, store_factory: StoreFactory) -> None:
+        """With read_consistency_s set, a store that already read the table sees another store's new
+        case once the interval has passed."""
+        interval = 0.3
+        reader = store_factory(read_consistency_s=interval)
+        writer = store_factory()
+        writer.remember(case("first"))
+        assert recalled_ids(reader) == ["first"]
+        writer.remember(case("second", fingerprint="fp-new", error_text="KeyError: 'currency' in pricing"))
+        time.sleep(interval + 0.1)
+        assert recalled_ids(reader)[0] == "second"
 
 
 TEXT_A = "NullPointerException at com.acme.OrderService.place when the customer is missing"

@@ -5,13 +5,24 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from store.config import RankingConfig
 from store.errors import RefusedCase, StoreError
 from store.freshness import assess
 from store.hygiene import contamination_reasons, summarise
-from store.ranking import Candidate, Ranked, RankQuery, identifier_parts, lexical_score, rank, select
+from store.ranking import (
+    Candidate,
+    Ranked,
+    RankQuery,
+    cosine,
+    identifier_parts,
+    lexical_score,
+    rank,
+    score_candidate,
+    select,
+)
 from store.record import CitedRange
 from store.scope import admissible, post_filter, scope_filter, sql_string, table_name
 from store.table import with_retries
@@ -117,6 +128,54 @@ class TestRank:
         assert ranked.score == pytest.approx(0.6 + 2.0 * 0.5 + 0.5 * math.tanh(1.0))
 
 
+class TestRankAtScale:
+    """`rank` computes its cosines as one matrix product; it must agree with the pairwise definitions."""
+
+    @staticmethod
+    def reference(wanted: RankQuery, candidates: list[Candidate], config: RankingConfig) -> list[str]:
+        scored = [score_candidate(wanted, c, config) for c in candidates]
+        scored = [r for r in scored if r.exact_fingerprint or r.score >= config.min_score]
+        scored.sort(key=lambda r: (not r.exact_fingerprint, -r.score, -r.candidate.created_at,
+                                   r.candidate.memory_id))
+        kept: list[Ranked] = []
+        for r in scored:
+            if not any(cosine(k.candidate.vector, r.candidate.vector) > config.dedup_cosine for k in kept):
+                kept.append(r)
+        return ids(kept)
+
+    def test_matches_pairwise_scoring_and_dedup(self) -> None:
+        """On 60 random 32-d candidates (some near-twins) the order and survivors equal the pairwise ones."""
+        rng = np.random.default_rng(7)
+        base = rng.normal(size=(30, 32))
+        vectors = np.vstack([base, base + rng.normal(scale=0.01, size=base.shape)])
+        candidates = [candidate(f"c{i}", vector=[float(x) for x in v], root_cause=f"cause {i}",
+                                trust=float(rng.uniform()), created_at=NOW - float(rng.uniform(0, 9 * DAY)))
+                      for i, v in enumerate(vectors)]
+        wanted = query(vector=[float(x) for x in rng.normal(size=32)])
+        config = RankingConfig(min_score=0.1, dedup_cosine=0.99)
+        got = ids(rank(wanted, candidates, config))
+        assert got == self.reference(wanted, candidates, config)
+        below = [c for c in candidates if score_candidate(wanted, c, config).score < config.min_score]
+        assert below and 5 < len(got) <= 30  # min_score cut some, dedup kept at most one of each twin pair
+
+    def test_numpy_rows_rank_like_lists(self) -> None:
+        """Vectors given as rows of a float32 matrix (as the store reads them) rank like plain lists."""
+        matrix = np.array([[1.0, 0.2, 0.0], [0.1, 1.0, 0.0], [0.5, 0.5, 0.5]], dtype=np.float32)
+        as_rows = [candidate(f"c{i}", vector=matrix[i]) for i in range(3)]
+        as_lists = [candidate(f"c{i}", vector=[float(x) for x in matrix[i]]) for i in range(3)]
+        got = [(r.candidate.memory_id, round(r.semantic, 6)) for r in rank(query(), as_rows, CONFIG)]
+        want = [(r.candidate.memory_id, round(r.semantic, 6)) for r in rank(query(), as_lists, CONFIG)]
+        assert got == want and got[0][0] == "c0"
+
+    def test_zero_or_mismatched_vectors_have_no_similarity(self) -> None:
+        """A zero vector or one of another size scores 0 semantically and is no one's near-duplicate."""
+        zero = candidate("zero", vector=(0.0, 0.0, 0.0))
+        short = candidate("short", vector=(1.0, 0.0))
+        ranked = {r.candidate.memory_id: r for r in rank(query(), [zero, short, candidate("x")], CONFIG)}
+        assert set(ranked) == {"zero", "short", "x"}
+        assert ranked["zero"].semantic == 0.0 and ranked["short"].semantic == 0.0
+
+
 class TestSelect:
     def test_top_k_limits_the_count(self) -> None:
         """No more than top_k cases are selected, best first."""
@@ -153,6 +212,12 @@ class TestLexical:
 
 
 class TestScopeFilter:
+    def test_server_clause_only_when_given(self) -> None:
+        """A store query (one table per server) may leave the server out; tenant and expiry stay in."""
+        assert scope_filter(server=None, tenant="a", scope="prod", now=NOW) == (
+            f"tenant = 'a' AND scope = 'prod' AND expires_at > {NOW!r}")
+        assert scope_filter(server="svc", tenant="a", scope=None, now=NOW).startswith("server = 'svc' AND ")
+
     def test_values_are_quoted_not_interpolated(self) -> None:
         """A hostile tenant value stays inside one string literal."""
         where = scope_filter(server="svc", tenant="a' OR '1'='1", scope="prod", now=NOW)
