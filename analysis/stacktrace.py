@@ -155,10 +155,20 @@ def _skeleton_key(text: str, max_frames: int) -> tuple[str, int] | None:
     JVM, V8 and Go print the innermost frame first: the first indented line. Python prints it last, and
     its first frames are the framework's, shared by every failure: there the last `File` line counts.
     """
-    first = _INDENTED.search(text, 0, _KEY_SEARCH)
-    if first is None:
-        return None
-    start = first.start()
+    # The first indented line usually follows one of the first few newlines: find those (a memchr)
+    # and let the regex search only when they are not it. Same result as searching from the start.
+    start = text.find("\n", 0, _KEY_SEARCH - 1)
+    for _ in range(4):
+        if start < 0:
+            return None
+        if text[start + 1 : start + 2] in (" ", "\t"):
+            break
+        start = text.find("\n", start + 1, _KEY_SEARCH - 1)
+    else:
+        first = _INDENTED.search(text, start, _KEY_SEARCH) if start >= 0 else None
+        if first is None:
+            return None
+        start = first.start()
     if text.startswith(_PY_FRAME_LINE, start):
         start = text.rfind(_PY_FRAME_LINE)
     return text[start : start + _KEY_SIZE], max_frames

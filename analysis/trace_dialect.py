@@ -74,6 +74,10 @@ def header_lines(header: str, prefix: str = "") -> list[str]:
     return lines
 
 
+RARE_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Line breaks of `str.splitlines` besides the newline: the full parsers split there too."""
+
+
 def steers(header: str, prefixes: tuple[str, ...], line_start: re.Pattern[str], opened: bool) -> bool:
     """Whether a header holds a line the full parser reads as frame or block syntax (so no rebuild).
 
@@ -81,6 +85,8 @@ def steers(header: str, prefixes: tuple[str, ...], line_start: re.Pattern[str], 
     """
     if not opened and header.lstrip(" \t").startswith(prefixes):
         return True
+    if not header.isprintable() and RARE_BREAK.search(header) is not None:
+        return True  # the full parser's splitlines() also breaks there: whatever follows, let it read it
     return "\n" in header and line_start.search(header) is not None
 
 

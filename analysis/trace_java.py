@@ -196,7 +196,29 @@ def _split(text: str) -> Split | None:
     return split_blocks(text, _FRAME_START, _CAUSE)
 
 
+def match_suffix(text: str, regions: tuple[str, ...]) -> str | None:
+    """The one header `match_blocks` would return for a one-region trace with a one-line header.
+
+    The usual burst event: a single exception printed as `Type: message` and then the cached frames.
+    The region opens with the newline before its first frame, so when the text before it holds no
+    newline, the first frame the search would find is the region's own: no search needed. None means
+    "not this simple case", never "no match": the caller then takes the general path.
+    """
+    if len(regions) != 1:
+        return None
+    region = regions[0]
+    begin = len(text) - len(region)
+    if begin <= 0 or text.find("\n", 0, begin) >= 0 or not text.endswith(region):
+        return None
+    return text[:begin]
+
+
 def _match(text: str, regions: tuple[str, ...]) -> Split | None:
+    header = match_suffix(text, regions)
+    if header is not None:
+        if steers(header, _STEERING, _STEERING_LINE, False):
+            return None
+        return [header], [header]
     headers = match_blocks(text, regions, _FRAME_START, _CAUSE)
     if headers is None:
         return None
@@ -205,19 +227,37 @@ def _match(text: str, regions: tuple[str, ...]) -> Split | None:
         # line means the full parser would read this text differently from the cached one.
         if steers(header, _STEERING, _STEERING_LINE, index > 0):
             return None
+        if index and not header.partition("\n")[0].strip().startswith("Caused by: "):
+            return None  # an empty cause line, which the full parser does not read as a cause
     return headers, headers
+
+
+def one_line(header: str) -> str | None:
+    """`header` stripped when it is the single line `header_lines` would keep as is, else None."""
+    if "\n" in header or "\r" in header:
+        return None
+    stripped = header.strip()
+    return stripped if stripped and stripped.isprintable() else None
 
 
 def _rebuild(headers: list[str], stacks: Stacks) -> Chain:
     chain = []
     prefix = ""
     for header, frames in zip(headers, stacks, strict=True):
-        lines = header_lines(header, prefix)
+        line = one_line(header)
+        if line is not None:  # the usual `Type: message` line: header_lines and header_exception, inlined
+            if prefix and line.startswith(prefix):
+                line = line[len(prefix) :]
+            parsed = split_type(line)
+            chain.append(new_exception("", line, frames) if parsed is None
+                         else new_exception(parsed[0], parsed[1].strip(), frames))
+        else:
+            lines = header_lines(header, prefix)
+            if len(lines) > MAX_HEADER_LINES:
+                lines = lines[:MAX_HEADER_LINES]
+            info = header_exception(lines, frames)
+            chain.append(info or new_exception("", "\n".join(lines), frames))
         prefix = "Caused by: "
-        if len(lines) > MAX_HEADER_LINES:
-            lines = lines[:MAX_HEADER_LINES]
-        info = header_exception(lines, frames)
-        chain.append(info or new_exception("", "\n".join(lines), frames))
     return tuple(chain)
 
 

@@ -17,7 +17,7 @@ from analysis.trace_dialect import (
     header_lines,
     steers,
 )
-from analysis.trace_java import match_blocks, split_blocks
+from analysis.trace_java import match_blocks, match_suffix, one_line, split_blocks
 
 _TYPE = re.compile(r"[A-Za-z_$][\w$.]*(?: \[[\w-]+\])?")
 _FRAME_START = re.compile(r"\n[ \t]+at ")
@@ -48,11 +48,24 @@ def _node_frame(line: str) -> Frame:
     return Frame(function or "<anonymous>", path, path, "", lineno)
 
 
+_TYPES: dict[str, bool] = {}  # error names repeat across a burst: match each once
+
+
+def _is_type(name: str) -> bool:
+    known = _TYPES.get(name)
+    if known is None:
+        known = _TYPE.fullmatch(name) is not None
+        if len(_TYPES) >= 4096:
+            _TYPES.clear()
+        _TYPES[name] = known
+    return known
+
+
 def _header(lines: list[str], frames: tuple[Frame, ...]) -> ExceptionInfo:
     for index, line in enumerate(lines[:MAX_HEADER_LINES]):
         candidate = line.removeprefix("Uncaught ")
         head, _, message = candidate.partition(": ")
-        if _TYPE.fullmatch(head.rstrip(":")):
+        if _is_type(head.rstrip(":")):
             rest = "\n".join([message, *lines[index + 1 : MAX_HEADER_LINES]]).strip()
             return new_exception(head.rstrip(":"), rest, frames)
     return new_exception("Error", "\n".join(lines[:MAX_HEADER_LINES]), frames)
@@ -88,16 +101,25 @@ def _split(text: str) -> Split | None:
 
 
 def _match(text: str, regions: tuple[str, ...]) -> Split | None:
+    header = match_suffix(text, regions)
+    if header is not None:
+        if steers(header, _STEERING, _STEERING_LINE, False):
+            return None
+        return [header], [header]
     headers = match_blocks(text, regions, _FRAME_START, _CAUSE)
     if headers is None:
         return None
     for index, header in enumerate(headers):
         if steers(header, _STEERING, _STEERING_LINE, index > 0):
             return None
+        if index and not header.partition("\n")[0].strip().startswith("[cause]: "):
+            return None  # an empty cause line, which the full parser does not read as a cause
     return headers, headers
 
 
 def _rebuild(headers: list[str], stacks: Stacks) -> Chain:
+    if len(headers) == 1 and len(stacks) == 1 and (line := one_line(headers[0])) is not None:
+        return (_header([line.rstrip(" {")], stacks[0]),)
     chain = []
     for index, (header, frames) in enumerate(zip(headers, stacks, strict=True)):
         lines = [line.rstrip(" {") for line in header_lines(header, "[cause]: " if index else "")]

@@ -6,7 +6,16 @@ import re
 from functools import lru_cache
 
 from analysis.event import ExceptionInfo, Frame, new_exception
-from analysis.trace_dialect import MAX_CHAIN, MAX_HEADER_LINES, Chain, Split, Stacks, TraceDialect, split_type
+from analysis.trace_dialect import (
+    MAX_CHAIN,
+    MAX_HEADER_LINES,
+    RARE_BREAK,
+    Chain,
+    Split,
+    Stacks,
+    TraceDialect,
+    split_type,
+)
 
 TRACEBACK = "Traceback (most recent call last):"
 CHAIN_MARKERS = (
@@ -103,7 +112,7 @@ def _match(text: str, regions: tuple[str, ...]) -> Split | None:
         following = text.find(TRACEBACK, end + 1)
         header = text[end : following if following >= 0 else len(text)]
         # Exception-group gutters (`  | `, `  + `) change how the full parser reads a line: slow path.
-        if _GROUP in header or "\n  | " in header or "\n  + " in header:
+        if _GROUP in header or "\n  | " in header or "\n  + " in header or RARE_BREAK.search(header):
             return None
         if following >= 0 and not header.endswith("\n"):
             return None  # `…text Traceback (most recent call last):` would close the message early
@@ -115,6 +124,16 @@ def _match(text: str, regions: tuple[str, ...]) -> Split | None:
 
 
 def _rebuild(headers: list[str], stacks: Stacks) -> Chain:
+    if len(headers) == 1 and len(stacks) == 1:
+        # The usual last line `\nType: message`: the loop below keeps just that line, stripped.
+        header = headers[0]
+        line = header[1:]
+        if (header[:1] == "\n" and line[:1] not in ("", " ", "\t") and "\n" not in line and "\r" not in line
+                and line.isprintable()):
+            stripped = line.strip()
+            if stripped not in CHAIN_MARKERS:
+                kind, value = split_type(stripped) or ("", stripped)
+                return (new_exception(kind, value.strip(), stacks[0]),)
     printed = []
     for header, frames in zip(headers, stacks, strict=True):
         message = []

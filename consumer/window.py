@@ -64,6 +64,7 @@ class _Burst:
         "first_seen",
         "head",
         "key",
+        "last_commit",
         "last_offsets",
         "last_seen",
         "last_wall",
@@ -82,6 +83,7 @@ class _Burst:
         self.last_wall = 0.0
         self.count = 0
         self.commits: dict[str, None] = {}
+        self.last_commit: str | None = None  # the last key of `commits`, checked without an iterator
         self.head: list[ErrorEvent] = []
         self.tail: deque[ErrorEvent] = deque(maxlen=tail_size)
         self.offsets: dict[PartitionKey, int] = {}
@@ -130,7 +132,8 @@ class BurstWindow:
         ts = event.timestamp
         now = self._clock()
         closed: list[ClosedBurst] = []
-        burst = self._open.get(key)
+        open_bursts = self._open
+        burst = open_bursts.get(key)
         if burst is not None:
             if ts - burst.last_seen > self.quiet_s:
                 closed.append(self._close(key, "quiet"))
@@ -139,46 +142,43 @@ class BurstWindow:
                 closed.append(self._close(key, "max_length"))
                 burst = None
         if burst is None:
-            if len(self._open) >= self.max_open:
-                closed.append(self._close(next(iter(self._open)), "evicted"))
+            if len(open_bursts) >= self.max_open:
+                closed.append(self._close(next(iter(open_bursts)), "evicted"))
             burst = _Burst(key, self._next_token, signature.exception_type or event.exception_type, event,
                            self._tail_size)
             self._next_token += 1
-            self._open[key] = burst
+            open_bursts[key] = burst
             self._opened.append((now, burst.token, key))
         else:
-            self._open.move_to_end(key)
-        self._record(burst, event, position, now)
-        return closed
-
-    def _record(self, burst: _Burst, event: ErrorEvent, position: Position, now: float) -> None:
+            open_bursts.move_to_end(key)
+        # Recording is inlined: this runs for every event the service reads.
         burst.count += 1
         burst.last_wall = now
-        ts = event.timestamp
         # Out-of-order events widen the burst rather than open a new one.
         if ts > burst.last_seen:
             burst.last_seen = ts
         elif ts < burst.first_seen:
             burst.first_seen = ts
         commit = event.commit
-        if commit:
+        if commit and commit != burst.last_commit:
             commits = burst.commits
-            if commit not in commits:
-                commits[commit] = None
-                if len(commits) > _MAX_COMMITS:
-                    del commits[next(iter(commits))]
-            elif next(reversed(commits)) != commit:
-                # Keep the last one seen last: that is the commit analysis reads.
-                del commits[commit]
-                commits[commit] = None
-        if len(burst.head) < self._head_size:
-            burst.head.append(event)
-        elif burst.tail.maxlen:
+            if commit in commits:
+                del commits[commit]  # keep the last one seen last: that is the commit analysis reads
+            elif len(commits) >= _MAX_COMMITS:
+                del commits[next(iter(commits))]
+            commits[commit] = None
+            burst.last_commit = commit
+        head = burst.head
+        if len(head) < self._head_size:
+            head.append(event)
+        elif self._tail_size:
             burst.tail.append(event)
         tp, offset = position
         # Offsets grow within a partition, so the first one seen is the lowest and the last the highest.
-        burst.offsets.setdefault(tp, offset)
+        if tp not in burst.offsets:
+            burst.offsets[tp] = offset
         burst.last_offsets[tp] = offset
+        return closed
 
     def expire(self, now: float, idle_by_wall: bool = True) -> list[ClosedBurst]:
         """Close the bursts open for `max_length_s` of wall time and, when `idle_by_wall` (the caller is

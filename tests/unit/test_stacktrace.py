@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from analysis.stacktrace import DEFAULT_MAX_FRAMES, _parse, detect_language, parse_trace
 
 TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
@@ -317,3 +320,45 @@ class TestScale:
         assert time.perf_counter() - started < 1.0
         assert len(exception.frames) == 2000
         assert exception.frames[0].function == "f99999"
+
+
+_HEADER_PIECES = [*"aZ0.:_ $\t \r\x0b\x85\u2028\n", "at ", "Caused by: ", "[cause]: ", "Error: ", "panic: ",
+                  "Traceback (most recent call last):", "goroutine 3 [running]:\n", "java.io.IOException: ",
+                  "... 3 more", '\n  File "/a.py", line 1, in f\n']
+_HEADER_TEXT = st.lists(st.sampled_from(_HEADER_PIECES), max_size=12).map("".join)
+
+
+class TestCacheFastPathsEqualTheFullParse:
+    """The cached paths (one-line headers, repeats of a whole trace) never change a result."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(name=st.sampled_from(sorted(path.name for path in TRACES.glob("*.txt"))), header=_HEADER_TEXT,
+           repeat=st.booleans())
+    def test_any_first_line_over_cached_frames_parses_as_the_full_parser(self, name: str, header: str,
+                                                                          repeat: bool) -> None:
+        """Whatever replaces a fixture's first line (plain, blank, steering, odd separators), the result
+        over cached frames equals the full parse, first time and when the same text comes again."""
+        text = trace(name)
+        parse_trace(text)  # caches the frames
+        _, _, rest = text.partition("\n")
+        variant = f"{header}\n{rest}"
+        expected = _parse(variant, DEFAULT_MAX_FRAMES)
+        assert parse_trace(variant) == expected
+        if repeat:
+            assert parse_trace(variant) == expected
+
+    @settings(max_examples=200, deadline=None)
+    @given(message=_HEADER_TEXT, other=_HEADER_TEXT)
+    def test_single_exception_java_node_and_python_headers(self, message: str, other: str) -> None:
+        """One exception whose `Type: message` line varies parses as the full parser does, for the layouts
+        the fast paths read (JVM and V8: header then frames; Python: frames then the message)."""
+        java = "\n".join(trace("java_inventory.txt").splitlines()[:6])
+        node = "\n".join(trace("node_orders.txt").splitlines()[:5])
+        python = "Traceback (most recent call last):\n  File \"/app/x.py\", line 3, in f\n    g()\n"
+        java_frames, node_frames = java.partition("\n")[2], node.partition("\n")[2]
+        for first, second in ((f"java.lang.IllegalStateException: {message}", f"x.Y: {other}"),
+                              (message, other)):
+            caused = f"{first}\n{java_frames}\nCaused by: {second}\n{java_frames}\n\t... 2 more"
+            for variant in (caused, f"{first}\n{java_frames}", f"{second}\n{java_frames}", f"{first}\n{node_frames}",
+                            f"{second}\n{node_frames}", f"{python}{first}", f"{python}{second}\n"):
+                assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES), variant[:200]

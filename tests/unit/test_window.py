@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
 from analysis.signature import fingerprint_event
 from consumer.window import BurstWindow, ClosedBurst
@@ -134,6 +137,25 @@ class TestBurstWindow:
         (closed,) = window.flush()
         assert closed.cluster.commits == ("a1", "c3", "b2")
         assert closed.cluster.commit == "b2"
+
+    @settings(max_examples=200, deadline=None)
+    @given(commits=st.lists(st.sampled_from([None, *(f"c{i}" for i in range(20))]), max_size=80))
+    def test_commits_follow_the_distinct_last_seen_rule_past_the_cap(self, commits: list[str | None]) -> None:
+        """Any commit sequence keeps the distinct commits by last sighting, the newest last, at most 16."""
+        window = _window(FakeClock())
+        for i, commit in enumerate(commits):
+            _add(window, _event(float(i), commit=commit), i)
+        expected: dict[str, None] = {}
+        for commit in commits:
+            if commit and commit not in expected:
+                expected[commit] = None
+                if len(expected) > 16:
+                    del expected[next(iter(expected))]
+            elif commit and next(reversed(expected)) != commit:
+                del expected[commit]
+                expected[commit] = None
+        closed = window.flush()
+        assert [burst.cluster.commits for burst in closed] == ([tuple(expected)] if commits else [])
 
     def test_burst_holds_its_lowest_offset_per_partition(self) -> None:
         """A closed burst reports, per partition, the first (lowest) offset it took an event from."""
