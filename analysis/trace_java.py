@@ -213,23 +213,34 @@ def match_suffix(text: str, regions: tuple[str, ...]) -> str | None:
     return text[:begin]
 
 
-def _match(text: str, regions: tuple[str, ...]) -> Split | None:
+def match_cached(
+    text: str, regions: tuple[str, ...], frame_start: re.Pattern[str], cause: re.Pattern[str],
+    steering: tuple[str, ...], steering_line: re.Pattern[str], cause_prefix: str,
+) -> Split | None:
+    """The headers of `text` around cached frame regions, or None when the full parser must read it.
+
+    Shared by the dialects whose causes follow their frames (Java `Caused by: `, Node `[cause]: `).
+    """
     header = match_suffix(text, regions)
     if header is not None:
-        if steers(header, _STEERING, _STEERING_LINE, False):
+        if steers(header, steering, steering_line, False):
             return None
         return [header], [header]
-    headers = match_blocks(text, regions, _FRAME_START, _CAUSE)
+    headers = match_blocks(text, regions, frame_start, cause)
     if headers is None:
         return None
     for index, header in enumerate(headers):
-        # A cause's header opens with its `Caused by: `; past that (or anywhere in the first) a steering
-        # line means the full parser would read this text differently from the cached one.
-        if steers(header, _STEERING, _STEERING_LINE, index > 0):
+        # A cause's header opens with its prefix; past that (or anywhere in the first) a steering line
+        # means the full parser would read this text differently from the cached one.
+        if steers(header, steering, steering_line, index > 0):
             return None
-        if index and not header.partition("\n")[0].strip().startswith("Caused by: "):
+        if index and not header.partition("\n")[0].strip().startswith(cause_prefix):
             return None  # an empty cause line, which the full parser does not read as a cause
     return headers, headers
+
+
+def _match(text: str, regions: tuple[str, ...]) -> Split | None:
+    return match_cached(text, regions, _FRAME_START, _CAUSE, _STEERING, _STEERING_LINE, "Caused by: ")
 
 
 def one_line(header: str) -> str | None:

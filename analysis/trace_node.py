@@ -15,9 +15,8 @@ from analysis.trace_dialect import (
     TraceDialect,
     chain_in_order,
     header_lines,
-    steers,
 )
-from analysis.trace_java import match_blocks, match_suffix, one_line, split_blocks
+from analysis.trace_java import match_cached, one_line, split_blocks
 
 _TYPE = re.compile(r"[A-Za-z_$][\w$.]*(?: \[[\w-]+\])?")
 _FRAME_START = re.compile(r"\n[ \t]+at ")
@@ -101,20 +100,7 @@ def _split(text: str) -> Split | None:
 
 
 def _match(text: str, regions: tuple[str, ...]) -> Split | None:
-    header = match_suffix(text, regions)
-    if header is not None:
-        if steers(header, _STEERING, _STEERING_LINE, False):
-            return None
-        return [header], [header]
-    headers = match_blocks(text, regions, _FRAME_START, _CAUSE)
-    if headers is None:
-        return None
-    for index, header in enumerate(headers):
-        if steers(header, _STEERING, _STEERING_LINE, index > 0):
-            return None
-        if index and not header.partition("\n")[0].strip().startswith("[cause]: "):
-            return None  # an empty cause line, which the full parser does not read as a cause
-    return headers, headers
+    return match_cached(text, regions, _FRAME_START, _CAUSE, _STEERING, _STEERING_LINE, "[cause]: ")
 
 
 def _rebuild(headers: list[str], stacks: Stacks) -> Chain:
