@@ -18,10 +18,11 @@ from typing import Any
 
 import lancedb
 import numpy as np
+import orjson
 import pyarrow as pa
 
 from bench.stats import Latency, latency
-from store import MemoryConfig, MemoryStore, NewCase, RecallQuery
+from store import CitedRange, MemoryConfig, MemoryStore, NewCase, RecallQuery
 from store.scope import scope_filter, table_name
 from store.table import case_row, memory_schema
 
@@ -108,11 +109,22 @@ def run(rows: int, queries: int = 100, inserts: int = 50, seed: int = 11,
 
 
 def _case(i: int, tenant: int) -> NewCase:
-    return NewCase(id=f"case-{i}", server=SERVER, tenant=f"t{tenant}", scope=SCOPE,
-                   fingerprint=f"fp{i % 997}",
-                   exception_type="java.lang.IllegalStateException", error_text=f"case {i}",
-                   analysis_json='{"root_cause": "bench"}', analyzer="heuristic", commit="c0",
-                   created_at=_NOW - 3600.0, status="heuristic")
+    """A case the size of a real one: a trace excerpt, an analysis of about 1 kB and two citations."""
+    module = f"com.acme.orders.service{i % 37}"
+    error_text = (f"java.lang.IllegalStateException: order {i} has no customer\n"
+                  + "".join(f"\tat {module}.Handler{j}.handle(Handler{j}.java:{40 + j})\n" for j in range(6)))
+    analysis = {"root_cause": f"Handler{i % 6} reads the customer before it is loaded (case {i})",
+                "culprit": {"path": f"src/main/java/{module.replace('.', '/')}/Handler{i % 6}.java",
+                            "line": 40 + i % 6, "function": "handle"},
+                "explanation": "The order is built from the request before the customer lookup returns, "
+                               "so the customer field is still null when the handler validates it. " * 6,
+                "suggested_fix": "Wait for the customer lookup before validating the order."}
+    cited = tuple(CitedRange(f"src/main/java/{module.replace('.', '/')}/Handler{j}.java", 30, 50, f"{i:040x}")
+                  for j in range(2))
+    return NewCase(id=f"case-{i}", server=SERVER, tenant=f"t{tenant}", scope=SCOPE, fingerprint=f"fp{i % 997}",
+                   exception_type="java.lang.IllegalStateException", error_text=error_text,
+                   analysis_json=orjson.dumps(analysis).decode(), analyzer="heuristic", commit="c0",
+                   created_at=_NOW - 3600.0, cited_files=cited, status="heuristic")
 
 
 def _lance(path: Path, data: np.ndarray, tenants: np.ndarray, queries: np.ndarray, query_tenants: np.ndarray,
@@ -148,10 +160,11 @@ def _lance(path: Path, data: np.ndarray, tenants: np.ndarray, queries: np.ndarra
     search_times, recalls, store_times = [], [], []
     for i, vector in enumerate(queries):
         tenant = f"t{int(query_tenants[i])}"
-        where = scope_filter(server=SERVER, tenant=tenant, scope=SCOPE, now=_NOW)
+        # The pre-filter and probes of the store's recall (expiry and server are checked after it).
+        where = scope_filter(server=None, tenant=tenant, scope=SCOPE, now=None)
         t0 = time.perf_counter()
         found = (table.search(vector).distance_type("cosine").where(where, prefilter=True)
-                 .select(["id", "_distance"]).limit(10).to_list())
+                 .nprobes(config.nprobes).select(["id", "_distance"]).limit(10).to_list())
         search_times.append(time.perf_counter() - t0)
         ids = {int(str(row["id"]).split("-")[1]) for row in found}
         recalls.append(len(ids & truth[i]) / 10)

@@ -81,7 +81,8 @@ class MemoryConfig(BaseModel):
     ranking: RankingConfig = Field(default_factory=RankingConfig)
     drop_stale: bool = Field(False, description="Drop stale cases from recall instead of marking them.")
     forget_on_wrong: bool = Field(False, description="Delete a case on a 'wrong' verdict.")
-    index_min_rows: int = Field(50_000, ge=1, description="Build the vector index past this many rows.")
+    index_min_rows: int = Field(5_000, ge=1, description="Build the vector index past this many rows "
+                                "(sqrt(rows) partitions, rebuilt when the table has grown fourfold).")
     scalar_index_min_rows: int = Field(5_000, ge=1, description="Build the indexes on id, tenant, scope, "
                                        "server, fingerprint and expires_at past this many rows.")
     nprobes: int = Field(10, ge=1, description="Fewest IVF partitions a recall searches (more when the "

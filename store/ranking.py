@@ -130,7 +130,7 @@ def _scored(query: RankQuery, candidate: Candidate, semantic: float, config: Ran
 
 
 class _Cosines:
-    """Every cosine `rank` needs, from one matrix product instead of one numpy call per pair.
+    """Every cosine `rank` needs, from unit vectors in one matrix instead of one numpy call per pair.
 
     Same definition as `cosine`, in float64; a zero vector, or one whose size differs from the query's,
     has cosine 0 with everything.
@@ -151,23 +151,17 @@ class _Cosines:
         self.to_query = (self._unit @ (wanted / query_norm) if query_norm > 0.0
                          else np.zeros(len(candidates)))
         self.to_query[~self._valid] = 0.0
-        self._pairs: npt.NDArray[np.float64] | None = None
 
-    def between(self, i: int, j: int) -> float:
-        """Cosine of candidates `i` and `j` (the pairwise matrix is built on first use)."""
-        if self._pairs is None:
-            self._pairs = self._unit @ self._unit.T
-        if not (self._valid[i] and self._valid[j]):
-            return 0.0
-        return float(self._pairs[i, j])
+    def similar_to_any(self, i: int, others: Sequence[int], threshold: float) -> bool:
+        """True when candidate `i` has a cosine above `threshold` with one of `others` (rows of invalid
+        vectors are zero, so their cosines are 0 like `cosine`'s)."""
+        return bool(others) and float((self._unit[others] @ self._unit[i]).max()) > threshold
 
 
-def _same_explanation(a: Candidate, b: Candidate) -> bool:
-    return (
-        a.fingerprint == b.fingerprint
-        and bool(a.root_cause.strip())
-        and " ".join(a.root_cause.lower().split()) == " ".join(b.root_cause.lower().split())
-    )
+def _explanation(candidate: Candidate) -> tuple[str, str] | None:
+    """What makes two cases the same explanation: the fingerprint and the normalised root cause."""
+    words = candidate.root_cause.lower().split()
+    return (candidate.fingerprint, " ".join(words)) if words else None
 
 
 def rank(query: RankQuery, candidates: Iterable[Candidate], config: RankingConfig) -> list[Ranked]:
@@ -191,12 +185,18 @@ def rank(query: RankQuery, candidates: Iterable[Candidate], config: RankingConfi
             scored.append((ranked, i))
     scored.sort(key=lambda pair: (not pair[0].exact_fingerprint, -pair[0].score,
                                   -pair[0].candidate.created_at, pair[0].candidate.memory_id))
-    kept: list[tuple[Ranked, int]] = []
+    kept: list[Ranked] = []
+    kept_rows: list[int] = []
+    explanations: set[tuple[str, str]] = set()
     for ranked, i in scored:
-        if not any(_same_explanation(k.candidate, ranked.candidate) or cosines.between(j, i) > config.dedup_cosine
-                   for k, j in kept):
-            kept.append((ranked, i))
-    return [ranked for ranked, _ in kept]
+        explanation = _explanation(ranked.candidate)
+        if explanation in explanations or cosines.similar_to_any(i, kept_rows, config.dedup_cosine):
+            continue
+        kept.append(ranked)
+        kept_rows.append(i)
+        if explanation is not None:
+            explanations.add(explanation)
+    return kept
 
 
 def select(ranked: Iterable[Ranked], top_k: int, budget_chars: int) -> list[Ranked]:

@@ -46,15 +46,23 @@ def sql_float(value: float) -> str:
     return repr(float(value))
 
 
-def scope_filter(*, server: str | None, tenant: str, scope: str | None, now: float) -> str:
-    """The pre-filter of every recall: this tenant (and scope), not expired, and this server when given
-    (a store query may leave it out: each server has its own table, and `post_filter` checks it)."""
+def scope_filter(*, server: str | None, tenant: str, scope: str | None, now: float | None) -> str:
+    """The pre-filter of every recall: this tenant (and scope), not expired unless `now` is None, and this
+    server when given (a store query may leave it out: each server has its own table, and `post_filter`
+    checks it; so does expiry)."""
     clauses = [f"server = {sql_string(server)}"] if server is not None else []
     clauses.append(f"tenant = {sql_string(tenant)}")
     if scope is not None:
         clauses.append(f"scope = {sql_string(scope)}")
-    clauses.append(f"expires_at > {sql_float(now)}")
+    if now is not None:
+        clauses.append(f"expires_at > {sql_float(now)}")
     return " AND ".join(clauses)
+
+
+def alive(row: Mapping[str, Any], now: float) -> bool:
+    """True when the row's `expires_at` is a number after `now`."""
+    expires_at = row.get("expires_at")
+    return isinstance(expires_at, float | int) and float(expires_at) > now
 
 
 def admissible(row: Mapping[str, Any], *, server: str, tenant: str, scope: str | None, now: float) -> bool:
@@ -63,8 +71,7 @@ def admissible(row: Mapping[str, Any], *, server: str, tenant: str, scope: str |
         row.get("server") == server
         and row.get("tenant") == tenant
         and (scope is None or row.get("scope") == scope)
-        and isinstance(row.get("expires_at"), float | int)
-        and float(row["expires_at"]) > now
+        and alive(row, now)
     )
 
 

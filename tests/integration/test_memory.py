@@ -255,6 +255,16 @@ class TestExpiry:
         assert report.expired_deleted == 1 and report.tables == ("memory_orders",)
         assert {c.memory_id for c in memory.list_cases("orders")} == {"young", "staging"}
 
+    def test_expired_cases_filling_the_pool_do_not_hide_a_live_one(self, store_factory: StoreFactory) -> None:
+        """Expired cases that maintenance has not deleted yet may fill the nearest-candidate pool; recall
+        then asks again with expiry in the filter and still finds the live case."""
+        memory = store_factory(ttl_s={"default": DAY}, ranking=RankingConfig(candidate_pool=2))
+        for i in range(3):
+            memory.remember(case(f"old{i}", created_at=NOW - 2 * DAY,
+                                 error_text="NullPointerException in OrderService.place"))
+        memory.remember(case("live", error_text="NullPointerException while placing an order"))
+        assert recalled_ids(memory) == ["live"]
+
     def test_maintain_builds_the_vector_index_past_the_threshold(self, store_factory: StoreFactory) -> None:
         """Once a table has index_min_rows rows, maintenance builds its vector index, once."""
         memory = store_factory(index_min_rows=30)
@@ -265,6 +275,25 @@ class TestExpiry:
         assert memory.maintain(NOW).indexed == ("memory_orders",)
         assert memory.maintain(NOW).indexed == ()
         assert "c29" in recalled_ids(memory)
+
+    def test_maintain_rebuilds_the_vector_index_as_the_table_grows(self, store_factory: StoreFactory,
+                                                                    tmp_path: Path) -> None:
+        """The vector index has sqrt(rows) partitions; once the table has grown fourfold maintenance
+        replaces it with a finer one, and exactly one vector index remains."""
+        memory = store_factory(index_min_rows=25)
+        for i in range(25):
+            memory.remember(case(f"c{i}", error_text=f"error number {i} in module m{i % 7}"))
+        assert memory.maintain(NOW).indexed == ("memory_orders",)
+        table = lancedb.connect(str(tmp_path / "memory")).open_table("memory_orders")
+        assert [i.name for i in table.list_indices() if i.columns == ["vector"]] == ["vector_ivf5"]
+        for i in range(25, 99):
+            memory.remember(case(f"c{i}", error_text=f"error number {i} in module m{i % 7}"))
+        assert memory.maintain(NOW).indexed == ()  # 99 rows: isqrt 9, under twice 5
+        memory.remember(case("c99", error_text="KeyError: 'currency' in pricing"))
+        assert memory.maintain(NOW).indexed == ("memory_orders",)
+        table = lancedb.connect(str(tmp_path / "memory")).open_table("memory_orders")
+        assert [i.name for i in table.list_indices() if i.columns == ["vector"]] == ["vector_ivf10"]
+        assert recalled_ids(memory, text="KeyError: 'currency' in pricing", exception_type="KeyError")[0] == "c99"
 
 
 class TestIndexedRecall:
