@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from analysis.event import Frame, new_exception
-from analysis.trace_dialect import MAX_CHAIN, Chain, Split, Stacks, TraceDialect
+from analysis.trace_dialect import MAX_CHAIN, RARE_BREAK, Chain, Split, Stacks, TraceDialect
 
 _RUNNING = " [running]:\n"
 
@@ -105,6 +105,8 @@ def _match(text: str, regions: tuple[str, ...]) -> Split | None:
         return None
     header = text[:line_start]
     if "[running" in header:  # an earlier goroutine line the full parser might pick instead
+        return None
+    if RARE_BREAK.search(text, 0, body) is not None:  # the full parser also splits lines there
         return None
     return [header], [text[:body], text[end:]]
 

@@ -290,6 +290,18 @@ class TestCachedFramesNeverChangeTheParse:
         for variant in variants:
             assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES), variant[:120]
 
+    def test_a_rare_line_break_in_a_goroutine_header_takes_the_full_parse(self) -> None:
+        """Go headers over cached frames with a carriage return or another rare break (which the full
+        parser splits lines at) anywhere before the frames parse exactly as the full parser would."""
+        for name in sorted(path.name for path in TRACES.glob("go*.txt")):
+            text = trace(name)
+            parse_trace(text)  # caches the frames
+            body = text.index(" [running]:") + len(" [running]:\n")
+            for brk in ("\r", "\x0b", "\x85", "\u2028"):
+                for position in range(body):
+                    variant = text[:position] + brk + text[position:]
+                    assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES), (name, position, brk)
+
     def test_every_fixture_with_new_messages_matches_the_full_parse(self) -> None:
         """Interleaved events of several bursts, each with fresh numbers, parse as the full parser does."""
         names = sorted(path.name for path in TRACES.glob("*.txt"))
