@@ -2,7 +2,9 @@
 
 Fingerprint = exception type of the root cause + its normalised in-app frames (never line numbers,
 addresses, or generated/proxy/lambda/closure suffixes). Without a trace it is the exception type plus the
-message with its variable parts masked. Frame keys are built the same way from structured frames and from
+message with its variable parts masked. A trace without in-app frames (a network error surfacing in the
+runtime's own frames) is keyed by all its frames plus the masked message: its frames alone are shared by
+every outage of that kind. Frame keys are built the same way from structured frames and from
 frames parsed out of raw text, so one failure gets one fingerprint whichever input shape carried it.
 """
 
@@ -114,6 +116,8 @@ class Signature:
     basis: Literal["stacktrace", "message"]
     exception_type: str
     frames: tuple[str, ...] = ()
+    library_only: bool = False
+    """No frame is the service's own: the masked message enters the fingerprint too."""
 
 
 def fingerprint_event(event: ErrorEvent, in_app_prefixes: Sequence[str] = ()) -> Signature:
@@ -135,20 +139,22 @@ def fingerprint_event(event: ErrorEvent, in_app_prefixes: Sequence[str] = ()) ->
             return _message_signature(root.type, root.value or event.message)
         entry = _BY_FRAMES.get(id(frames))
         if entry is not None and entry[0] is frames and entry[1] == root.type and entry[2] == prefixes:
-            return entry[3]
-        signature = _stack_signature(root.type, (frames,), prefixes)
-        _remember(_BY_FRAMES, id(frames), (frames, root.type, prefixes, signature))
-        return signature
+            signature = entry[3]
+        else:
+            signature = _stack_signature(root.type, (frames,), prefixes)
+            _remember(_BY_FRAMES, id(frames), (frames, root.type, prefixes, signature))
+        return _with_message(signature, root.value or event.message) if signature.library_only else signature
     stacks = tuple([exception.frames for exception in reversed(chain) if exception.frames])
     if not stacks:
         return _message_signature(root.type, root.value or event.message)
     key = (root.type, prefixes, *map(id, stacks))
     cached = _BY_STACKS.get(key)
     if cached is not None and all(map(operator.is_, cached[0], stacks)):
-        return cached[1]
-    signature = _stack_signature(root.type, stacks, prefixes)
-    _remember(_BY_STACKS, key, (stacks, signature))
-    return signature
+        signature = cached[1]
+    else:
+        signature = _stack_signature(root.type, stacks, prefixes)
+        _remember(_BY_STACKS, key, (stacks, signature))
+    return _with_message(signature, root.value or event.message) if signature.library_only else signature
 
 
 def _remember(cache: dict[Any, Any], key: Any, entry: Any, size: int = _CHAIN_CACHE_SIZE) -> None:
@@ -161,6 +167,7 @@ _BY_FRAMES: dict[int, tuple[tuple[Frame, ...], str, tuple[str, ...], Signature]]
 _BY_STACKS: dict[tuple[Any, ...], tuple[tuple[tuple[Frame, ...], ...], Signature]] = {}
 _BY_FRAME: dict[tuple[int, tuple[str, ...]], tuple[Frame, str, bool]] = {}
 _BY_MESSAGE: dict[tuple[str, str], Signature] = {}
+_BY_LIBRARY_MESSAGE: dict[tuple[str, str], Signature] = {}
 _MASK_SPANS: dict[bytes, tuple[tuple[int, int], ...]] = {}
 
 
@@ -257,7 +264,21 @@ def _stack_signature(
         basis="stacktrace",
         exception_type=exception_type,
         frames=chosen,
+        library_only=not in_app,
     )
+
+
+def _with_message(signature: Signature, message: str) -> Signature:
+    """A library-only stack signature refined by the masked message of its root cause."""
+    masked = mask_message(message)
+    key = (signature.fingerprint, masked)
+    refined = _BY_LIBRARY_MESSAGE.get(key)
+    if refined is None:
+        body = "\n".join((*signature.frames, masked))
+        refined = Signature(_digest("stacktrace", signature.exception_type, body), "stacktrace",
+                            signature.exception_type, signature.frames, library_only=True)
+        _remember(_BY_LIBRARY_MESSAGE, key, refined, _MASK_CACHE_SIZE)
+    return refined
 
 
 def _digest(basis: str, exception_type: str, body: str) -> str:

@@ -299,6 +299,29 @@ class TestFrameNormalisation:
         assert signature.basis == "stacktrace"
         assert signature.frames == ("java.util.HashMap.put", "java.lang.Thread.run")
 
+    def test_library_only_traces_are_told_apart_by_their_masked_message(self) -> None:
+        """Runtime-only traces of two outages (refused vs timed out) get two fingerprints; the same outage
+        at another address and port, in another shape, gets one."""
+        def runtime_only(message: str) -> str:
+            return (f"Error: {message}\n"
+                    "    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1555:16)")
+        refused = [runtime_only("connect ECONNREFUSED 10.0.3.7:6379"),
+                   runtime_only("connect ECONNREFUSED 10.0.9.12:6380")]
+        timed_out = runtime_only("connect ETIMEDOUT 10.0.3.7:443")
+        signatures = [decoded_signature(ecs(refused[0])), decoded_signature(logstash(refused[1])),
+                      decoded_signature(otel(refused[1]))]
+        assert len({s.fingerprint for s in signatures}) == 1
+        assert all(s.library_only and s.basis == "stacktrace" for s in signatures)
+        assert decoded_signature(ecs(timed_out)).fingerprint != signatures[0].fingerprint
+
+    def test_a_message_does_not_split_traces_with_in_app_frames(self) -> None:
+        """Where the service's own frames key the failure, a different message keeps the fingerprint."""
+        text = trace("java_inventory.txt")
+        rest = text.partition("\n")[2]
+        other = decoded_signature(ecs(f"java.lang.IllegalStateException: something else entirely\n{rest}"))
+        signature = decoded_signature(ecs(text))
+        assert not signature.library_only and other.fingerprint == signature.fingerprint
+
 
 class TestMaskAndDescribe:
     def test_mask_message_replaces_each_variable_kind(self) -> None:
