@@ -3,6 +3,9 @@
 Each kind is one regex written to run in linear time (bounded repeats, no nested quantifiers over the same
 characters) plus a cheap literal pre-check, so hostile messages cannot stall the consumer. Placeholders
 name the kind: `[REDACTED:aws_access_key]`. User patterns run on the `regex` engine with a timeout.
+
+Traces repeat line for line across a burst while their headers carry fresh ids, so a multi-line text is
+redacted line by line from a cache whenever no rule that can match across a line break applies to it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from analysis.event import ErrorEvent, ExceptionInfo
 
 _EXTRA_PATTERN_TIMEOUT_SECONDS = 0.05
 _MAX_VALUE_DEPTH = 64
+_LINE_CACHE_SIZE = 16384
+_MAX_CACHED_LINE = 1024
 _SECRET_KEY = re.compile(r"(?i)passw|secret|token|api[_-]?key|credential|authorization|private[_-]?key")
 
 
@@ -55,6 +60,16 @@ class _Rule:
     pattern: re.Pattern[str]
     replacement: str | Callable[[re.Match[str]], str]
     hint: tuple[str, ...] = ()  # lower-case literals, one of which must appear for the rule to run
+    # Set for the rules whose `\s` can match a line break: a test of the lower-cased text that is true
+    # wherever the rule can match. When it is false, the text may be redacted line by line.
+    spans_lines: Callable[[str], object] | None = None
+
+    def may_match(self, lowered: str) -> bool:
+        """False when the literal pre-check rules a match out."""
+        for literal in self.hint:
+            if literal in lowered:
+                return True
+        return not self.hint
 
 
 def _rule(
@@ -62,9 +77,29 @@ def _rule(
     pattern: str,
     hint: tuple[str, ...] = (),
     replacement: str | Callable[[re.Match[str]], str] | None = None,
-    flags: int = 0,
+    spans_lines: Callable[[str], object] | None = None,
 ) -> _Rule:
-    return _Rule(kind, re.compile(pattern, flags), _placeholder(kind) if replacement is None else replacement, hint)
+    return _Rule(kind, re.compile(pattern), _placeholder(kind) if replacement is None else replacement, hint,
+                 spans_lines)
+
+
+def _followed(keywords: tuple[str, ...], follow: str) -> Callable[[str], bool]:
+    """A test for one of `keywords` followed by `follow` (a regex matched where the keyword ends). The
+    keywords are found with `str.find`: a regex that starts with an alternation tries every position
+    of a 4 kB trace, which cost more than all the other rules together."""
+    tail = re.compile(follow)
+
+    def found(lowered: str) -> bool:
+        for keyword in keywords:
+            start = lowered.find(keyword)
+            while start >= 0:
+                end = start + len(keyword)
+                if tail.match(lowered, end):
+                    return True
+                start = lowered.find(keyword, end)
+        return False
+
+    return found
 
 
 _HEX = "0-9a-fA-F"
@@ -82,6 +117,7 @@ _RULES = (
         r"\b([Bb]earer|(?i:authorization:\s{0,4}basic))\s+[\w~+/.=-]{8,4096}",
         ("bearer", "basic"),
         r"\1 [REDACTED:bearer]",
+        re.compile(r"bearer|authorization:").search,
     ),
     _rule("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}\b"),
     _rule(
@@ -89,6 +125,7 @@ _RULES = (
         r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?[=:]\s{0,4}[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
         ("aws",),
         r"\1[REDACTED:aws_secret_key]",
+        re.compile(r"aws.{0,24}?(?:secret|key).{0,24}?[=:]").search,
     ),
     _rule("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_\w{22,255})\b", ("gh", "github_pat_")),
     _rule("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,250}", ("xox",)),
@@ -98,6 +135,8 @@ _RULES = (
         r"\s{0,5}[:=]\s{0,5}[\"']?)(?!\[REDACTED)[^\s\"',;&<>]{1,512}",
         ("key", "token", "secret", "passw", "pwd", "credential"),
         r"\1[REDACTED:secret]",
+        # Every keyword of the pattern ends in one of these; `s?` covers `credentials` (and lets `keys:` in).
+        _followed(("key", "token", "secret", "password", "passwd", "pwd", "credential"), r"s?[\"']?\s{0,5}[:=]"),
     ),
     _rule("email", r"\b[\w.%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}\b", ("@",)),
     # Card numbers start with 2-6; epoch milliseconds (1…) and zero-padded ids stay untouched.
@@ -138,9 +177,12 @@ class Redactor:
         if unknown:
             raise ValueError(f"unknown redaction kinds: {sorted(unknown)}")
         self._rules = tuple(rule for rule in _RULES if rule.kind in self.config.kinds)
+        self._spanning = tuple((rule, rule.spans_lines) for rule in self._rules if rule.spans_lines is not None)
+        self._line_rules = tuple(rule for rule in self._rules if rule.spans_lines is None)
         self._private_keys = "private_key" in self.config.kinds
         self._extra = tuple((name, regex.compile(pattern)) for name, pattern in self.config.extra_patterns.items())
         self._cached: Callable[[str], str] = lru_cache(maxsize=4096)(self._redact)
+        self._lines: dict[str, str] = {}  # redacted lines; emptied when full (a burst refills it at once)
 
     def redact(self, text: str) -> str:
         """`text` with every enabled kind replaced by its placeholder."""
@@ -152,16 +194,34 @@ class Redactor:
         if self._private_keys and "PRIVATE KEY-----" in text:
             text = _redact_private_keys(text)
         lowered = text.lower()
+        if not self._extra and not any(rule.may_match(lowered) and spans(lowered)
+                                       for rule, spans in self._spanning):
+            # Every rule left matches within one line, and its lookarounds see a line break as they see
+            # the ends of a string, so redacting each line alone gives the same text. A message is often
+            # also the first line of the trace and the value of its exception: one cache serves all three.
+            lines = self._lines
+            return "\n".join([lines.get(line) or self._new_line(line) for line in text.split("\n")])
         for rule in self._rules:
-            if rule.hint and not any(literal in lowered for literal in rule.hint):
-                continue
-            text = rule.pattern.sub(rule.replacement, text)
+            if rule.may_match(lowered):
+                text = rule.pattern.sub(rule.replacement, text)
         for name, pattern in self._extra:
             try:
                 text = pattern.sub(_placeholder(name), text, timeout=_EXTRA_PATTERN_TIMEOUT_SECONDS)
             except TimeoutError:
                 return _placeholder(name)  # a pattern that cannot finish may be hiding a secret: hide it all
         return text
+
+    def _new_line(self, line: str) -> str:
+        lowered = line.lower()
+        redacted = line
+        for rule in self._line_rules:
+            if rule.may_match(lowered):
+                redacted = rule.pattern.sub(rule.replacement, redacted)
+        if len(line) <= _MAX_CACHED_LINE:
+            if len(self._lines) >= _LINE_CACHE_SIZE:
+                self._lines.clear()
+            self._lines[line] = redacted
+        return redacted
 
 
 def _redact_private_keys(text: str) -> str:

@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
 from analysis.redact import KINDS, RedactionConfig, Redactor, redact_event
@@ -95,6 +97,43 @@ class TestRedactor:
             started = time.perf_counter()
             REDACTOR.redact(text)
             assert time.perf_counter() - started < 1.0, text[:20]
+
+
+# Pieces that exercise every rule, at line starts and ends, and secrets whose key and value sit on two lines.
+_PIECES = [
+    "\n", "\n  ", " ", "\t", ":", "=", '"', "'", ".", "@", "-", "password", "Token", "api_key", "secret",
+    "credentials", "Bearer", "Authorization: Basic", "aws_secret_access_key", "AKIAIOSFODNN7EXAMPLE",
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "hunter2", "10.0.3.7", "fe80::1", "2001:db8::8a2e:370:7334",
+    "bob@example.com", "4111 1111 1111 1111", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
+    "https://app:pw@db", "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "xoxb-1234567890-abc",
+    "\tat com.acme.Key.get(Key.java:12)", "KeyError: 'currency'", "[REDACTED:secret]", "\r",
+]
+_TEXTS = st.lists(st.sampled_from(_PIECES), max_size=24).map("".join)
+# An extra pattern that never matches sends every text down the whole-text path: the reference.
+_WHOLE_TEXT = Redactor(RedactionConfig(extra_patterns={"never": r"(?!x)x"}))
+
+
+class TestLineByLine:
+    @settings(max_examples=500, deadline=None)
+    @given(text=_TEXTS)
+    def test_line_by_line_redaction_equals_the_whole_text_pass(self, text: str) -> None:
+        """Multi-line text redacted line by line (the fast path, cached per line) comes out exactly as one
+        pass of every rule over the whole text, including key/value secrets split across a line break."""
+        assert Redactor().redact(text) == _WHOLE_TEXT.redact(text)
+
+    def test_a_secret_split_across_lines_is_redacted(self) -> None:
+        """`password:` at the end of one line and the value on the next is still a secret."""
+        text = "config dump\npassword:\n  hunter2\n\tat com.acme.Config.load(Config.java:12)"
+        assert "hunter2" not in REDACTOR.redact(text)
+
+    def test_repeated_trace_lines_come_from_the_cache(self) -> None:
+        """A trace seen again under a new first line reuses its redacted lines."""
+        redactor = Redactor()
+        frames = (TRACES / "java_inventory.txt").read_text().partition("\n")[2]
+        redactor.redact(f"java.lang.IllegalStateException: order 1 from bob@example.com\n{frames}")
+        cached = len(redactor._lines)
+        second = redactor.redact(f"java.lang.IllegalStateException: order 2 from eve@example.com\n{frames}")
+        assert len(redactor._lines) == cached + 1 and "[REDACTED:email]" in second
 
 
 class TestRedactEvent:
