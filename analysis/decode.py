@@ -9,6 +9,7 @@ hit by identity). OTLP lives in `analysis.otlp`, typed field reads in `analysis.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import Any
 
 import orjson
@@ -129,7 +130,7 @@ def _too_deep(root: Any, limit: int) -> bool:
 # ---------------------------------------------------------------- native frames
 
 
-_FRAMES_CACHE: dict[tuple[int, bytes, int], list[tuple[bytes, tuple[Frame, ...]]]] = {}
+_FRAMES_CACHE: OrderedDict[tuple[int, bytes, int], list[tuple[bytes, tuple[Frame, ...]]]] = OrderedDict()
 
 
 def _native_frames(value: Any, max_frames: int) -> tuple[Frame, ...]:
@@ -158,7 +159,7 @@ def _native_frames(value: Any, max_frames: int) -> tuple[Frame, ...]:
     if dumped and len(dumped) <= _FRAMES_CACHE_MAX_KEY:
         if bucket is None:
             if len(_FRAMES_CACHE) >= _FRAMES_CACHE_SIZE:
-                _FRAMES_CACHE.pop(next(iter(_FRAMES_CACHE)), None)
+                _FRAMES_CACHE.popitem(last=False)  # O(1), unlike a dict's first key after deletions
             _FRAMES_CACHE[key] = [(dumped, frames)]
         else:
             bucket.append((dumped, frames))

@@ -10,6 +10,7 @@ lines are read per event, without scanning the frames again.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 
 from analysis.trace_dialect import Chain, Stacks, TraceDialect
 from analysis.trace_go import DIALECT as GO
@@ -116,10 +117,10 @@ _KEY_SIZE = 96
 _KEY_SEARCH = 2048
 _INDENTED = re.compile(r"\n[ \t]")
 _PY_FRAME_LINE = '\n  File "'
-_SKELETONS: dict[tuple[str, int], list[_Skeleton]] = {}
+_SKELETONS: OrderedDict[tuple[str, int], list[_Skeleton]] = OrderedDict()
 _SKELETONS_SIZE = 1024
 _BUCKET_SIZE = 8
-_TEXTS: dict[tuple[int, str, int], list[tuple[str, Chain]]] = {}  # texts no skeleton covers
+_TEXTS: OrderedDict[tuple[int, str, int], list[tuple[str, Chain]]] = OrderedDict()  # texts no skeleton covers
 _TEXTS_SIZE = 1024
 
 
@@ -229,7 +230,7 @@ def _learn(text: str, key: tuple[str, int], chain: Chain) -> bool:
     bucket = _SKELETONS.get(key)
     if bucket is None:
         if len(_SKELETONS) >= _SKELETONS_SIZE:
-            _SKELETONS.pop(next(iter(_SKELETONS)))
+            _SKELETONS.popitem(last=False)  # O(1), unlike a dict's first key after deletions
         _SKELETONS[key] = [skeleton]
     else:
         bucket.insert(0, skeleton)  # the newest deploy's frames are the likeliest next
@@ -241,7 +242,7 @@ def _remember_text(key: tuple[int, str, int], text: str, chain: Chain) -> None:
     bucket = _TEXTS.get(key)
     if bucket is None:
         if len(_TEXTS) >= _TEXTS_SIZE:
-            _TEXTS.pop(next(iter(_TEXTS)))
+            _TEXTS.popitem(last=False)
         _TEXTS[key] = [(text, chain)]
     else:
         bucket.append((text, chain))

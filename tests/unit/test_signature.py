@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,15 @@ import orjson
 
 from analysis.decode import DecodeConfig, decode_message
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
-from analysis.signature import Signature, describe, fingerprint_event, is_in_app, mask_message, normalise_frame
+from analysis.signature import (
+    Signature,
+    _remember,
+    describe,
+    fingerprint_event,
+    is_in_app,
+    mask_message,
+    normalise_frame,
+)
 from analysis.stacktrace import parse_trace
 
 TRACES = Path(__file__).parent.parent / "fixtures" / "traces"
@@ -321,6 +330,27 @@ class TestFrameNormalisation:
         other = decoded_signature(ecs(f"java.lang.IllegalStateException: something else entirely\n{rest}"))
         signature = decoded_signature(ecs(text))
         assert not signature.library_only and other.fingerprint == signature.fingerprint
+
+
+class TestCaches:
+    def test_a_full_cache_drops_its_oldest_entries_first(self) -> None:
+        """The signature caches hold at most their size and forget the oldest entries first."""
+        cache: OrderedDict[int, int] = OrderedDict()
+        for key in range(110):
+            _remember(cache, key, key * 2, size=100)
+        assert len(cache) == 100 and next(iter(cache)) == 10 and cache[109] == 218
+
+    def test_distinct_traces_past_the_cache_sizes_keep_their_fingerprints(self) -> None:
+        """Once a stream of distinct traces has cycled the caches, a trace seen before is still
+        fingerprinted as it was the first time."""
+        def event(i: int) -> ErrorEvent:
+            text = f"java.lang.IllegalStateException: boom\n\tat com.acme.S{i}.run(S{i}.java:{i})"
+            return ErrorEvent(server_id="s", timestamp=0, message="m", exceptions=parse_trace(text))
+        first = fingerprint_event(event(0)).fingerprint
+        for i in range(1, 5000):
+            fingerprint_event(event(i))
+        assert fingerprint_event(event(0)).fingerprint == first
+        assert fingerprint_event(event(1)).fingerprint != first
 
 
 class TestMaskAndDescribe:
