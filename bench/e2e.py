@@ -133,21 +133,8 @@ async def measure(events: int, rounds: int) -> E2eResult:
         repos = RepoConfig(cache_dir=workdir / "cache", servers=specs)
         analyzer = HeuristicAnalyzer(RepoSync(repos), in_app_prefixes=DEMO_IN_APP_PREFIXES)
         service = _TimedService(settings, analyzer, Metrics())
-        # The first round is in the topic before the service starts, so its rate is consume + process
-        # alone; later rounds, produced while it runs, only add bursts for the latency percentiles.
-        await produce(broker.bootstrap_servers, kafka.input_topic, messages)
-        stop = asyncio.Event()
-        task = asyncio.create_task(service.run(stop))
-        try:
-            busy_s = await consume_round(service, task, len(messages))
-            await wait_drained(service, task)
-            for round_no in range(2, rounds + 1):
-                await produce(broker.bootstrap_servers, kafka.input_topic, messages)
-                await consume_round(service, task, round_no * len(messages))
-                await wait_drained(service, task)
-        finally:
-            stop.set()
-            await task
+        # Later rounds only add bursts for the latency percentiles.
+        busy_s = await run_rounds(service, broker.bootstrap_servers, kafka.input_topic, messages, rounds)
         outputs: dict[str, list[float]] = defaultdict(list)
         for stamp, data in await read_outputs(broker.bootstrap_servers, kafka.output_topic):
             outputs[data["analysis_id"]].append(stamp)
@@ -158,6 +145,27 @@ async def measure(events: int, rounds: int) -> E2eResult:
     ours = len(messages) / busy_s * events_per_message
     return E2eResult(stream.event_count * rounds, len(delays), ours, kafka_rate * events_per_message,
                      latency(delays))
+
+
+async def run_rounds(service: Service, bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]],
+                     rounds: int) -> float:
+    """Run `service` over `rounds` productions of `messages`, each drained before the next; returns the
+    seconds the first round took to consume. That round is in the topic before the service starts, so
+    its rate is consume + process alone."""
+    await produce(bootstrap, topic, messages)
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        busy_s = await consume_round(service, task, len(messages))
+        await wait_drained(service, task)
+        for round_no in range(2, rounds + 1):
+            await produce(bootstrap, topic, messages)
+            await consume_round(service, task, round_no * len(messages))
+            await wait_drained(service, task)
+    finally:
+        stop.set()
+        await task
+    return busy_s
 
 
 async def consume_round(service: Service, task: asyncio.Task[None], total: int, timeout_s: float = 300.0) -> float:

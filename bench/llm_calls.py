@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.repo import RepoConfig, RepoSpec, RepoSync
-from bench.e2e import consume_round, produce, read_outputs, wait_drained
+from bench.e2e import read_outputs, run_rounds
 from consumer.broker import EmbeddedBroker, create_topics
 from consumer.demo import demo_settings
 from consumer.explainer import build_explainer
@@ -89,16 +89,7 @@ async def measure(events: int) -> LlmCallsResult:
         explainer = build_explainer(settings, metrics, RepoSync(RepoConfig(cache_dir=workdir / "cache",
                                                                            servers=specs)))
         service = Service(settings, explainer, metrics)
-        stop = asyncio.Event()
-        task = asyncio.create_task(service.run(stop))
-        try:
-            for round_no in range(1, _ROUNDS + 1):
-                await produce(broker.bootstrap_servers, kafka.input_topic, messages)
-                await consume_round(service, task, round_no * len(messages))
-                await wait_drained(service, task)
-        finally:
-            stop.set()
-            await task
+        await run_rounds(service, broker.bootstrap_servers, kafka.input_topic, messages, _ROUNDS)
         published = [data for _, data in await read_outputs(broker.bootstrap_servers, kafka.output_topic)]
         chats = model.chat_calls
     distinct = {(a["cluster"]["server"], a["cluster"]["fingerprint"], a["commit"]) for a in published}

@@ -22,6 +22,7 @@ from analysis.repo import RepoConfig, RepoSpec
 from consumer.broker import EmbeddedBroker, create_topics
 from consumer.pipeline import Service
 from consumer.settings import InputSettings, KafkaSettings, PipelineSettings, Settings, WindowSettings
+from store import OnnxEmbedder
 from tests.gitrepo import GitRepo
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +67,26 @@ def create_bucket(endpoint: str, name: str) -> None:
 
     boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                  region_name="us-east-1").create_bucket(Bucket=name)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> OnnxEmbedder:
+    """The real offline embedder, loaded and warmed once for the session."""
+    model = OnnxEmbedder()
+    model.embed(["warm up"])
+    return model
+
+
+SECRETS = {
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "github": "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+           "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "url_password": "hunter2pass",
+    "email": "jane.doe@example.com",
+    "card": "4111 1111 1111 1111",
+}
+"""Secrets and personal data the agent and explainer tests plant; none may reach the model or the output."""
 
 
 # Tansu holds each group join for about half the session timeout: short timeouts keep tests fast.

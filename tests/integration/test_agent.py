@@ -22,6 +22,7 @@ from analysis.redact import RedactionConfig, Redactor
 from analysis.repo import Checkout, open_local
 from analysis.report import AgentAnswer, Analysis, Citation, ClusterInfo, Location, Suspect, SuspectCommit
 from analysis.tools import FileTools, ToolLimits
+from tests.conftest import SECRETS
 from tests.ollama_server import Reply, ScriptedOllama
 
 pytestmark = pytest.mark.integration
@@ -63,15 +64,6 @@ database:
   url: postgres://svc:Sup3rS3cretDbPass@db.internal:5432/orders
 """
 
-SECRETS = {
-    "aws": "AKIAIOSFODNN7EXAMPLE",
-    "github": "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
-    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
-           "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
-    "url_password": "hunter2pass",
-    "email": "jane.doe@example.com",
-    "card": "4111 1111 1111 1111",
-}
 
 
 # -- fixtures -----------------------------------------------------------------------------------------

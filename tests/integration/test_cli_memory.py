@@ -71,14 +71,6 @@ def case(memory_id: str, *, tenant: str = "acme", error: str, age_s: float = 0.0
                    analyzer="llm", commit="c1", created_at=NOW - age_s)
 
 
-@pytest.fixture(scope="module")
-def embedder() -> OnnxEmbedder:
-    """The real offline embedder, loaded once for the module."""
-    model = OnnxEmbedder()
-    model.embed(["warm up"])
-    return model
-
-
 @pytest.fixture
 def data_dir(tmp_path: Path, embedder: OnnxEmbedder) -> Path:
     """A data directory whose memory holds three cases of `orders` (two tenants) and one of `billing`."""

@@ -22,14 +22,6 @@ DAY = 86_400.0
 SERVER = "orders"
 
 
-@pytest.fixture(scope="module")
-def embedder() -> OnnxEmbedder:
-    """The real offline embedder, loaded once for the module."""
-    model = OnnxEmbedder()
-    model.embed(["warm up"])
-    return model
-
-
 @pytest.fixture
 def feedback_settings(settings_factory: SettingsFactory, topic_factory: TopicFactory) -> Callable[..., Settings]:
     """Settings on the test broker with a fresh feedback topic; keyword arguments override memory fields."""

@@ -38,14 +38,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 StoreFactory = Callable[..., MemoryStore]
 
 
-@pytest.fixture(scope="module")
-def embedder() -> OnnxEmbedder:
-    """The real offline embedder, loaded once for the module."""
-    model = OnnxEmbedder()
-    model.embed(["warm up"])
-    return model
-
-
 @pytest.fixture
 def store_factory(tmp_path: Path, embedder: OnnxEmbedder) -> StoreFactory:
     """Build MemoryStores on one temp database; keyword arguments override MemoryConfig fields."""

@@ -31,12 +31,6 @@ def s3_endpoint(moto_s3: str) -> str:
     return moto_s3
 
 
-@pytest.fixture(scope="module")
-def embedder() -> OnnxEmbedder:
-    """The real offline embedder, loaded once for the module."""
-    return OnnxEmbedder()
-
-
 def replica(endpoint: str, embedder: OnnxEmbedder, prefix: str) -> MemoryStore:
     """One replica's MemoryStore on s3://bucket/prefix, configured as an operator would."""
     storage = StorageConfig(endpoint=endpoint, region="us-east-1", allow_http=True,
