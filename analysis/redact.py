@@ -4,8 +4,9 @@ Each kind is one regex written to run in linear time (bounded repeats, no nested
 characters) plus a cheap literal pre-check, so hostile messages cannot stall the consumer. Placeholders
 name the kind: `[REDACTED:aws_access_key]`. User patterns run on the `regex` engine with a timeout.
 
-Traces repeat line for line across a burst while their headers carry fresh ids, so a multi-line text is
-redacted line by line from a cache whenever no rule that can match across a line break applies to it.
+Traces repeat line for line across a burst while their headers carry fresh ids, so a text is redacted
+line by line from a cache of redacted lines whenever no rule that can match across a line break could
+start on any of its lines; the cache remembers that too, so a repeated line is never scanned again.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from typing import Any
 import regex
 from pydantic import BaseModel, ConfigDict, Field
 
-from analysis.event import ErrorEvent, ExceptionInfo
+from analysis.event import ErrorEvent, ExceptionInfo, new_event, new_exception
 
 _EXTRA_PATTERN_TIMEOUT_SECONDS = 0.05
 _MAX_VALUE_DEPTH = 64
 _LINE_CACHE_SIZE = 16384
 _MAX_CACHED_LINE = 1024
+# What the line cache holds for a line on which a rule that can span lines (or a PEM key) may start:
+# no redacted line can equal it, since lines are split at "\n".
+_SPANNING = "\n"
 _SECRET_KEY = re.compile(r"(?i)passw|secret|token|api[_-]?key|credential|authorization|private[_-]?key")
 
 
@@ -182,7 +186,8 @@ class Redactor:
         self._private_keys = "private_key" in self.config.kinds
         self._extra = tuple((name, regex.compile(pattern)) for name, pattern in self.config.extra_patterns.items())
         self._cached: Callable[[str], str] = lru_cache(maxsize=4096)(self._redact)
-        self._lines: dict[str, str] = {}  # redacted lines; emptied when full (a burst refills it at once)
+        # Line → redacted line, or `_SPANNING`; emptied when full (a burst refills it at once).
+        self._lines: dict[str, str] = {}
 
     def redact(self, text: str) -> str:
         """`text` with every enabled kind replaced by its placeholder."""
@@ -191,16 +196,23 @@ class Redactor:
         return self._cached(text)
 
     def _redact(self, text: str) -> str:
+        if not self._extra:
+            # The usual path: every line from the cache, and none on which a match of a rule that can span
+            # lines (or a PEM key) could start. Then every rule left matches within one line, and its
+            # lookarounds see a line break as they see the ends of a string: redacting each line alone
+            # gives the same text. A message is often also the first line of the trace and the value of
+            # its exception: one cache serves all three.
+            lines = self._lines
+            redacted = [lines.get(line) or self._new_line(line) for line in text.split("\n")]
+            if _SPANNING not in redacted:
+                return "\n".join(redacted)
         if self._private_keys and "PRIVATE KEY-----" in text:
             text = _redact_private_keys(text)
         lowered = text.lower()
         if not self._extra and not any(rule.may_match(lowered) and spans(lowered)
                                        for rule, spans in self._spanning):
-            # Every rule left matches within one line, and its lookarounds see a line break as they see
-            # the ends of a string, so redacting each line alone gives the same text. A message is often
-            # also the first line of the trace and the value of its exception: one cache serves all three.
-            lines = self._lines
-            return "\n".join([lines.get(line) or self._new_line(line) for line in text.split("\n")])
+            # A line looked as if such a match could start on it, but none does: still line by line.
+            return "\n".join([self._cached_line(line) for line in text.split("\n")])
         for rule in self._rules:
             if rule.may_match(lowered):
                 text = rule.pattern.sub(rule.replacement, text)
@@ -212,16 +224,38 @@ class Redactor:
         return text
 
     def _new_line(self, line: str) -> str:
+        """The line redacted, or `_SPANNING` when a match of a rule that can span lines may start on it;
+        cached either way."""
         lowered = line.lower()
-        redacted = line
-        for rule in self._line_rules:
-            if rule.may_match(lowered):
-                redacted = rule.pattern.sub(rule.replacement, redacted)
+        redacted = _SPANNING if self._may_span(line, lowered) else self._redact_line(line, lowered)
         if len(line) <= _MAX_CACHED_LINE:
             if len(self._lines) >= _LINE_CACHE_SIZE:
                 self._lines.clear()
             self._lines[line] = redacted
         return redacted
+
+    def _cached_line(self, line: str) -> str:
+        redacted = self._lines.get(line)
+        return redacted if redacted is not None and redacted != _SPANNING else self._redact_line(line, line.lower())
+
+    def _redact_line(self, line: str, lowered: str) -> str:
+        for rule in self._line_rules:
+            if rule.may_match(lowered):
+                line = rule.pattern.sub(rule.replacement, line)
+        return line
+
+    def _may_span(self, line: str, lowered: str) -> bool:
+        """Whether a PEM key, or a match of a rule that can span lines, may start on `line`.
+
+        Each spanning rule's test finds a keyword and what follows it on the same line, except the
+        `secret` rule's: after its keyword come up to five spaces, which may be line breaks, then `:` or
+        `=`. Testing the line with a line break and `=` appended is true wherever a match could start on
+        this line, also one that would go on into the next; the whole text is then tested as it is.
+        """
+        if self._private_keys and "PRIVATE KEY-----" in line:
+            return True
+        probe = lowered + "\n="
+        return any(spans(probe) for _, spans in self._spanning)
 
 
 def _redact_private_keys(text: str) -> str:
@@ -252,15 +286,21 @@ def redact_event(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
     """A copy of `event` with message, exception values, raw trace and string extras redacted."""
     if not redactor.config.enabled:
         return event
-    exceptions = tuple(_redact_exception(exception, redactor) for exception in event.exceptions)
+    exceptions = tuple([_redact_exception(exception, redactor) for exception in event.exceptions])
     if all(map(operator.is_, exceptions, event.exceptions)):
         exceptions = event.exceptions  # keep the shared chain of a repeated trace (cheap fingerprinting)
-    return dataclasses.replace(
-        event,
-        message=redactor.redact(event.message),
-        exceptions=exceptions,
-        raw_trace=redactor.redact(event.raw_trace),
-        extra=_redact_value(event.extra, redactor, 0),
+    return new_event(
+        event.server_id,
+        event.timestamp,
+        redactor.redact(event.message),
+        event.level,
+        event.logger,
+        event.commit,
+        event.tenant,
+        exceptions,
+        redactor.redact(event.raw_trace),
+        event.shape,
+        _redact_value(event.extra, redactor, 0),
     )
 
 
@@ -268,7 +308,7 @@ def _redact_exception(exception: ExceptionInfo, redactor: Redactor) -> Exception
     value = redactor.redact(exception.value)
     if value == exception.value:
         return exception
-    return ExceptionInfo(type=exception.type, value=value, frames=exception.frames)
+    return new_exception(exception.type, value, exception.frames)
 
 
 def _redact_value(value: Any, redactor: Redactor, depth: int) -> Any:

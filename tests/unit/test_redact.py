@@ -107,10 +107,13 @@ _PIECES = [
     "bob@example.com", "4111 1111 1111 1111", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
     "https://app:pw@db", "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "xoxb-1234567890-abc",
     "\tat com.acme.Key.get(Key.java:12)", "KeyError: 'currency'", "[REDACTED:secret]", "\r",
+    "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA", "-----END RSA PRIVATE KEY-----", "in synctoken",
 ]
 _TEXTS = st.lists(st.sampled_from(_PIECES), max_size=24).map("".join)
 # An extra pattern that never matches sends every text down the whole-text path: the reference.
 _WHOLE_TEXT = Redactor(RedactionConfig(extra_patterns={"never": r"(?!x)x"}))
+# One redactor across examples: lines seen before come from its cache, flagged or redacted.
+_WARM = Redactor()
 
 
 class TestLineByLine:
@@ -119,12 +122,27 @@ class TestLineByLine:
     def test_line_by_line_redaction_equals_the_whole_text_pass(self, text: str) -> None:
         """Multi-line text redacted line by line (the fast path, cached per line) comes out exactly as one
         pass of every rule over the whole text, including key/value secrets split across a line break."""
-        assert Redactor().redact(text) == _WHOLE_TEXT.redact(text)
+        expected = _WHOLE_TEXT.redact(text)
+        assert Redactor().redact(text) == expected
+        assert _WARM.redact(text) == expected
 
     def test_a_secret_split_across_lines_is_redacted(self) -> None:
-        """`password:` at the end of one line and the value on the next is still a secret."""
-        text = "config dump\npassword:\n  hunter2\n\tat com.acme.Config.load(Config.java:12)"
-        assert "hunter2" not in REDACTOR.redact(text)
+        """`password:` at the end of one line and the value on the next is still a secret, and so is
+        `password` with its `:` on the next line."""
+        for split in ("password:\n  hunter2", "password\n  : hunter2"):
+            text = f"config dump\n{split}\n\tat com.acme.Config.load(Config.java:12)"
+            assert "hunter2" not in Redactor().redact(text), split
+
+    def test_a_line_that_only_looks_like_a_split_secret_hides_nothing(self) -> None:
+        """A frame ending in `token` may start a secret that goes on into the next line. When the next
+        line shows it does not, nothing is hidden, under any header and however often it repeats; when
+        the next lines hold `=` and a value, the value is."""
+        redactor = Redactor()
+        text = '  File "/app/auth.py", line 57, in refresh_token\n    return self.store.load(user_id)'
+        assert redactor.redact(text) == text
+        headed = redactor.redact(f"ValueError: for bob@example.com\n{text}")
+        assert headed == f"ValueError: for [REDACTED:email]\n{text}"
+        assert redactor.redact(f"{text}\ntoken=\n s3cr3t") == f"{text}\ntoken=\n [REDACTED:secret]"
 
     def test_repeated_trace_lines_come_from_the_cache(self) -> None:
         """A trace seen again under a new first line reuses its redacted lines."""
