@@ -169,10 +169,11 @@ async def run_rounds(service: Service, bootstrap: str, topic: str, messages: Seq
 
 
 async def consume_round(service: Service, task: asyncio.Task[None], total: int, timeout_s: float = 300.0) -> float:
-    """Seconds from this round's first consumed message to its last."""
+    """Seconds from this round's first consumed message to its last; 0 when the service had read the
+    whole round before this was called (it reads a later round while the round is being produced)."""
     deadline = time.monotonic() + timeout_s
     start_count = service.stats.events_in
-    while service.stats.events_in == start_count:
+    while service.stats.events_in == start_count < total:
         _alive(task, deadline, f"no message consumed ({start_count} read so far)")
         await asyncio.sleep(0.001)
     started = time.perf_counter()
