@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from analysis.event import ErrorEvent, Frame
+from analysis.event import ErrorEvent, ExceptionInfo, Frame
 
 MAX_SIGNATURE_FRAMES = 12
 """Innermost normalised frames that enter the fingerprint; deeper callers do not split a failure."""
@@ -130,32 +130,42 @@ def fingerprint_event(event: ErrorEvent, in_app_prefixes: Sequence[str] = ()) ->
     chain = event.exceptions
     if not chain:
         return _message_signature("", event.message)
-    prefixes = in_app_prefixes if type(in_app_prefixes) is tuple else tuple(in_app_prefixes)
     root = chain[-1]
-    # Decoding hands out the same frames tuples for a repeated trace, so identity is a cheap, exact key;
-    # each entry keeps its tuples alive, so their ids cannot be reused while cached.
+    message = root.value or event.message
+    signature = _stack_signature_of(chain, in_app_prefixes if type(in_app_prefixes) is tuple
+                                    else tuple(in_app_prefixes))
+    if signature is None:
+        return _message_signature(root.type, message)
+    return _with_message(signature, message) if signature.library_only else signature
+
+
+def _stack_signature_of(chain: tuple[ExceptionInfo, ...], prefixes: tuple[str, ...]) -> Signature | None:
+    """The stack signature of a chain, from the caches when its frames tuples were seen; None without frames.
+
+    Decoding hands out the same frames tuples for a repeated trace, so identity is a cheap, exact key;
+    each entry keeps its tuples alive, so their ids cannot be reused while cached.
+    """
+    root = chain[-1]
     if len(chain) == 1:
         frames = root.frames
         if not frames:
-            return _message_signature(root.type, root.value or event.message)
+            return None
         entry = _BY_FRAMES.get(id(frames))
         if entry is not None and entry[0] is frames and entry[1] == root.type and entry[2] == prefixes:
-            signature = entry[3]
-        else:
-            signature = _stack_signature(root.type, (frames,), prefixes)
-            _remember(_BY_FRAMES, id(frames), (frames, root.type, prefixes, signature))
-        return _with_message(signature, root.value or event.message) if signature.library_only else signature
+            return entry[3]
+        signature = _stack_signature(root.type, (frames,), prefixes)
+        _remember(_BY_FRAMES, id(frames), (frames, root.type, prefixes, signature))
+        return signature
     stacks = tuple([exception.frames for exception in reversed(chain) if exception.frames])
     if not stacks:
-        return _message_signature(root.type, root.value or event.message)
+        return None
     key = (root.type, prefixes, *map(id, stacks))
     cached = _BY_STACKS.get(key)
     if cached is not None and all(map(operator.is_, cached[0], stacks)):
-        signature = cached[1]
-    else:
-        signature = _stack_signature(root.type, stacks, prefixes)
-        _remember(_BY_STACKS, key, (stacks, signature))
-    return _with_message(signature, root.value or event.message) if signature.library_only else signature
+        return cached[1]
+    signature = _stack_signature(root.type, stacks, prefixes)
+    _remember(_BY_STACKS, key, (stacks, signature))
+    return signature
 
 
 def _remember(cache: OrderedDict[Any, Any], key: Any, entry: Any, size: int = _CHAIN_CACHE_SIZE) -> None:
