@@ -16,6 +16,7 @@ COPY pyproject.toml README.md ./
 COPY consumer ./consumer
 COPY analysis ./analysis
 COPY store ./store
+COPY demo ./demo
 RUN pip install .
 
 # ---- runtime: the venv, git for repository checkouts, tini to reap git's orphaned children.

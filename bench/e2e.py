@@ -22,17 +22,18 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from analysis.localiser import analysis_id
-from analysis.repo import RepoConfig, RepoSpec, RepoSync
+from analysis.code.localiser import analysis_id
+from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
 from bench.stats import Latency, latency
-from consumer.broker import EmbeddedBroker, create_topics
-from consumer.demo import DEMO_IN_APP_PREFIXES, demo_settings
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
-from consumer.sample import build_sample_repos, build_stream
 from consumer.settings import Settings
 from consumer.window import ClosedBurst
+from demo.broker import EmbeddedBroker, create_topics
+from demo.run import DEMO_IN_APP_PREFIXES, demo_settings
+from demo.services import build_sample_repos
+from demo.stream import build_stream
 
 _PARTITIONS = 3
 

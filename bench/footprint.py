@@ -15,8 +15,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.decode import DecodeConfig, decode_message
-from analysis.signature import fingerprint_event
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.signature import fingerprint_event
 from bench.workload import WorkloadSpec, generate
 from consumer.window import BurstWindow
 

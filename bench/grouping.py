@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from analysis.decode import DecodeConfig, decode_message
-from analysis.signature import fingerprint_event
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.signature import fingerprint_event
 from bench.workload import WorkloadEvent, WorkloadSpec, generate
 from consumer.runner import configure_gc
 from consumer.settings import WindowSettings

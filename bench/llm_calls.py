@@ -18,15 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.repo import RepoConfig, RepoSpec, RepoSync
+from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
 from bench.e2e import read_outputs, run_rounds
-from consumer.broker import EmbeddedBroker, create_topics
-from consumer.demo import demo_settings
 from consumer.explainer import build_explainer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
-from consumer.sample import build_sample_repos, build_stream
 from consumer.settings import Settings
+from demo.broker import EmbeddedBroker, create_topics
+from demo.run import demo_settings
+from demo.services import build_sample_repos
+from demo.stream import build_stream
 from tests.ollama_server import Reply, ScriptedOllama
 
 _CULPRIT = re.compile(r"culprit: (\S+?):(\d+) in")

@@ -1,21 +1,19 @@
 """What the pipeline calls once per closed burst (`Analyzer`, implemented by `consumer.explainer`), and the
-retry policy around it."""
+retries around it."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import random
-from dataclasses import dataclass
 from typing import Protocol
 
+from analysis.code.localiser import analysis_id, cluster_info
 from analysis.errors import LogAgentError
 from analysis.event import Cluster
-from analysis.localiser import analysis_id, cluster_info
 from analysis.report import Analysis
+from consumer.retry import Backoff, sleep_unless
 
-__all__ = ["Analyzer", "Backoff", "analyze_or_fail", "failed_analysis", "sleep_unless"]
+__all__ = ["Analyzer", "analyze_or_fail", "failed_analysis"]
 
 log = logging.getLogger(__name__)
 _MAX_FAILURE_CHARS = 1000
@@ -27,28 +25,6 @@ class Analyzer(Protocol):
     async def analyze(self, cluster: Cluster) -> Analysis:
         """Analyse `cluster`."""
         ...
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Capped exponential backoff with full jitter, over at most `attempts` tries."""
-
-    initial_s: float
-    max_s: float
-    attempts: int
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed try number `attempt` (1-based)."""
-        cap = min(self.max_s, self.initial_s * 2 ** (attempt - 1))
-        # Full jitter: workers hitting the same outage do not retry in lockstep.
-        return random.uniform(0, cap)
-
-
-async def sleep_unless(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep `seconds`; True when `stop` was set meanwhile (the caller then gives up)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-    return stop.is_set()
 
 
 def failed_analysis(cluster: Cluster, reason: str) -> Analysis:

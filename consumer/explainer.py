@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,16 +16,17 @@ from typing import Any
 
 import orjson
 
-from analysis.agent import Agent, AgentStats, LlmUnavailable
+from analysis.agent.loop import Agent, AgentStats, LlmUnavailable
+from analysis.code.localiser import analysis_id, cluster_info, localise
+from analysis.code.repo import Checkout, RepoSync
+from analysis.code.tools import FileTools, ToolLimits
+from analysis.code.validate import citation_changed
 from analysis.event import Cluster
-from analysis.localiser import analysis_id, cluster_info, localise
-from analysis.redact import Redactor
-from analysis.repo import Checkout, RepoSync
+from analysis.intake.redact import Redactor
 from analysis.report import Analysis, PastCaseRef
-from analysis.tools import FileTools, ToolLimits
-from analysis.validate import citation_changed
 from consumer.breaker import CircuitBreaker
 from consumer.metrics import Metrics
+from consumer.retry import Backoff
 from consumer.settings import Settings
 from store import (
     CitedRange,
@@ -68,7 +68,7 @@ class Explainer:
         memory: MemoryStore | None = None,
         breaker: CircuitBreaker | None = None,
         scope: str = "default",
-        llm_attempts: int = 2,
+        llm_backoff: Backoff | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._repo_sync = repo_sync
@@ -81,7 +81,7 @@ class Explainer:
         self._breaker = breaker or CircuitBreaker()
         self._breaker_lock = threading.Lock()
         self._scope = scope
-        self._llm_attempts = max(1, llm_attempts)
+        self._llm_backoff = llm_backoff or Backoff(0.5, 8.0, attempts=2)
         self._clock = clock
         self._stop = threading.Event()
         if agent is not None:
@@ -235,15 +235,14 @@ class Explainer:
         if not allowed:
             return _note(heuristic, "LLM circuit open (Ollama unreachable); heuristic analysis")
         past = [_prompt_case(c, self._redactor) for c in recalled]
-        for attempt in range(1, self._llm_attempts + 1):
+        for attempt in range(1, max(1, self._llm_backoff.attempts) + 1):
             try:
                 outcome = self._agent.analyze(cluster, checkout, tools, heuristic, past)
                 break
             except LlmUnavailable as error:
                 last_error = error
-            # Full jitter, capped; a shutdown cuts the wait short and the burst goes out heuristic.
-            backoff = random.uniform(0, min(8.0, 0.5 * 2**attempt))
-            if attempt == self._llm_attempts or self._stop.wait(backoff):
+            # A shutdown cuts the wait short and the burst goes out heuristic.
+            if attempt >= self._llm_backoff.attempts or self._stop.wait(self._llm_backoff.delay(attempt)):
                 with self._breaker_lock:
                     self._breaker.record_failure()
                     self._metrics.ollama_up.set(1 if self._breaker.closed else 0)
@@ -289,7 +288,8 @@ def build_explainer(
         in_app_prefixes=settings.input.in_app_prefixes, agent=agent,
         memory=MemoryStore(settings.memory, build_embedder(settings)) if with_memory else None,
         breaker=CircuitBreaker(settings.ollama.failure_threshold, settings.ollama.reset_after_s),
-        scope=settings.scope, llm_attempts=settings.ollama.attempts,
+        scope=settings.scope,
+        llm_backoff=Backoff(settings.pipeline.retry_initial_s, settings.pipeline.retry_max_s, settings.ollama.attempts),
     )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +20,7 @@ from aiokafka.errors import KafkaError
 
 from consumer.kafka import make_consumer, make_producer
 from consumer.metrics import Metrics
+from consumer.retry import Backoff, sleep_unless
 from consumer.settings import Settings
 from store import MemoryStore, RefusedCase, StoreError
 
@@ -35,8 +35,6 @@ _MAX_MESSAGE_BYTES = 64 * 1024
 _MAX_ID_CHARS = 200
 _MAX_NOTE_CHARS = 2000
 _POLL_MS = 200
-_RETRY_INITIAL_S = 0.2
-_RETRY_MAX_S = 10.0
 
 
 class BadFeedback(ValueError):
@@ -140,6 +138,9 @@ class FeedbackListener:
         })
         self._memory = memory
         self._metrics = metrics
+        # A verdict is retried until it is applied or the service stops: `attempts` bounds nothing here.
+        p = settings.pipeline
+        self._backoff = Backoff(p.retry_initial_s, p.retry_max_s, attempts=0)
         self.stats = FeedbackStats()
 
     def _count(self, outcome: str) -> None:
@@ -178,7 +179,7 @@ class FeedbackListener:
                 log.warning("feedback consumer cannot start, retrying",
                             extra={"fields": {"error": type(error).__name__, "attempt": attempt}})
                 await consumer.stop()
-                if await _wait(stop, _backoff(attempt)):
+                if await sleep_unless(stop, self._backoff.delay(attempt)):
                     return False
         return False
 
@@ -213,7 +214,7 @@ class FeedbackListener:
                 attempt += 1
                 log.warning("feedback not applied yet, retrying",
                             extra={"fields": {"error": str(error)[:200], "attempt": attempt}})
-                if await _wait(stop, _backoff(attempt)):
+                if await sleep_unless(stop, self._backoff.delay(attempt)):
                     return False
         fields = {"analysis_id": feedback.analysis_id, "verdict": feedback.verdict}
         if found:
@@ -223,17 +224,3 @@ class FeedbackListener:
             self._count("unknown")
             log.warning("feedback for an unknown analysis", extra={"fields": fields})
         return True
-
-
-def _backoff(attempt: int) -> float:
-    """Full jitter under an exponential cap."""
-    return random.uniform(0, min(_RETRY_MAX_S, _RETRY_INITIAL_S * 2 ** attempt))
-
-
-async def _wait(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep `seconds` unless `stop` is set first; True when stopping."""
-    try:
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-    except TimeoutError:
-        return False
-    return True

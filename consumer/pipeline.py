@@ -1,7 +1,7 @@
 """The service: consume error logs, group them into bursts, analyse each burst once, publish, commit.
 
 One main loop reads batches, decodes and fingerprints each message and feeds the burst window; closed
-bursts wait in a queue that `max_inflight` workers drain (analyse → publish → release offsets). Offsets
+bursts go to `consumer.workers`, whose `max_inflight` workers analyse, publish and release them. Offsets
 are committed only up to the lowest one an unpublished burst still holds, so a crash replays exactly
 the work that was not finished. When the queue is full, fetching pauses instead of buffering.
 """
@@ -9,25 +9,21 @@ the work that was not finished. When the queue is full, fetching pauses instead 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from analysis.decode import DecodeConfig, decode_message
 from analysis.errors import BadInput
-from analysis.redact import Redactor, redact_event
-from analysis.report import Analysis
-from analysis.signature import fingerprint_event
-from consumer.analyzer import Analyzer, Backoff, analyze_or_fail, sleep_unless
-from consumer.cloudevent import to_cloudevent
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.signature import fingerprint_event
+from consumer.analyzer import Analyzer
 from consumer.http import HealthState
 from consumer.kafka import (
     EventSink,
@@ -43,6 +39,7 @@ from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.settings import Settings
 from consumer.window import BurstWindow, ClosedBurst, PartitionKey
+from consumer.workers import AnalysisWorkers, ServiceStats
 
 __all__ = ["Analyzer", "Service", "ServiceStats"]
 
@@ -50,22 +47,6 @@ log = logging.getLogger(__name__)
 
 # Expiry scans every open burst, so it runs a few times a second rather than after every batch.
 _EXPIRE_INTERVAL_S = 0.1
-_CONTENT_TYPE = ("content-type", b"application/cloudevents+json; charset=UTF-8")
-
-
-@dataclass
-class ServiceStats:
-    """Counters a caller (the demo, tests) can read without scraping metrics."""
-
-    events_in: int = 0
-    """Input messages read."""
-    dlq: int = 0
-    bursts_closed: int = 0
-    published: int = 0
-    failed: int = 0
-    """Published analyses with status `failed`."""
-    pauses: int = 0
-    """Times fetching paused for backpressure."""
 
 
 class Service:
@@ -87,10 +68,8 @@ class Service:
         w = settings.window
         self._window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, clock=clock)
         self._offsets = OffsetTracker()
-        self._queue: asyncio.Queue[ClosedBurst] = asyncio.Queue()
-        self._busy = 0
-        self._no_work_running = asyncio.Event()
-        self._no_work_running.set()
+        self.stats = ServiceStats()
+        self._workers = AnalysisWorkers(settings, analyzer, metrics, self._offsets, self.stats)
         self._paused = False
         self._assigned: set[PartitionKey] = set()
         self._read_from_start: set[PartitionKey] = set()
@@ -106,11 +85,7 @@ class Service:
         )
         self._in_app_prefixes = tuple(settings.input.in_app_prefixes)
         self._redactor = Redactor(settings.redaction)
-        self._source = settings.pipeline.event_source or f"logagent/{settings.kafka.group_id}"
         self._accepted = metrics.events.labels("accepted")
-        p = settings.pipeline
-        self._backoff = Backoff(p.retry_initial_s, p.retry_max_s, p.retry_attempts)
-        self.stats = ServiceStats()
 
     def _caught_up(self) -> bool:
         """Every assigned partition read to its end (as of the last fetch)."""
@@ -121,8 +96,7 @@ class Service:
         return (
             self._caught_up()
             and self._window.open_count == 0
-            and self._queue.empty()
-            and self._busy == 0
+            and self._workers.idle
             and self._offsets.held_count == 0
         )
 
@@ -138,21 +112,18 @@ class Service:
             await consumer.start()
             stack.push_async_callback(consumer.stop)
             self._consumer = consumer
-            inflight = self._settings.pipeline.max_inflight
-            workers = [asyncio.create_task(self._work(stop)) for _ in range(inflight)]
+            self._workers.start(self._sink, stop)
             try:
-                await self._consume(consumer, stop, workers)
+                await self._consume(consumer, stop)
             finally:
-                await self._finish(workers)
+                await self._finish()
                 await self._commit()
                 if self._health is not None:
                     self._health.set_partitions_assigned(False)
 
     # --- the main loop -------------------------------------------------------------------------------
 
-    async def _consume(
-        self, consumer: AIOKafkaConsumer, stop: asyncio.Event, workers: list[asyncio.Task[None]]
-    ) -> None:
+    async def _consume(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
         pipeline = self._settings.pipeline
         next_commit = self._clock() + self._settings.kafka.commit_interval_s
         next_expire = self._clock()
@@ -172,9 +143,7 @@ class Service:
                 next_expire = self._clock() + _EXPIRE_INTERVAL_S
             self._apply_backpressure(consumer)
             self._metrics.open_bursts.set(self._window.open_count)
-            for worker in workers:
-                if worker.done():
-                    worker.result()  # a worker that died must take the service down, loudly
+            self._workers.check()
             if self._clock() >= next_commit:
                 await self._commit()
                 next_commit = self._clock() + self._settings.kafka.commit_interval_s
@@ -236,16 +205,11 @@ class Service:
             await asyncio.gather(*pending)
 
     def _enqueue(self, closed: ClosedBurst) -> None:
-        for tp, offset in closed.offsets.items():
-            self._offsets.hold(tp, offset, closed.token)
-        self._queue.put_nowait(closed)
-        self.stats.bursts_closed += 1
-        self._metrics.bursts_closed.labels(closed.reason).inc()
-        self._metrics.inflight.set(self._queue.qsize() + self._busy)
+        self._workers.put(closed)
 
     def _apply_backpressure(self, consumer: AIOKafkaConsumer) -> None:
         pipeline = self._settings.pipeline
-        depth = self._queue.qsize()
+        depth = self._workers.depth
         if not self._paused and depth >= pipeline.queue_size:
             self._paused = True
             consumer.pause(*consumer.assignment())
@@ -338,68 +302,8 @@ class Service:
         if self._health is not None:
             self._health.set_partitions_assigned(bool(self._assigned))
 
-    # --- analysis workers -------------------------------------------------------------------------
-
-    async def _work(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            closed = await self._queue.get()
-            if stop.is_set():
-                return  # handed back: its offsets stay held and uncommitted, a restart replays it
-            self._busy += 1
-            self._no_work_running.clear()
-            try:
-                started = time.perf_counter()
-                analysis = await analyze_or_fail(self._analyzer, closed.cluster, self._backoff, stop)
-                seconds = time.perf_counter() - started
-                self._metrics.analysis_seconds.observe(seconds)
-                if analysis is not None and await self._publish(analysis, stop, seconds):
-                    self._offsets.release(closed.token, closed.spans)
-            finally:
-                self._busy -= 1
-                if not self._busy:
-                    self._no_work_running.set()
-                self._metrics.inflight.set(self._queue.qsize() + self._busy)
-
-    async def _publish(self, analysis: Analysis, stop: asyncio.Event, seconds: float) -> bool:
-        """Publish the analysis event keyed by server id; False when stopped before it was acknowledged."""
-        assert self._sink is not None
-        kafka = self._settings.kafka
-        value = to_cloudevent(analysis, self._source)
-        key = analysis.cluster.server.encode()
-        for attempt in range(1, self._backoff.attempts + 1):
-            try:
-                await self._sink.publish(kafka.output_topic, key, value, [_CONTENT_TYPE])
-                break
-            except KafkaError as error:
-                if attempt == self._backoff.attempts:
-                    raise
-                log.warning("publish failed, retrying", extra=log_fields(error=type(error).__name__))
-                if await sleep_unless(stop, self._backoff.delay(attempt)):
-                    return False
-        if analysis.needs_review:
-            await self._sink.publish(kafka.review_topic, key, value, [_CONTENT_TYPE])
-            self._metrics.published.labels("review").inc()
-        self.stats.published += 1
-        if analysis.status == "failed":
-            self.stats.failed += 1
-        self._metrics.analyses.labels(analysis.status, analysis.analyzer).inc()
-        self._metrics.published.labels("analysis").inc()
-        culprit = analysis.culprit
-        log.info("burst analysed", extra=log_fields(
-            server=analysis.cluster.server, fingerprint=analysis.cluster.fingerprint,
-            count=analysis.cluster.count, status=analysis.status,
-            culprit=f"{culprit.path}:{culprit.line or ''}" if culprit else None,
-            seconds=round(seconds, 3), analysis_id=analysis.analysis_id))
-        return True
-
-    async def _finish(self, workers: list[asyncio.Task[None]]) -> None:
+    async def _finish(self) -> None:
         """Let running analyses finish within the grace period; the rest is handed back uncommitted."""
-        # Workers take no new job once `stop` is set, so this only waits for the running ones.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._no_work_running.wait(), self._settings.pipeline.shutdown_grace_s)
-        for worker in workers:
-            worker.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        handed_back = await self._workers.finish()
         await self._settle_dlq()
-        log.info("stopped", extra=log_fields(open_bursts=self._window.open_count,
-                                             handed_back=self._queue.qsize() + self._busy))
+        log.info("stopped", extra=log_fields(open_bursts=self._window.open_count, handed_back=handed_back))

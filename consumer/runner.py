@@ -8,13 +8,13 @@ import logging
 import signal
 import time
 
-from consumer.analyzer import sleep_unless
 from consumer.explainer import Explainer, build_explainer
 from consumer.feedback import FeedbackListener
 from consumer.http import HealthState, serve_http
 from consumer.logs import configure_logging, log_fields
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
+from consumer.retry import sleep_unless
 from consumer.settings import Settings
 from store import StoreError
 

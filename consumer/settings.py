@@ -8,10 +8,10 @@ import orjson
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from analysis.agent import AgentConfig
-from analysis.redact import RedactionConfig
-from analysis.repo import RepoConfig, RepoSpec
-from analysis.tools import ToolLimits
+from analysis.agent.loop import AgentConfig
+from analysis.code.repo import RepoConfig, RepoSpec
+from analysis.code.tools import ToolLimits
+from analysis.intake.redact import RedactionConfig
 from store import MemoryConfig
 
 

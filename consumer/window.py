@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from analysis.event import Cluster, ErrorEvent
 
 if TYPE_CHECKING:
-    from analysis.signature import Signature
+    from analysis.intake.signature import Signature
 
 __all__ = ["BurstWindow", "CloseReason", "ClosedBurst", "PartitionKey", "Position"]
 

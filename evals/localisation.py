@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.agent import Agent, AgentConfig
-from analysis.decode import DecodeConfig, decode_message
+from analysis.agent.loop import Agent, AgentConfig
+from analysis.code.localiser import localise
+from analysis.code.repo import Checkout, open_local
+from analysis.code.tools import FileTools, ToolLimits
 from analysis.event import Cluster
-from analysis.localiser import localise
-from analysis.redact import Redactor
-from analysis.repo import Checkout, open_local
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.redact import Redactor
+from analysis.intake.signature import fingerprint_event
 from analysis.report import Analysis
-from analysis.signature import fingerprint_event
-from analysis.tools import FileTools, ToolLimits
 from evals.bugs import ALL_CASES, BugCase
 from evals.cassette import Cassette, RecordingProxy, load
 from evals.repos import BuiltCase, available, build

@@ -10,7 +10,7 @@ _DAY_S = 86_400.0
 
 
 class RankingConfig(BaseModel):
-    """Weights and thresholds of recall ranking (see `store.ranking.rank`)."""
+    """Weights and thresholds of recall ranking (see `store.relevance.rank`)."""
 
     w_semantic: float = Field(0.45, ge=0.0, description="Weight of cosine similarity of the error texts.")
     w_lexical: float = Field(0.30, ge=0.0, description="Weight of exact identifier matches.")

@@ -22,7 +22,6 @@ from store.embedding import Embedder
 from store.errors import RefusedCase, StoreError
 from store.freshness import Freshness, IsChanged, assess
 from store.hygiene import contamination_reasons, summarise
-from store.ranking import Candidate, Ranked, RankQuery, cosine, rank, select
 from store.record import (
     STORABLE_STATUSES,
     CaseSummary,
@@ -33,6 +32,7 @@ from store.record import (
     RecallResult,
     RememberResult,
 )
+from store.relevance import Candidate, Ranked, RankQuery, cosine, rank, select
 from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_float, sql_string, table_name
 from store.table import (
     RECALL_COLUMNS,
@@ -224,7 +224,7 @@ class MemoryStore:
 
         The pool is the `candidate_pool` nearest cases plus every exact-fingerprint match, both
         pre-filtered in the query (tenant, scope) and post-filtered here (also expiry); ranked by
-        `store.ranking`; each case is checked for freshness against `query.commit` with `is_changed`,
+        `store.relevance`; each case is checked for freshness against `query.commit` with `is_changed`,
         and for contamination.
         """
         table = self._table(query.server, create=False)

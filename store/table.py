@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import pyarrow as pa
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from store.errors import IncompatibleEmbedding, StoreError
 from store.record import CaseSummary, CitedRange, NewCase
@@ -127,23 +127,23 @@ def _is_commit_conflict(exc: BaseException) -> bool:
 
 def with_retries(operation: Callable[[], T], *, attempts: int, base_s: float, max_s: float,
                  sleep: Callable[[float], None] = time.sleep) -> T:
-    """Run a write; retry lost commit races with capped, jittered exponential backoff.
+    """Run a write; retry lost commit races with capped exponential backoff and full jitter.
 
     LanceDB commits optimistically, so two writers on one table can race; it rebases most of them
-    itself, and what still surfaces as a conflict is retried here. I/O faults become retriable
-    `StoreError`s; anything else propagates unchanged.
+    itself, and what still surfaces as a conflict is retried here, with tenacity's
+    `wait_random_exponential`: the service's one retry policy (`consumer.retry`). I/O faults become
+    retriable `StoreError`s; anything else propagates unchanged.
     """
-    for attempt in range(attempts + 1):
-        try:
-            return operation()
-        except OSError as exc:
-            if not _is_commit_conflict(exc):
-                raise StoreError(f"memory store I/O failed: {exc}", retriable=True) from exc
-            last: BaseException = exc
-        except (RuntimeError, ValueError) as exc:
-            if not _is_commit_conflict(exc):
-                raise
-            last = exc
-        if attempt < attempts:
-            sleep(min(max_s, base_s * 2**attempt) * random.uniform(0.5, 1.0))
-    raise StoreError(f"memory write kept losing commit races: {last}", retriable=True) from last
+    retrying = Retrying(stop=stop_after_attempt(attempts + 1), sleep=sleep, reraise=True,
+                        wait=wait_random_exponential(multiplier=base_s, max=max_s),
+                        retry=retry_if_exception(_is_commit_conflict))
+    try:
+        return retrying(operation)
+    except OSError as exc:
+        if not _is_commit_conflict(exc):
+            raise StoreError(f"memory store I/O failed: {exc}", retriable=True) from exc
+        raise StoreError(f"memory write kept losing commit races: {exc}", retriable=True) from exc
+    except (RuntimeError, ValueError) as exc:
+        if not _is_commit_conflict(exc):
+            raise
+        raise StoreError(f"memory write kept losing commit races: {exc}", retriable=True) from exc

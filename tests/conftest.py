@@ -18,10 +18,10 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from analysis.repo import RepoConfig, RepoSpec
-from consumer.broker import EmbeddedBroker, create_topics
+from analysis.code.repo import RepoConfig, RepoSpec
 from consumer.pipeline import Service
 from consumer.settings import InputSettings, KafkaSettings, PipelineSettings, Settings, WindowSettings
+from demo.broker import EmbeddedBroker, create_topics
 from store import OnnxEmbedder
 from tests.gitrepo import GitRepo
 

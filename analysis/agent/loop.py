@@ -1,0 +1,447 @@
+"""The LLM agent: a bounded tool loop over the deployed code, ending in a validated JSON answer.
+
+One `analyze` call is one conversation with Ollama (langchain-ollama `ChatOllama`, tools bound). Bounds:
+`max_steps` model requests in all (the last one offers no tools and asks for the answer under Ollama's
+`format` JSON schema), a wall-clock timeout, a per-tool output cap and a total context budget. Identical
+repeated tool calls are answered from a cache. An answer that fails the schema is retried once with the
+validation error; after that the heuristic report is returned with status `failed`.
+
+Ollama being unreachable, answering HTTP errors, timing out or breaking its stream raises the retriable
+`LlmUnavailable`, so the pipeline can publish the heuristic report and open its circuit breaker.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import ollama
+from langchain_core.exceptions import OutputParserException
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_ollama import ChatOllama
+from pydantic import BaseModel, Field, ValidationError
+
+from analysis.agent.prompt import (
+    FINAL_INSTRUCTION,
+    SYSTEM_PROMPT,
+    AnswerError,
+    PromptInputs,
+    TextRedactor,
+    build_user_message,
+    parse_answer,
+    retry_instruction,
+)
+from analysis.code.repo import Checkout
+from analysis.code.tools import FileTools, ToolResult, tool_specs
+from analysis.code.validate import normalise_path, validate_citations, validate_fix, validate_location
+from analysis.errors import LogAgentError
+from analysis.event import Cluster
+from analysis.report import AgentAnswer, Analysis, PastCaseRef, Suspect
+
+_ANSWER_SCHEMA = AgentAnswer.model_json_schema()
+_EXCERPT_RADIUS = 12
+_MIN_TOOL_OUTPUT = 200
+
+
+class LlmUnavailable(LogAgentError):
+    """Ollama could not answer (unreachable, HTTP error, timeout, broken stream); retrying later may work."""
+
+    retriable = True
+
+
+class AgentConfig(BaseModel):
+    """The model and the bounds of one investigation (the Ollama URL is given to `Agent` apart)."""
+
+    model: str = Field("qwen2.5-coder:7b", description="Ollama chat model that investigates bursts.")
+    max_steps: int = Field(8, ge=1, description="Model requests per analysis, the final answer included.")
+    timeout_s: float = Field(120.0, gt=0, description="Wall clock for the investigation steps.")
+    request_timeout_s: float = Field(60.0, gt=0, description="HTTP timeout of one model request.")
+    tool_output_chars: int = Field(6000, ge=_MIN_TOOL_OUTPUT, description="Cap of one tool result.")
+    context_budget_chars: int = Field(60_000, ge=1000, description="Conversation size that ends tool use.")
+    prompt_budget_chars: int = Field(24_000, ge=1000, description="Cap of the first user message.")
+    temperature: float = Field(0.0, description="Sampling temperature; 0 keeps answers reproducible.")
+    num_ctx: int = Field(8192, description="Context window (tokens) asked of Ollama.")
+
+
+@dataclass
+class AgentStats:
+    """What one analysis cost and did; the pipeline turns it into metrics.
+
+    `tool_calls` counts by (tool, outcome): tool is a known tool name or "unknown", outcome one of
+    ok, no_data, error, cached. `stop_reason`: answered, step_cap, timeout or context_budget.
+    """
+
+    steps: int = 0
+    tool_calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cached_calls: int = 0
+    llm_seconds: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dropped_citations: int = 0
+    dropped_reasons: list[str] = field(default_factory=list)
+    answer_retried: bool = False
+    stop_reason: str = ""
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """The finished analysis (status analyzed or failed) and the stats of the run that made it."""
+
+    analysis: Analysis
+    stats: AgentStats
+
+
+@dataclass
+class _Run:
+    """The state of one conversation."""
+
+    tools: FileTools
+    deadline: float
+    messages: list[BaseMessage]
+    stats: AgentStats = field(default_factory=AgentStats)
+    cache: dict[tuple[str, str], str] = field(default_factory=dict)
+    reads: set[str] = field(default_factory=set)
+
+    def size(self) -> int:
+        """Characters of the conversation so far (content plus tool-call arguments)."""
+        total = 0
+        for message in self.messages:
+            total += len(message.content) if isinstance(message.content, str) else len(str(message.content))
+            if isinstance(message, AIMessage) and message.tool_calls:
+                total += len(json.dumps([c["args"] for c in message.tool_calls], default=str))
+        return total
+
+
+class Agent:
+    """Runs the bounded tool loop for one burst at a time (thread-safe; one ChatOllama shared)."""
+
+    def __init__(self, config: AgentConfig, redactor: TextRedactor, base_url: str) -> None:
+        self._config = config
+        self._redactor = redactor
+        self._specs = {spec["name"]: spec for spec in tool_specs()}
+        self._llm = ChatOllama(
+            model=config.model,
+            base_url=base_url,
+            temperature=config.temperature,
+            num_ctx=config.num_ctx,
+            client_kwargs={"timeout": config.request_timeout_s},
+        )
+        self._llm_with_tools = self._llm.bind_tools(
+            [{"type": "function", "function": spec} for spec in self._specs.values()]
+        )
+
+    def analyze(
+        self,
+        cluster: Cluster,
+        checkout: Checkout,
+        tools: FileTools,
+        heuristic: Analysis,
+        past_cases: Sequence[Mapping[str, Any]] = (),
+    ) -> AgentOutcome:
+        """Investigate the burst and return a validated analysis.
+
+        Raises LlmUnavailable when Ollama cannot be used; an unusable answer gives status `failed`.
+        """
+        started = time.monotonic()
+        run = _Run(tools=tools, deadline=started + self._config.timeout_s, messages=[])
+        excerpt, label = self._excerpt(run, heuristic)
+        user = build_user_message(
+            PromptInputs(
+                cluster=cluster,
+                heuristic=heuristic,
+                excerpt=excerpt,
+                excerpt_label=label,
+                past_cases=past_cases,
+            ),
+            self._redactor,
+            budget_chars=self._config.prompt_budget_chars,
+        )
+        run.messages = [SystemMessage(SYSTEM_PROMPT), HumanMessage(user)]
+        answer = self._investigate(run)
+        failure = None
+        if answer is None:
+            answer, failure = self._final_answer(run)
+        base = heuristic.model_copy(
+            update={
+                "model": self._config.model,
+                "past_cases": heuristic.past_cases or _past_case_refs(past_cases),
+                "tokens": {"prompt": run.stats.prompt_tokens, "completion": run.stats.completion_tokens},
+                "timings": {
+                    **heuristic.timings,
+                    "llm_s": round(sum(run.stats.llm_seconds), 6),
+                    "total_s": round(time.monotonic() - started, 6),
+                },
+            }
+        )
+        if answer is None:
+            analysis = base.model_copy(
+                update={
+                    "status": "failed",
+                    "analyzer": "llm",
+                    "failure_reason": failure,
+                    "notes": [*heuristic.notes, "the model gave no valid answer; heuristic findings kept"],
+                }
+            )
+        else:
+            analysis = self._validated(answer, base, checkout, run)
+        return AgentOutcome(Analysis.model_validate(analysis.model_dump()), run.stats)
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def _investigate(self, run: _Run) -> AgentAnswer | None:
+        """Tool steps until the model answers or a bound is hit; the last step is left for the answer."""
+        for _ in range(self._config.max_steps - 1):
+            if time.monotonic() >= run.deadline:
+                run.stats.stop_reason = "timeout"
+                return None
+            if run.size() >= self._config.context_budget_chars:
+                run.stats.stop_reason = "context_budget"
+                return None
+            reply = self._invoke(run, with_tools=True)
+            if reply is None:
+                continue
+            run.messages.append(reply)
+            if not reply.tool_calls:
+                try:
+                    answer = parse_answer(_text(reply))
+                except AnswerError:
+                    return None  # prose instead of JSON: the final step asks for it under the schema
+                run.stats.stop_reason = "answered"
+                return answer
+            for call in reply.tool_calls:
+                run.messages.append(self._run_tool(run, call["name"], call["args"], call.get("id") or ""))
+        run.stats.stop_reason = "step_cap"
+        return None
+
+    def _final_answer(self, run: _Run) -> tuple[AgentAnswer | None, str | None]:
+        """The tool-less step under the answer schema, and one retry with the validation error."""
+        run.stats.stop_reason = run.stats.stop_reason or "answered"
+        run.messages.append(HumanMessage(FINAL_INSTRUCTION))
+        reply = self._invoke(run, with_tools=False)
+        try:
+            return parse_answer(_text(reply)), None
+        except AnswerError as first:
+            error = first
+        if reply is not None:
+            run.messages.append(reply)
+        run.messages.append(HumanMessage(retry_instruction(str(error))))
+        run.stats.answer_retried = True
+        retry = self._invoke(run, with_tools=False)
+        try:
+            return parse_answer(_text(retry)), None
+        except AnswerError as second:
+            return None, f"invalid answer after one retry: {second}"[:500]
+
+    def _invoke(self, run: _Run, *, with_tools: bool) -> AIMessage | None:
+        """One model request; None when the model's tool-call arguments could not even be parsed."""
+        started = time.monotonic()
+        try:
+            if with_tools:
+                result = self._llm_with_tools.invoke(run.messages)
+            else:
+                result = self._llm.invoke(run.messages, format=_ANSWER_SCHEMA)
+        except OutputParserException:
+            # The model wrote tool arguments that are not JSON; tell it and let the next step fix it.
+            run.messages.append(
+                HumanMessage(
+                    "Your last tool call had arguments that are not a JSON object. "
+                    "Call the tool again with valid JSON arguments."
+                )
+            )
+            return None
+        except ollama.ResponseError as exc:
+            raise LlmUnavailable(f"Ollama answered HTTP {exc.status_code}: {exc.error[:200]}") from None
+        except (ConnectionError, httpx.ConnectError, httpx.TimeoutException) as exc:
+            raise LlmUnavailable(f"Ollama unreachable or too slow: {type(exc).__name__}") from None
+        except (httpx.HTTPError, json.JSONDecodeError, ValidationError) as exc:
+            # A cut or garbled NDJSON stream is the server's (or a proxy's) fault, not the model's answer.
+            raise LlmUnavailable(f"Ollama stream broken: {type(exc).__name__}") from None
+        finally:
+            run.stats.steps += 1
+            run.stats.llm_seconds.append(time.monotonic() - started)
+        if not isinstance(result, AIMessage):
+            raise LlmUnavailable(f"unexpected model result {type(result).__name__}")
+        usage = result.usage_metadata
+        if usage is not None:
+            run.stats.prompt_tokens += usage["input_tokens"]
+            run.stats.completion_tokens += usage["output_tokens"]
+        return result
+
+    # -- tools --------------------------------------------------------------------------------------
+
+    def _run_tool(self, run: _Run, name: str, args: Mapping[str, Any], call_id: str) -> ToolMessage:
+        """Execute one model tool call (never raises) and return its capped, redacted result message."""
+        spec = self._specs.get(name)
+        label = name if spec is not None else "unknown"
+        checked, problem = _check_arguments(spec, name, args, sorted(self._specs))
+        if checked is None:
+            run.stats.tool_calls[(label, "error")] += 1
+            return ToolMessage(content=f"[error] {problem}", tool_call_id=call_id, name=label)
+        key = (name, json.dumps(checked, sort_keys=True))
+        if key in run.cache:
+            run.stats.cached_calls += 1
+            run.stats.tool_calls[(label, "cached")] += 1
+            text = (
+                "[repeated call: you already made this exact call; same result as before, do not "
+                "repeat it]\n" + run.cache[key]
+            )
+            return ToolMessage(content=text, tool_call_id=call_id, name=name)
+        result = _call_tool(run.tools, name, checked)
+        run.stats.tool_calls[(label, result.status)] += 1
+        if name == "read_file" and result.status == "ok":
+            _record_read(run, str(checked["path"]), result)
+        room = self._config.context_budget_chars - run.size()
+        limit = max(_MIN_TOOL_OUTPUT, min(self._config.tool_output_chars, room))
+        text = _cap(f"[{result.status}] " + self._redactor.redact(result.output), limit)
+        run.cache[key] = text
+        return ToolMessage(content=text, tool_call_id=call_id, name=name)
+
+    def _excerpt(self, run: _Run, heuristic: Analysis) -> tuple[str, str]:
+        """The code around the heuristic culprit, read through the tools so it counts as read."""
+        culprit = heuristic.culprit
+        if culprit is None or culprit.line is None:
+            return "", ""
+        first = max(1, culprit.line - _EXCERPT_RADIUS)
+        result = run.tools.read_file(culprit.path, first, culprit.line + _EXCERPT_RADIUS)
+        if result.status != "ok":
+            return "", ""
+        _record_read(run, culprit.path, result)
+        return _cap(result.output, self._config.tool_output_chars), culprit.path
+
+    # -- validation ---------------------------------------------------------------------------------
+
+    def _validated(self, answer: AgentAnswer, base: Analysis, checkout: Checkout, run: _Run) -> Analysis:
+        """The answer checked against the commit: invented paths and unread citations are dropped."""
+        review: list[str] = []
+        citations, dropped = validate_citations(answer.citations, checkout, run.reads)
+        run.stats.dropped_citations = len(dropped)
+        run.stats.dropped_reasons = dropped
+        if dropped:
+            review.append(f"{len(dropped)} citation(s) dropped: " + "; ".join(dropped)[:300])
+        if not citations:
+            review.append("no citation survived validation")
+        culprit, why = validate_location(answer.culprit, checkout)
+        if culprit is None:
+            review.append(f"model culprit rejected ({why}); heuristic culprit kept")
+            culprit = base.culprit
+        suspects: list[Suspect] = []
+        for suspect in answer.suspects:
+            checked, _ = validate_location(suspect, checkout)
+            if isinstance(checked, Suspect):
+                suspects.append(checked)
+        fix = None
+        if answer.fix is not None:
+            fix, fix_note = validate_fix(answer.fix, checkout)
+            if fix_note:
+                review.append(fix_note)
+        return base.model_copy(
+            update={
+                "status": "analyzed",
+                "analyzer": "llm",
+                "root_cause": answer.root_cause,
+                "culprit": culprit,
+                "suspects": suspects or base.suspects,
+                "fix": fix,
+                "confidence": answer.confidence,
+                "citations": citations,
+                "needs_review": base.needs_review or bool(review),
+                "review_reasons": [*base.review_reasons, *review],
+                "failure_reason": None,
+                "notes": [*base.notes, *_stop_notes(run.stats)],
+            }
+        )
+
+
+# -- pure helpers -------------------------------------------------------------------------------------
+
+
+def _check_arguments(
+    spec: Mapping[str, Any] | None, name: str, args: Mapping[str, Any], known: Sequence[str]
+) -> tuple[dict[str, Any] | None, str]:
+    """Arguments checked against the tool's schema (ints coerced), or None and a message for the model."""
+    if spec is None:
+        return None, f"unknown tool {name!r}; the tools are: {', '.join(known)}"
+    if not isinstance(args, Mapping):
+        return None, f"{name} takes a JSON object of arguments"
+    params = spec["parameters"]
+    properties: Mapping[str, Any] = params.get("properties", {})
+    usage = f"{name}({', '.join(properties)}); required: {', '.join(params.get('required', [])) or 'none'}"
+    unknown = sorted(set(args) - set(properties))
+    if unknown:
+        return None, f"unknown argument(s) {', '.join(map(repr, unknown))}; valid: {usage}"
+    missing = [p for p in params.get("required", []) if args.get(p) is None]
+    if missing:
+        return None, f"missing argument(s) {', '.join(missing)}; valid: {usage}"
+    checked: dict[str, Any] = {}
+    for key, value in args.items():
+        if value is None:
+            continue
+        kind = properties[key].get("type")
+        if kind == "integer":
+            try:
+                checked[key] = int(value)
+            except (TypeError, ValueError):
+                return None, f"argument {key!r} must be an integer, got {str(value)[:40]!r}; valid: {usage}"
+        elif kind == "string":
+            if not isinstance(value, str):
+                return None, f"argument {key!r} must be a string; valid: {usage}"
+            checked[key] = value
+        else:
+            checked[key] = value
+    return checked, ""
+
+
+def _call_tool(tools: FileTools, name: str, args: Mapping[str, Any]) -> ToolResult[Any]:
+    """Run a tool; the tools never raise by contract, and a bug there must not end the analysis either."""
+    try:
+        result: ToolResult[Any] = tools.as_callables()[name](**args)
+    except Exception as exc:  # a tool bug becomes an error result the model can work around
+        return ToolResult("error", f"{name} failed internally ({type(exc).__name__}); try another call")
+    return result
+
+
+def _record_read(run: _Run, asked: str, result: ToolResult[Any]) -> None:
+    """Remember a file as read, under its real path and the name the model used."""
+    real = getattr(result.data, "path", None)
+    if isinstance(real, str) and real:
+        run.reads.add(real)
+    lexical = normalise_path(asked)
+    if lexical is not None:
+        run.reads.add(posixpath.normpath(lexical))
+
+
+def _past_case_refs(cases: Sequence[Mapping[str, Any]]) -> list[PastCaseRef]:
+    refs: list[PastCaseRef] = []
+    for case in cases:
+        memory_id, score = case.get("memory_id"), case.get("score")
+        if isinstance(memory_id, str) and isinstance(score, int | float):
+            refs.append(PastCaseRef(memory_id=memory_id, score=float(score), stale=bool(case.get("stale"))))
+    return refs
+
+
+def _stop_notes(stats: AgentStats) -> list[str]:
+    notes = {
+        "step_cap": "the investigation hit the step cap",
+        "timeout": "the investigation hit its time limit",
+        "context_budget": "the investigation hit its context budget",
+    }
+    return [notes[stats.stop_reason]] if stats.stop_reason in notes else []
+
+
+def _text(message: AIMessage | None) -> str:
+    if message is None:
+        return ""
+    return message.content if isinstance(message.content, str) else str(message.content)
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    marker = f"\n[output cut to {limit} characters of {len(text)}; narrow the call]"
+    return text[: max(0, limit - len(marker))] + marker

@@ -1,0 +1,270 @@
+"""The heuristic localiser: no LLM. Frames → repository files → ranked suspects, code excerpt, blame, report.
+
+It is the offline analyzer and the agent's starting point: `find_suspects` gives the findings the agent's
+prompt carries; `localise` turns them into a full `status: heuristic` report.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from analysis.code.filemap import FileIndex, is_generated_path, is_test_path
+from analysis.code.repo import Checkout
+from analysis.code.suspects import (
+    Candidate,
+    definition_pattern,
+    frame_name,
+    is_null_dereference,
+    java_null_callee,
+    merge,
+    null_callee,
+    rank_exception,
+)
+from analysis.code.tools import FileTools
+from analysis.code.validate import validate_citations
+from analysis.event import Cluster, ErrorEvent, Frame
+from analysis.report import Analysis, CitationRef, ClusterInfo, Location, Suspect, SuspectCommit
+
+_NAMESPACE = uuid.UUID("6f0b7a52-3c1e-5d4b-9a8e-2b1f0c9d7e61")
+_EXCERPT_RADIUS = 6
+_BLAME_RADIUS = 2
+_MAX_SUSPECTS = 5
+_MAX_SAMPLE_MESSAGES = 5
+_MAX_MESSAGE_CHARS = 300
+_LOOKBACK_LINES = 25
+
+
+def analysis_id(server: str, fingerprint: str, first_seen: float) -> str:
+    """Deterministic id of the analysis of one burst, so a replayed burst gets the same id."""
+    return str(uuid.uuid5(_NAMESPACE, f"{server}\x1f{fingerprint}\x1f{first_seen!r}"))
+
+
+def cluster_info(cluster: Cluster) -> ClusterInfo:
+    """The report's view of a burst, with the first few sample messages."""
+    messages: list[str] = []
+    for sample in cluster.samples:
+        text = sample.message[:_MAX_MESSAGE_CHARS]
+        if text and text not in messages:
+            messages.append(text)
+        if len(messages) >= _MAX_SAMPLE_MESSAGES:
+            break
+    return ClusterInfo(
+        server=cluster.server_id,
+        tenant=cluster.tenant,
+        fingerprint=cluster.fingerprint,
+        exception_type=cluster.exception_type,
+        first_seen=cluster.first_seen,
+        last_seen=cluster.last_seen,
+        count=max(cluster.count, 1),
+        sample_messages=messages,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """What the localiser found: ranked suspects (culprit first), the code around the culprit, notes."""
+
+    suspects: tuple[Suspect, ...]
+    excerpt: str
+    excerpt_range: tuple[str, int, int] | None
+    notes: tuple[str, ...]
+
+    @property
+    def culprit(self) -> Suspect | None:
+        """The top suspect, if any frame mapped to the repository."""
+        return self.suspects[0] if self.suspects else None
+
+
+def find_suspects(
+    event: ErrorEvent, tools: FileTools, index: FileIndex | None = None, in_app_prefixes: Sequence[str] = ()
+) -> Findings:
+    """Rank the event's frames (root cause first, then the chain) as culprit suspects in `tools.root`."""
+    index = index or FileIndex.build(tools.root, tools.limits.skip_dirs)
+    notes: list[str] = []
+    candidates: list[Candidate] = []
+    for position, exc in enumerate(reversed(event.exceptions)):
+        found, skipped = rank_exception(exc, position, index.locate)
+        candidates += found
+        notes += [n for n in skipped if n not in notes]
+        if position == 0:
+            notes += _unmapped_in_app(exc.frames, index, in_app_prefixes)
+    if not event.exceptions:
+        notes.append("no stack trace: nothing to map to the code")
+    elif not candidates:
+        notes.append("no frame of the trace maps to a file of the repository at this commit")
+    ranked = merge(candidates)
+    excerpt, excerpt_range = "", None
+    if ranked:
+        top = ranked[0]
+        excerpt, excerpt_range, line_text, before = _excerpt(tools, top)
+        root = event.root_cause
+        if root and is_null_dereference(root.type, root.value):
+            callee = _callee_suspect(root.value, top, line_text, before, index, tools)
+            if callee:
+                ranked = merge([*ranked, callee])
+    suspects = tuple(_suspect(c) for c in ranked[:_MAX_SUSPECTS])
+    return Findings(suspects, excerpt, excerpt_range, tuple(notes))
+
+
+def _unmapped_in_app(frames: Sequence[Frame], index: FileIndex, prefixes: Sequence[str]) -> list[str]:
+    """A note when frames the event calls in-app are missing here: the deployed commit may differ."""
+    for frame in frames:
+        name = frame_name(frame)
+        in_app = frame.in_app is True or any(name.startswith(p) for p in prefixes if p)
+        if in_app and index.locate(frame) is None:
+            return [f"in-app frame {name} has no file in the repository at this commit"]
+    return []
+
+
+def _excerpt(tools: FileTools, top: Candidate) -> tuple[str, tuple[str, int, int] | None, str, list[str]]:
+    """Numbered code around the culprit, its range, the culprit line, and the lines above it."""
+    line = top.line or 1
+    start = max(1, line - _LOOKBACK_LINES)
+    result = tools.read_file(top.path, start, line + _EXCERPT_RADIUS)
+    if result.status != "ok" or result.data is None:
+        top.reasons.append(f"line {line} could not be read at this commit")
+        return "", None, "", []
+    data = result.data
+    if top.line is not None and top.line > data.total_lines:
+        top.reasons.append(f"line {top.line} is past the end of the file ({data.total_lines} lines)")
+        return "", None, "", []
+    first = max(start, line - _EXCERPT_RADIUS)
+    rows = [f"{n}| {data.lines[n - start]}" for n in range(first, data.end_line + 1)]
+    line_text = data.lines[line - start] if line - start < len(data.lines) else ""
+    before = list(data.lines[: line - start])
+    return "\n".join(rows), (data.path, first, data.end_line), line_text, before
+
+
+def _callee_suspect(
+    message: str, top: Candidate, line_text: str, before: list[str], index: FileIndex, tools: FileTools
+) -> Candidate | None:
+    """The function whose null return the culprit line dereferences, located at its definition."""
+    java = java_null_callee(message)
+    owner_path = None
+    if java:
+        owner, name = java
+        simple = owner.rsplit(".", 1)[-1].split("$", 1)[0]
+        ext = top.path.rsplit(".", 1)[-1]
+        match = index.locate(Frame(function=f"{owner}.{name}", module=owner, filename=f"{simple}.{ext}"))
+        owner_path = match.path if match else None
+    else:
+        found = null_callee(message, line_text, before)
+        if not found:
+            return None
+        name = found
+    ext = (owner_path or top.path).rsplit(".", 1)[-1]
+    pattern = definition_pattern(name, ext)
+    if pattern is None:
+        return None
+    result = tools.grep_files(pattern, path=owner_path or "", file_extension=ext)
+    if result.status != "ok" or not result.data:
+        return None
+    hits = [m for m in result.data if not (is_test_path(m.path) or is_generated_path(m.path))]
+    if not hits or len(hits) > 3:
+        return None
+    directory = top.path.rsplit("/", 1)[0]
+    hits.sort(key=lambda m: (m.path != top.path, not m.path.startswith(directory), m.path, m.line))
+    hit = hits[0]
+    reason = f"{name} returns the null value dereferenced at {top.path}:{top.line}"
+    return Candidate(hit.path, hit.line, name, round(top.score * 0.7, 3), [reason])
+
+
+def _suspect(c: Candidate) -> Suspect:
+    return Suspect(
+        path=c.path,
+        line=c.line if c.line and c.line > 0 else None,
+        function=c.function,
+        score=round(min(max(c.score, 0.0), 1.0), 3),
+        reason="; ".join(c.reasons),
+    )
+
+
+def _root_cause_sentence(event: ErrorEvent, findings: Findings) -> str:
+    root = event.root_cause
+    message = " ".join((root.value if root else event.message).split())[:_MAX_MESSAGE_CHARS]
+    what = f"{root.type}: {message}" if root else message
+    culprit = findings.culprit
+    if culprit is None:
+        return f"{what} (no frame could be located in the repository)."
+    where = f"{culprit.path}:{culprit.line}" if culprit.line else culprit.path
+    sentence = f"{what} at {where}" + (f" in {culprit.function}" if culprit.function else "") + "."
+    helper = next(
+        (r for r in culprit.reason.split("; ") if r.startswith(("calls ", "passes ")) or " rejected " in r),
+        "",
+    )
+    if helper:
+        sentence += f" The culprit {helper}."
+    callee = next((s for s in findings.suspects[1:] if "returns the null value" in s.reason), None)
+    if callee:
+        sentence += f" {callee.function} ({callee.path}:{callee.line}) may return the missing value."
+    return sentence
+
+
+def _confidence(findings: Findings) -> float:
+    culprit = findings.culprit
+    if culprit is None:
+        return 0.1
+    score = 0.35
+    if any(k in culprit.reason for k in ("raised here", "calls ", "passes bad input", " rejected ")):
+        score += 0.1
+    if "several files" not in culprit.reason and findings.excerpt:
+        score += 0.1
+    if "returns the null value" in " ".join(s.reason for s in findings.suspects):
+        score += 0.05
+    return round(min(score, 0.6), 2)
+
+
+def _suspect_commits(tools: FileTools, findings: Findings) -> list[SuspectCommit]:
+    commits: dict[str, SuspectCommit] = {}
+    for suspect in findings.suspects[:3]:
+        if suspect.line is None:
+            continue
+        result = tools.blame(suspect.path, max(1, suspect.line - _BLAME_RADIUS), suspect.line + _BLAME_RADIUS)
+        # The culprit line's own commit first, then its neighbours'.
+        rows = sorted(result.data or (), key=lambda r: abs(r.line - (suspect.line or 0)))
+        for row in rows:
+            if row.sha not in commits:
+                commits[row.sha] = SuspectCommit(
+                    sha=row.sha, summary=row.summary, author=row.author, date=row.date, path=suspect.path
+                )
+    return list(commits.values())[:5]
+
+
+def localise(
+    cluster: Cluster, checkout: Checkout, tools: FileTools, in_app_prefixes: Sequence[str] = ()
+) -> Analysis:
+    """A full heuristic report for a burst: culprit, ranked suspects, excerpt, validated citations, blame."""
+    started = time.monotonic()
+    event = cluster.representative
+    findings = find_suspects(event, tools, in_app_prefixes=in_app_prefixes)
+    refs: list[CitationRef] = []
+    if findings.excerpt_range:
+        path, first, last = findings.excerpt_range
+        refs.append(CitationRef(path=path, start_line=first, end_line=last))
+    refs += [
+        CitationRef(path=s.path, start_line=s.line, end_line=s.line) for s in findings.suspects[1:] if s.line
+    ]
+    citations, dropped = validate_citations(refs, checkout, None)
+    root_cause = _root_cause_sentence(event, findings)
+    if findings.excerpt and findings.excerpt_range:
+        root_cause += f"\n\nCode at {findings.excerpt_range[0]}:\n{findings.excerpt}"
+    culprit = findings.culprit
+    location = Location(path=culprit.path, line=culprit.line, function=culprit.function) if culprit else None
+    return Analysis(
+        analysis_id=analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen),
+        status="heuristic",
+        analyzer="heuristic",
+        cluster=cluster_info(cluster),
+        commit=checkout.commit,
+        root_cause=root_cause,
+        culprit=location,
+        suspects=list(findings.suspects),
+        confidence=_confidence(findings),
+        citations=citations,
+        suspect_commits=_suspect_commits(tools, findings),
+        notes=[*checkout.notes, *findings.notes, *(f"citation dropped: {d}" for d in dropped)],
+        timings={"localise_s": round(time.monotonic() - started, 4)},
+    )

@@ -1,0 +1,242 @@
+"""Evidence rules that rank stack frames as culprit suspects. Pure: frames and file matches in, scores out.
+
+The naive answer is the deepest in-app frame of the root cause. The rules here move it when the evidence
+says so: helpers that throw on behalf of their caller point at the caller, library parsers and argument
+checks fed bad input point at the in-app frame that called them, test and generated code never rank,
+and a chained exception's frames count less than the root cause's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from analysis.code.filemap import FileMatch, is_generated_path, is_test_path
+from analysis.event import ExceptionInfo, Frame
+
+_LIBRARY_PARSER = re.compile(
+    r"(Integer|Long|Double|Float|Short|Byte|Boolean)\.(parse\w*|valueOf)|BigDecimal\.<init>|UUID\.fromString"
+    r"|Local(Date|DateTime|Time)\.parse|Instant\.parse|readValue|fromJson|JSON\.parse|json\.(loads|load)\b"
+    r"|json\.decoder\.|strptime|fromisoformat|strconv\.\w+|encoding/json\.|json\.Unmarshal|parseInt|parseFloat"
+    r"|decimal\.Decimal|uuid\.UUID|NumberFormatException\.forInputString",
+)
+_LIBRARY_CHECK = re.compile(
+    r"Objects\.requireNonNull|Preconditions\.\w+|Validate\.\w+|Assert\.\w+|Assertions\.\w+|Verify\.\w+"
+    r"|(^|\.)(assert\w*|require\w*|invariant|must\w*)$",
+    re.IGNORECASE,
+)
+_HELPER_OWNER = re.compile(
+    r"(Validate|Validator|Validators|Validation|Preconditions|Checks?|Guards?|Asserts?|Assertions|Require"
+    r"|Ensure|Utils?|Helpers?)$",
+    re.IGNORECASE,
+)
+_HELPER_FUNCTION = re.compile(
+    r"^(validate|require|check|ensure|assert|verify|must)(_|[A-Z]|$)|^(notNull|notBlank|notEmpty|isTrue"
+    r"|not_none|not_empty|is_true)$",
+)
+_DEPTH_DECAY = 0.55
+_CHAIN_DECAY = 0.5
+_HELPER_DEMOTION = 0.35
+_TOP_SCORE = 0.9
+
+
+@dataclass
+class Candidate:
+    """A suspect under construction: one file line with its score and the evidence for it."""
+
+    path: str
+    line: int | None
+    function: str
+    score: float
+    reasons: list[str] = field(default_factory=list)
+
+
+def frame_name(frame: Frame) -> str:
+    """A readable qualified name: `Class.method`, `pkg.func` or `module.function`."""
+    function = frame.function or "?"
+    if frame.module and not function.startswith(frame.module):
+        return f"{frame.module}.{function}"
+    if "." in function or "/" in function or not frame.filename:
+        return function
+    path = (frame.abs_path or frame.filename).replace("\\", "/")
+    parts = [p for p in path.split("/") if p]
+    stem = parts[-1].rsplit(".", 1)[0] if parts else ""
+    owner = parts[-2] if stem == "__init__" and len(parts) > 1 else stem
+    if stem not in ("__init__", "") and len(parts) > 1 and parts[-2] not in ("src", "lib", "app"):
+        owner = f"{parts[-2]}.{stem}"
+    return f"{owner}.{function}" if owner else function
+
+
+def _owner_and_function(frame: Frame, path: str) -> tuple[str, str]:
+    """The owning class (JVM) or file stem, and the bare function name."""
+    name = frame_name(frame)
+    function = re.split(r"[.:]", name)[-1]
+    owner = ""
+    for part in name.split("."):
+        if part[:1].isupper():
+            owner = part.split("$", 1)[0]
+            break
+    if not owner:
+        owner = path.rsplit("/", 1)[-1].split(".", 1)[0]
+    return owner, function
+
+
+def is_helper(frame: Frame, path: str) -> bool:
+    """Whether an in-app frame is a checking/utility helper that throws for its caller's mistake."""
+    owner, function = _owner_and_function(frame, path)
+    return bool(_HELPER_OWNER.search(owner) or _HELPER_FUNCTION.search(function))
+
+
+def library_thrower(frames: Sequence[Frame], first_mapped: int) -> tuple[str, str] | None:
+    """('parser'|'check', name) when a library parser or check raised below the first in-app frame."""
+    for frame in reversed(frames[:first_mapped]):  # the API the app called, not its internals
+        name = frame_name(frame)
+        if _LIBRARY_PARSER.search(name):
+            return "parser", name
+        if _LIBRARY_CHECK.search(name):
+            return "check", name
+    return None
+
+
+def rank_exception(
+    exc: ExceptionInfo, chain_position: int, locate: Callable[[Frame], FileMatch | None]
+) -> tuple[list[Candidate], list[str]]:
+    """Scored candidates for one exception of the chain (0 = root cause), and notes on skipped frames."""
+    weight = _CHAIN_DECAY**chain_position
+    where = "the root cause" if chain_position == 0 else f"chained exception {exc.type}"
+    mapped: list[tuple[int, Frame, FileMatch]] = []
+    notes: list[str] = []
+    for i, frame in enumerate(exc.frames):
+        match = locate(frame)
+        if match is None:
+            continue
+        if is_test_path(match.path) or is_generated_path(match.path):
+            kind = "test" if is_test_path(match.path) else "generated"
+            note = f"{kind} code {match.path} in the trace was not considered as culprit"
+            if note not in notes:
+                notes.append(note)
+            continue
+        mapped.append((i, frame, match))
+    if not mapped:
+        return [], notes
+    thrower = library_thrower(exc.frames, mapped[0][0])
+    helpers = 0
+    while helpers < len(mapped) - 1 and is_helper(mapped[helpers][1], mapped[helpers][2].path):
+        helpers += 1
+    candidates: list[Candidate] = []
+    for rank, (index, frame, match) in enumerate(mapped):
+        reasons: list[str] = []
+        effective = rank - helpers if rank >= helpers else 0
+        score = _TOP_SCORE * (_DEPTH_DECAY**effective) * weight
+        if rank < helpers:
+            score *= _HELPER_DEMOTION
+            reasons.append("helper that raised on behalf of its caller")
+        elif rank == helpers:
+            if helpers:
+                reasons.append(f"calls {frame_name(mapped[0][1])}, which raised on its behalf")
+            reasons.append(f"deepest in-app frame of {where}" if not helpers else f"caller in {where}")
+            if index > 0 and mapped[0][0] == index and thrower:
+                kind, name = thrower
+                reasons.append(
+                    f"passes bad input to {name}"
+                    if kind == "parser"
+                    else f"{name} rejected an argument it passed"
+                )
+            elif index == 0:
+                reasons.append("raised here")
+        else:
+            reasons.append(f"caller, {effective} frames above")
+        if match.ambiguous:
+            score *= 0.8
+            reasons.append("file name matches several files")
+        candidates.append(Candidate(match.path, frame.lineno, frame.function, min(score, 1.0), reasons))
+    return candidates, notes
+
+
+def merge(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """One candidate per (path, line): the best score, every reason; best first, stable for ties."""
+    merged: dict[tuple[str, int | None], Candidate] = {}
+    for cand in candidates:
+        key = (cand.path, cand.line)
+        if key not in merged:
+            merged[key] = Candidate(cand.path, cand.line, cand.function, cand.score, list(cand.reasons))
+            continue
+        have = merged[key]
+        have.score = max(have.score, cand.score)
+        have.reasons.extend(r for r in cand.reasons if r not in have.reasons)
+    return sorted(merged.values(), key=lambda c: -c.score)
+
+
+# --- the callee on a null-dereferencing line --------------------------------------------------------
+
+_NULL_MESSAGES = re.compile(
+    r"NoneType|nil pointer|null pointer|Cannot read propert(y|ies) of (undefined|null)|is (undefined|null)\b"
+    r"|undefined is not an object|null is not an object|because .* is null",
+    re.IGNORECASE,
+)
+_JAVA_RETURN_NULL = re.compile(r'the return value of "([\w.$]+)\.([\w$]+)\(')
+_JAVA_VAR_NULL = re.compile(r'because "([A-Za-z_]\w*)" is null')
+_ATTRIBUTE = re.compile(
+    r"has no attribute '(\w+)'|\(reading '([^']+)'\)|Cannot read property '([^']+)'"
+    r"|evaluating '[\w.]*?\.(\w+)'",
+)
+
+
+def is_null_dereference(exc_type: str, message: str) -> bool:
+    """Whether the root cause reads as a null/None/undefined/nil dereference."""
+    if exc_type.endswith("NullPointerException"):
+        return True
+    return bool(_NULL_MESSAGES.search(f"{exc_type}: {message}"))
+
+
+def java_null_callee(message: str) -> tuple[str, str] | None:
+    """(class, method) of a helpful-NPE 'because the return value of "X.m(...)" is null' message."""
+    match = _JAVA_RETURN_NULL.search(message)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def null_callee(message: str, line: str, before: Sequence[str]) -> str | None:
+    """The function whose return value the culprit line dereferences, from the line and the lines above."""
+    attr_match = _ATTRIBUTE.search(message)
+    attr = next((g for g in attr_match.groups() if g), None) if attr_match else None
+    var_match = _JAVA_VAR_NULL.search(message)
+    receivers: list[str] = []
+    if var_match:
+        receivers.append(var_match.group(1))
+    if attr:
+        direct = re.search(r"([\w.]+)\s*\([^()]*\)\s*\??\." + re.escape(attr) + r"\b", line)
+        if direct:
+            return direct.group(1).rsplit(".", 1)[-1]
+        receivers += re.findall(r"([A-Za-z_]\w*)\??(?:\[[^\]]*\])?\." + re.escape(attr) + r"\b", line)
+    if not receivers:
+        receivers = re.findall(r"\b([A-Za-z_]\w*)\.\w+", line)
+    for receiver in receivers:
+        assign = re.compile(
+            r"\b" + re.escape(receiver) + r"\s*(?:,\s*\w+\s*)*(?::=|=(?!=))\s*(?:await\s+)?"
+            r"(?:new\s+)?([\w.]+)\s*\("
+        )
+        for text in reversed(before):
+            found = assign.search(text)
+            if found:
+                return found.group(1).rsplit(".", 1)[-1]
+    return None
+
+
+def definition_pattern(name: str, extension: str) -> str | None:
+    """A regex finding where function `name` is defined in a file with `extension`."""
+    n = re.escape(name)
+    if extension == "py":
+        return rf"^\s*(async\s+)?def\s+{n}\s*\("
+    if extension == "go":
+        return rf"^func\s+(\([^)]*\)\s*)?{n}\s*\("
+    if extension in ("js", "mjs", "cjs", "jsx", "ts", "tsx"):
+        return (
+            rf"function\s*\*?\s+{n}\s*\(|\b{n}\s*[:=]\s*(async\s*)?(function\b|\([^)]*\)\s*=>|\w+\s*=>)"
+            rf"|^\s*(async\s+|static\s+)*{n}\s*\([^)]*\)\s*\{{"
+        )
+    if extension in ("kt", "kts"):
+        return rf"\bfun\s+(<[^>]*>\s*)?([\w.]+\.)?{n}\s*\("
+    if extension in ("java", "scala", "groovy", "cs"):
+        return rf"^\s*(?!return\b)[\w<>\[\],.?@ ]+\s+{n}\s*\([^;]*$"
+    return None

@@ -1,0 +1,134 @@
+"""Typed reads of the fields of a decoded JSON record, shared by every input shape's decoder.
+
+A field of the wrong type raises `BadInput("wrong_type")`; an absent one reads as empty. These run for
+every event, so the common case (a string that is there) costs one type check and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from analysis.errors import BadInput
+from analysis.event import ExceptionInfo, Shape, new_exception
+from analysis.intake.stacktrace import parse_trace
+
+_LATEST_EPOCH = 1e10  # year 2286: anything later is a unit mix-up, not a time
+
+
+def get_path(doc: dict[str, Any], path: str) -> Any:
+    """`a.b.c` as a flat dotted key or as nested objects (both appear in the wild)."""
+    value = doc.get(path)
+    if value is not None or "." not in path:
+        return value
+    node: Any = doc
+    for part in path.split("."):
+        if type(node) is not dict:
+            return None
+        node = node.get(part)
+    return node
+
+
+def text(value: Any, field: str) -> str:
+    """A string field: '' when absent, `wrong_type` when it holds anything but a string."""
+    if type(value) is str:
+        return value
+    if value is None:
+        return ""
+    raise BadInput("wrong_type", f"{field} is {type(value).__name__}, expected string")
+
+
+def identifier(value: Any, field: str) -> str:
+    """Tenant and commit fields: strings, or integers some producers use for ids."""
+    if type(value) is int:
+        return str(value)
+    return text(value, field)
+
+
+def timestamp(value: Any, fallback: float) -> float:
+    """ISO-8601 text or an epoch number (s, ms, µs or ns, told apart by magnitude) → epoch seconds."""
+    if type(value) is str:
+        if len(value) == 24 and value[23] == "Z" and value[19] == ".":  # …T10:14:03.551Z, the usual form
+            second = _PLAIN_SECONDS.get(value[:19])
+            millis = value[20:23]
+            if second is not None and millis.isdigit() and millis.isascii():
+                return second + int(millis) / 1000  # == float(".551"): both are correctly rounded
+        try:
+            seconds = _iso_seconds(value) if value[4:5] == "-" else float(value)
+        except (ValueError, OverflowError):
+            return fallback  # an unusual format is no reason to lose the error
+    elif type(value) is int or type(value) is float:
+        seconds = float(value)
+    elif value is None:
+        return fallback
+    else:
+        raise BadInput("wrong_type", f"timestamp is {type(value).__name__}")
+    magnitude = abs(seconds)
+    if magnitude > 1e17:
+        seconds /= 1e9
+    elif magnitude > 1e14:
+        seconds /= 1e6
+    elif magnitude > 1e11:
+        seconds /= 1e3
+    return _in_range(seconds, fallback)
+
+
+def _in_range(seconds: float, fallback: float) -> float:
+    return seconds if math.isfinite(seconds) and 0 <= seconds <= _LATEST_EPOCH else fallback
+
+
+def _iso_seconds(value: str) -> float:
+    # Events of a burst share their second: cache the whole-second part of UTC times (…T10:14:03.551Z).
+    suffix = value[19:]
+    if suffix == "Z" or (suffix[:1] == "." and suffix[-1:] == "Z" and suffix[1:-1].isdigit()):
+        second = _SECONDS.get(value[:19])
+        if second is None:
+            if len(_SECONDS) >= 4096:
+                _SECONDS.clear()
+                _PLAIN_SECONDS.clear()
+            second = _SECONDS[value[:19]] = _iso_seconds(value[:19] + "+00:00")
+            if 0 <= second < _LATEST_EPOCH - 1:  # plus a fraction, still in range and never rescaled
+                _PLAIN_SECONDS[value[:19]] = second
+        return second + (float(suffix[:-1]) if len(suffix) > 1 else 0.0)
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+_SECONDS: dict[str, float] = {}
+_PLAIN_SECONDS: dict[str, float] = {}
+
+
+def level(value: Any, field: str) -> str:
+    """A log level, lower case; 'error' when absent."""
+    return text(value, field).lower() or "error"
+
+
+def summary(chain: tuple[ExceptionInfo, ...]) -> str:
+    """`Type: value` of the outermost exception, the message of an event that logged none."""
+    first = chain[0]
+    return f"{first.type}: {first.value}" if first.type and first.value else first.type or first.value
+
+
+def require(shape: Shape, server_id: str, message: str, chain: tuple[ExceptionInfo, ...]) -> str:
+    """The event's message; raises when the record carries no error or names no server."""
+    if not message and not chain:
+        raise BadInput("no_error", "no message and no exception")
+    if not server_id:
+        raise BadInput("missing_server", f"{shape} event without a server id")
+    return message or summary(chain)
+
+
+def text_chain(trace: str, exception_type: str, exception_message: str, max_frames: int) -> tuple[ExceptionInfo, ...]:
+    """The chain of a text trace, else one exception from the type and message fields, else ()."""
+    if trace:
+        parsed = parse_trace(trace, max_frames)
+        if parsed:
+            return parsed
+    if exception_type or exception_message:
+        return (new_exception(exception_type, exception_message),)
+    if trace.strip():
+        return (new_exception("", trace.strip().partition("\n")[0][:1000]),)
+    return ()

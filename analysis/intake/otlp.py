@@ -1,0 +1,142 @@
+"""OpenTelemetry log records (OTLP/JSON as the Collector's Kafka exporter writes them) → `ErrorEvent`s.
+
+One message is `resourceLogs → scopeLogs → logRecords` and may carry many records; attributes are
+`{key, value: AnyValue}` lists. The exception comes from the `exception.*` semantic-convention attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.errors import BadInput
+from analysis.event import ErrorEvent, new_event
+from analysis.intake.field import identifier, require, text, text_chain, timestamp
+
+_COMMIT_ATTRIBUTES = (
+    "vcs.ref.head.revision", "vcs.revision", "git.commit.sha", "deployment.commit", "commit",
+    "service.version",
+)  # fmt: skip
+_CONSUMED = frozenset({"exception.type", "exception.message", "exception.stacktrace"})
+_RESOURCE_CONSUMED = frozenset({"service.name", "tenant"})
+_SEVERITY = ((21, "fatal"), (17, "error"), (13, "warn"), (9, "info"), (5, "debug"), (1, "trace"))
+_MAX_DEPTH = 64
+
+
+def decode_otlp(doc: dict[str, Any], commit_field: str | None, max_frames: int, fallback: float) -> list[ErrorEvent]:
+    """Every log record of an OTLP/JSON export request, in order; `fallback` stands in for a missing time."""
+    events: list[ErrorEvent] = []
+    for item in _list(doc.get("resourceLogs"), "resourceLogs"):
+        resource_logs = _object(item, "resourceLogs[]")
+        resource = attributes_of(_object(resource_logs.get("resource"), "resource").get("attributes"))
+        scopes = resource_logs.get("scopeLogs") or resource_logs.get("instrumentationLibraryLogs")
+        for scope_item in _list(scopes, "scopeLogs"):
+            scope_logs = _object(scope_item, "scopeLogs[]")
+            scope = _object(scope_logs.get("scope") or scope_logs.get("instrumentationLibrary"), "scope")
+            logger = text(scope.get("name"), "scope.name")
+            for record in _list(scope_logs.get("logRecords"), "logRecords"):
+                record = _object(record, "logRecords[]")
+                events.append(_record(record, resource, logger, commit_field, max_frames, fallback))
+    if not events:
+        raise BadInput("no_error", "OTLP message without log records")
+    return events
+
+
+def any_value(value: Any, depth: int = 0) -> Any:
+    """An OTLP AnyValue ({stringValue: …}, {intValue: "3"}, arrays, kvlists) as a plain value."""
+    if type(value) is not dict or depth > _MAX_DEPTH:
+        raise BadInput("too_deep" if depth > _MAX_DEPTH else "wrong_type", "attribute value is not an AnyValue")
+    for kind, item in value.items():
+        if kind == "stringValue" or kind == "bytesValue" or kind == "boolValue":
+            return item
+        if kind == "intValue":
+            try:
+                return int(item)
+            except (TypeError, ValueError):
+                raise BadInput("wrong_type", "intValue is not an integer") from None
+        if kind == "doubleValue":
+            return item
+        if kind == "arrayValue" and type(item) is dict:
+            return [any_value(element, depth + 1) for element in _list(item.get("values"), "arrayValue")]
+        if kind == "kvlistValue" and type(item) is dict:
+            return attributes_of(item.get("values"), depth + 1)
+    return None
+
+
+def attributes_of(value: Any, depth: int = 0) -> dict[str, Any]:
+    """A `[{key, value}]` attribute list as a dict of plain values."""
+    attributes: dict[str, Any] = {}
+    for pair in _list(value, "attributes"):
+        if type(pair) is not dict or type(key := pair.get("key")) is not str:
+            raise BadInput("wrong_type", "attribute is not a {key, value} object")
+        item = pair.get("value") or {}
+        if type(item) is dict and len(item) == 1 and "stringValue" in item and depth <= _MAX_DEPTH:
+            attributes[key] = item["stringValue"]
+        else:
+            attributes[key] = any_value(item, depth)
+    return attributes
+
+
+def _list(value: Any, field: str) -> list[Any]:
+    if type(value) is list:
+        return value
+    if value is None:
+        return []
+    raise BadInput("wrong_type", f"{field} is not a list")
+
+
+def _object(value: Any, field: str) -> dict[str, Any]:
+    if type(value) is dict:
+        return value
+    if value is None:
+        return {}
+    raise BadInput("wrong_type", f"{field} is not an object")
+
+
+def _record(
+    record: dict[str, Any],
+    resource: dict[str, Any],
+    logger: str,
+    commit_field: str | None,
+    max_frames: int,
+    fallback: float,
+) -> ErrorEvent:
+    attributes = attributes_of(record.get("attributes"))
+    trace = text(attributes.get("exception.stacktrace"), "exception.stacktrace")
+    chain = text_chain(
+        trace,
+        text(attributes.get("exception.type"), "exception.type"),
+        text(attributes.get("exception.message"), "exception.message"),
+        max_frames,
+    )
+    extra = {key: value for key, value in attributes.items() if key not in _CONSUMED}
+    extra.update((f"resource.{k}", v) for k, v in resource.items() if k not in _RESOURCE_CONSUMED)
+    body = any_value(record["body"]) if record.get("body") else None
+    if body is not None and type(body) is not str:
+        extra["body"] = body
+    commit_fields = (commit_field,) if commit_field else _COMMIT_ATTRIBUTES
+    commit = next((v for f in commit_fields for v in (attributes.get(f), resource.get(f)) if v), None)
+    severity = text(record.get("severityText"), "severityText").lower()
+    number = record.get("severityNumber")
+    if not severity and type(number) is int:
+        severity = next((name for floor, name in _SEVERITY if number >= floor), "")
+    for field in ("traceId", "spanId"):
+        if record.get(field):
+            extra[field] = record[field]
+    time = record.get("timeUnixNano") or None
+    if time in (None, "0", 0):
+        time = record.get("observedTimeUnixNano") or None
+    server_id = text(resource.get("service.name") or attributes.get("service.name"), "service.name")
+    message = require("otel", server_id, body if type(body) is str else "", chain)
+    return new_event(
+        server_id,
+        fallback if time in (None, "0", 0) else timestamp(time, fallback),
+        message,
+        severity or "error",
+        logger,
+        identifier(commit, "commit") or None,
+        identifier(resource.get("tenant") or attributes.get("tenant"), "tenant") or "default",
+        chain,
+        trace,
+        "otel",
+        extra,
+    )

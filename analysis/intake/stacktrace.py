@@ -1,0 +1,249 @@
+"""Raw text stack traces (Java, Python, Node.js/V8, Go) parsed into exception chains.
+
+Each runtime's parser (`trace_java`, `trace_python`, `trace_node`, `trace_go`) is a single pass over
+the lines with plain string operations, never raises, and caps the work it keeps. This module detects
+the runtime and memoises: the events of a burst print the same frames under different messages (ids,
+goroutine numbers), so the frames are parsed once per distinct frame text and only the short header
+lines are read per event, without scanning the frames again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+
+from analysis.intake.trace_dialect import Chain, Stacks, TraceDialect
+from analysis.intake.trace_go import DIALECT as GO
+from analysis.intake.trace_java import DIALECT as JAVA
+from analysis.intake.trace_node import DIALECT as NODE
+from analysis.intake.trace_python import DIALECT as PYTHON
+from analysis.intake.trace_python import TRACEBACK
+
+DEFAULT_MAX_FRAMES = 2000
+_DIALECTS: dict[str, TraceDialect] = {dialect.language: dialect for dialect in (JAVA, PYTHON, NODE, GO)}
+
+# ---------------------------------------------------------------- language detection
+# Detection is a function of a few facts, each "this marker occurs somewhere in the text". A fact of
+# the whole text is the OR of the facts of its parts, so a cached frame region's facts combine with
+# the facts of a new event's headers without scanning the region again.
+_PY = 1
+_GOROUTINE = 2
+_GO_MARK = 4
+_JAVA_AT = 8
+_NODE_AT = 16
+_ANY_AT = 32
+_GO_STARTS = ("panic: ", "fatal error: ")
+
+_AT_LINE = re.compile(r"^[ \t]*at (.*)$", re.MULTILINE)
+# `(Foo.java:12)`, `(Foo.kt)`, `(Unknown Source)`, `(Native Method)`, maybe followed by logback's `~[x.jar:1]`.
+_JAVA_LOCATION = re.compile(
+    r"\((?:[\w$-]+\.(?:java|kt|kts|scala|groovy|clj)(?::\d+)?|Unknown Source(?::\d+)?|Native Method)\)"
+)
+_NODE_LOCATION = re.compile(r":\d+:\d+\)?$")  # `(/app/x.js:12:5)` or bare `/app/x.js:12:5`
+
+
+def _facts(text: str) -> int:
+    facts = 0
+    if TRACEBACK in text:
+        facts = _PY
+    if "goroutine " in text:
+        facts |= _GOROUTINE
+    if "panic: " in text or "fatal error: " in text or " [running]:" in text:
+        facts |= _GO_MARK
+    if "at " in text:
+        for line in _AT_LINE.finditer(text):
+            facts |= _ANY_AT
+            location = line.group(1).rstrip().removesuffix(" {")
+            if _JAVA_LOCATION.search(location):
+                return facts | _JAVA_AT  # decides for the JVM whatever else the lines hold
+            if _NODE_LOCATION.search(location):
+                facts |= _NODE_AT
+    return facts
+
+
+def _decide(facts: int, starts_like_go: bool) -> str:
+    if facts & _PY:
+        return "python"
+    if facts & _GOROUTINE and facts & _GO_MARK:
+        return "go"
+    if facts & _JAVA_AT:
+        return "java"
+    if facts & _NODE_AT:
+        return "node"
+    if facts & _ANY_AT:
+        return "java"  # `at` lines without a location the JVM or V8 would print: read them as JVM frames
+    return "go" if starts_like_go else ""
+
+
+def detect_language(text: str) -> str:
+    """Guess the runtime that printed `text`: python, go, node, java, or '' when it is no known trace.
+
+    Every `at` line counts, not just the first: V8 traces often open with frames that have no file
+    (`at JSON.parse (<anonymous>)`), and a single `file:line:column` location anywhere makes it Node,
+    unless a JVM location (`(Foo.java:12)`, `(Unknown Source)`, `(Native Method)`) says otherwise.
+    """
+    return _decide(_facts(text), text.startswith(_GO_STARTS))
+
+
+# ---------------------------------------------------------------- parsing and its memo
+
+
+def _parse(text: str, max_frames: int) -> Chain:
+    """The full parse: detection, then the runtime's parser; () for text that is no trace."""
+    try:
+        dialect = _DIALECTS.get(detect_language(text))
+        return dialect.parse(text, max(1, max_frames)) if dialect is not None else ()
+    except Exception:  # a parser bug on hostile text must never take the consumer down
+        return ()
+
+
+class _Skeleton:
+    """The cached frame regions of one trace text and their parsed frames."""
+
+    __slots__ = ("dialect", "facts", "last_chain", "last_headers", "regions", "stacks")
+
+    def __init__(self, dialect: TraceDialect, regions: tuple[str, ...], stacks: Stacks, facts: int) -> None:
+        self.dialect = dialect
+        self.regions = regions
+        self.stacks = stacks
+        self.facts = facts
+        # A repeat of the last headers hands back the very chain object (the fingerprint caches on it).
+        self.last_headers: tuple[str, ...] = ()
+        self.last_chain: Chain = ()
+
+
+_MAX_CACHED_TEXT = 64 * 1024  # longer traces are rare and would pin too much memory in the cache
+_KEY_SIZE = 96
+_KEY_SEARCH = 2048
+_INDENTED = re.compile(r"\n[ \t]")
+_PY_FRAME_LINE = '\n  File "'
+_SKELETONS: OrderedDict[tuple[str, int], list[_Skeleton]] = OrderedDict()
+_SKELETONS_SIZE = 1024
+_BUCKET_SIZE = 8
+_TEXTS: OrderedDict[tuple[int, str, int], list[tuple[str, Chain]]] = OrderedDict()  # texts no skeleton covers
+_TEXTS_SIZE = 1024
+
+
+def parse_trace(text: str, max_frames: int = DEFAULT_MAX_FRAMES) -> Chain:
+    """Parse a raw text trace into a chain, outermost first and root cause last; () when unparseable.
+
+    Frames are innermost first and capped at `max_frames` per exception (the innermost are kept).
+    A repeated trace returns the very same tuple, and a repeated frame text the very same frame tuples,
+    which downstream caches key on.
+    """
+    if len(text) > _MAX_CACHED_TEXT:
+        return _parse(text, max_frames)
+    key = _skeleton_key(text, max_frames)
+    if key is not None:
+        chain = _from_skeleton(text, key)
+        if chain is not None:
+            return chain
+    text_key = (len(text), text[-_KEY_SIZE:], max_frames)
+    bucket = _TEXTS.get(text_key)
+    if bucket is not None:
+        for cached_text, cached in bucket:
+            if cached_text == text:
+                return cached
+    chain = _parse(text, max_frames)
+    if key is None or not _learn(text, key, chain):
+        _remember_text(text_key, text, chain)
+    return chain
+
+
+def _skeleton_key(text: str, max_frames: int) -> tuple[str, int] | None:
+    """A frame line that tells traces apart keys the frame regions' cache: the innermost one.
+
+    JVM, V8 and Go print the innermost frame first: the first indented line. Python prints it last, and
+    its first frames are the framework's, shared by every failure: there the last `File` line counts.
+    """
+    # The first indented line usually follows one of the first few newlines: find those (a memchr)
+    # and let the regex search only when they are not it. Same result as searching from the start.
+    start = text.find("\n", 0, _KEY_SEARCH - 1)
+    for _ in range(4):
+        if start < 0:
+            return None
+        if text[start + 1 : start + 2] in (" ", "\t"):
+            break
+        start = text.find("\n", start + 1, _KEY_SEARCH - 1)
+    else:
+        first = _INDENTED.search(text, start, _KEY_SEARCH) if start >= 0 else None
+        if first is None:
+            return None
+        start = first.start()
+    if text.startswith(_PY_FRAME_LINE, start):
+        start = text.rfind(_PY_FRAME_LINE)
+    return text[start : start + _KEY_SIZE], max_frames
+
+
+def _from_skeleton(text: str, key: tuple[str, int]) -> Chain | None:
+    bucket = _SKELETONS.get(key)
+    if bucket is None:
+        return None
+    for index, skeleton in enumerate(bucket):
+        dialect = skeleton.dialect
+        matched = dialect.match(text, skeleton.regions)
+        if matched is None:
+            continue
+        if index:  # bursts that share a key interleave: the last one matched is the likeliest next
+            bucket.insert(0, bucket.pop(index))
+        headers, outside = matched
+        facts = skeleton.facts
+        for part in outside:
+            facts |= _facts(part)
+        if _decide(facts, text.startswith(_GO_STARTS)) != dialect.language:
+            return None
+        memo = tuple(headers)
+        if memo == skeleton.last_headers:
+            return skeleton.last_chain
+        try:
+            chain = dialect.rebuild(headers, skeleton.stacks)
+        except Exception:  # hostile header text: the full parser decides
+            return None
+        skeleton.last_headers, skeleton.last_chain = memo, chain
+        return chain
+    return None
+
+
+def _learn(text: str, key: tuple[str, int], chain: Chain) -> bool:
+    """Cache the frame regions of `text` when rebuilding from them reproduces its full parse exactly."""
+    dialect = _DIALECTS.get(detect_language(text))
+    if dialect is None or not chain:
+        return False
+    try:
+        pieces = dialect.split(text)
+        if pieces is None:
+            return False
+        headers, regions = pieces
+        stacks = dialect.stacks(chain)
+        if len(stacks) != len(regions) or not all(stacks) or dialect.rebuild(headers, stacks) != chain:
+            return False
+        matched = dialect.match(text, tuple(regions))  # its header checks must pass for it to be of use
+        if matched is None or matched[0] != headers:
+            return False
+    except Exception:  # hostile text: simply not cached
+        return False
+    facts = 0
+    for region in regions:
+        facts |= _facts(region)
+    skeleton = _Skeleton(dialect, tuple(regions), stacks, facts)
+    skeleton.last_headers, skeleton.last_chain = tuple(headers), chain
+    bucket = _SKELETONS.get(key)
+    if bucket is None:
+        if len(_SKELETONS) >= _SKELETONS_SIZE:
+            _SKELETONS.popitem(last=False)  # O(1), unlike a dict's first key after deletions
+        _SKELETONS[key] = [skeleton]
+    else:
+        bucket.insert(0, skeleton)  # the newest deploy's frames are the likeliest next
+        del bucket[_BUCKET_SIZE:]
+    return True
+
+
+def _remember_text(key: tuple[int, str, int], text: str, chain: Chain) -> None:
+    bucket = _TEXTS.get(key)
+    if bucket is None:
+        if len(_TEXTS) >= _TEXTS_SIZE:
+            _TEXTS.popitem(last=False)
+        _TEXTS[key] = [(text, chain)]
+    else:
+        bucket.append((text, chain))
+        del bucket[:-_BUCKET_SIZE]

@@ -1,0 +1,57 @@
+"""`logagent`: the one entry point. Settings are built once here and passed down.
+
+Each subcommand lives in a module of this package that adds its parser with `register`. User errors (bad
+input, missing repository, invalid settings) end with a one-line message on stderr and exit code 2, never
+a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from pydantic import ValidationError
+
+from consumer.cli import analyze, fingerprint, service
+from consumer.cli import memory as memory_commands
+from consumer.cli.common import UsageError
+from consumer.settings import Settings
+
+__all__ = ["UsageError", "main"]
+
+_USER_ERROR = 2
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv`, build the settings once and run the subcommand; returns the exit code."""
+    args = _parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return _fail(f"invalid setting {where}: {first['msg']} (check the LOGAGENT_* environment)")
+    try:
+        return handler(args, settings)
+    except UsageError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str) -> int:
+    print(f"logagent: {message}", file=sys.stderr)
+    return _USER_ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="logagent", description="Groups bursts of production errors and explains each from the source.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (service, fingerprint, analyze, memory_commands):
+        module.register(commands)
+    return parser

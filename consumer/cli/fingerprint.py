@@ -1,0 +1,57 @@
+"""`logagent fingerprint`: the signature of each event, JSON lines in, JSON lines out, in order."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from analysis.errors import BadInput
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.signature import describe, fingerprint_event
+from consumer.cli.common import decode_config, open_binary
+from consumer.settings import Settings
+
+__all__ = ["fingerprint_line", "register"]
+
+
+def register(commands: Any) -> None:
+    """Add `fingerprint` to the subcommands."""
+    fingerprint = commands.add_parser(
+        "fingerprint", help="print the signature of each event (JSON lines in, JSON lines out)",
+        description="One output line per input line, in order: the signature, or {\"error\": reason} for a "
+                    "line that is not a valid event. For an OpenTelemetry line carrying several records, the "
+                    "first record's signature is printed with \"records\": N.")
+    fingerprint.add_argument("file", nargs="?", default="-", help="JSON lines file, or - for stdin (default)")
+    fingerprint.set_defaults(handler=_fingerprint)
+
+
+def fingerprint_line(line: bytes, config: DecodeConfig, in_app_prefixes: Sequence[str]) -> dict[str, object]:
+    """The output object for one input line: the first record's signature, or `{"error": reason}`."""
+    if not line.strip():
+        return {"error": "empty_line"}
+    try:
+        events = decode_message(line, config)
+    except BadInput as bad:
+        return {"error": bad.reason}
+    if not events:
+        return {"error": "no_records"}
+    out = describe(fingerprint_event(events[0], in_app_prefixes))
+    if len(events) > 1:
+        out["records"] = len(events)
+    return out
+
+
+def _fingerprint(args: argparse.Namespace, settings: Settings) -> int:
+    config = decode_config(settings)
+    prefixes = settings.input.in_app_prefixes
+    out = sys.stdout.buffer
+    with open_binary(args.file) as lines:
+        for raw in lines:
+            result = fingerprint_line(raw.rstrip(b"\r\n"), config, prefixes)
+            out.write(orjson.dumps(result) + b"\n")
+            out.flush()  # a user piping a live stream sees each answer as its line arrives
+    return 0

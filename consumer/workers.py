@@ -1,0 +1,159 @@
+"""The publishing half of the pipeline: closed bursts in, analysis events out.
+
+`max_inflight` workers take closed bursts from a queue, analyse each (with retries), publish the event
+(and a copy to the review topic when it needs a human look) and only then release the burst's offsets,
+so the ingest loop can commit past them. A shutdown hands queued and unfinished bursts back uncommitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from aiokafka.errors import KafkaError
+
+from analysis.report import Analysis
+from consumer.analyzer import Analyzer, analyze_or_fail
+from consumer.cloudevent import to_cloudevent
+from consumer.kafka import EventSink
+from consumer.logs import log_fields
+from consumer.metrics import Metrics
+from consumer.offsets import OffsetTracker
+from consumer.retry import Backoff, sleep_unless
+from consumer.settings import Settings
+from consumer.window import ClosedBurst
+
+__all__ = ["AnalysisWorkers", "ServiceStats"]
+
+log = logging.getLogger(__name__)
+
+_CONTENT_TYPE = ("content-type", b"application/cloudevents+json; charset=UTF-8")
+
+
+@dataclass
+class ServiceStats:
+    """Counters a caller (the demo, tests) can read without scraping metrics."""
+
+    events_in: int = 0
+    """Input messages read."""
+    dlq: int = 0
+    bursts_closed: int = 0
+    published: int = 0
+    failed: int = 0
+    """Published analyses with status `failed`."""
+    pauses: int = 0
+    """Times fetching paused for backpressure."""
+
+
+class AnalysisWorkers:
+    """The queue of closed bursts and the workers that analyse, publish and release them."""
+
+    def __init__(self, settings: Settings, analyzer: Analyzer, metrics: Metrics, offsets: OffsetTracker,
+                 stats: ServiceStats) -> None:
+        self._settings = settings
+        self._analyzer = analyzer
+        self._metrics = metrics
+        self._offsets = offsets
+        self._stats = stats
+        self._source = settings.pipeline.event_source or f"logagent/{settings.kafka.group_id}"
+        p = settings.pipeline
+        self._backoff = Backoff(p.retry_initial_s, p.retry_max_s, p.retry_attempts)
+        self._queue: asyncio.Queue[ClosedBurst] = asyncio.Queue()
+        self._busy = 0
+        self._no_work_running = asyncio.Event()
+        self._no_work_running.set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def depth(self) -> int:
+        """Closed bursts waiting for a worker."""
+        return self._queue.qsize()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing being analysed."""
+        return self._queue.empty() and self._busy == 0
+
+    def start(self, sink: EventSink, stop: asyncio.Event) -> None:
+        """Start `max_inflight` workers publishing through `sink` until `stop` is set."""
+        self._tasks = [asyncio.create_task(self._work(sink, stop))
+                       for _ in range(self._settings.pipeline.max_inflight)]
+
+    def put(self, closed: ClosedBurst) -> None:
+        """Queue a closed burst; its offsets stay held until its analysis is published."""
+        for tp, offset in closed.offsets.items():
+            self._offsets.hold(tp, offset, closed.token)
+        self._queue.put_nowait(closed)
+        self._stats.bursts_closed += 1
+        self._metrics.bursts_closed.labels(closed.reason).inc()
+        self._metrics.inflight.set(self._queue.qsize() + self._busy)
+
+    def check(self) -> None:
+        """Re-raise the error of a worker that died: it must take the service down, loudly."""
+        for task in self._tasks:
+            if task.done():
+                task.result()
+
+    async def finish(self) -> int:
+        """Let running analyses finish within the grace period; returns how many bursts were handed back."""
+        # Workers take no new job once `stop` is set, so this only waits for the running ones.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_work_running.wait(), self._settings.pipeline.shutdown_grace_s)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        return self._queue.qsize() + self._busy
+
+    async def _work(self, sink: EventSink, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            closed = await self._queue.get()
+            if stop.is_set():
+                return  # handed back: its offsets stay held and uncommitted, a restart replays it
+            self._busy += 1
+            self._no_work_running.clear()
+            try:
+                started = time.perf_counter()
+                analysis = await analyze_or_fail(self._analyzer, closed.cluster, self._backoff, stop)
+                seconds = time.perf_counter() - started
+                self._metrics.analysis_seconds.observe(seconds)
+                if analysis is not None and await self._publish(sink, analysis, stop, seconds):
+                    self._offsets.release(closed.token, closed.spans)
+            finally:
+                self._busy -= 1
+                if not self._busy:
+                    self._no_work_running.set()
+                self._metrics.inflight.set(self._queue.qsize() + self._busy)
+
+    async def _publish(self, sink: EventSink, analysis: Analysis, stop: asyncio.Event, seconds: float) -> bool:
+        """Publish the analysis event keyed by server id; False when stopped before it was acknowledged."""
+        kafka = self._settings.kafka
+        value = to_cloudevent(analysis, self._source)
+        key = analysis.cluster.server.encode()
+        for attempt in range(1, self._backoff.attempts + 1):
+            try:
+                await sink.publish(kafka.output_topic, key, value, [_CONTENT_TYPE])
+                break
+            except KafkaError as error:
+                if attempt == self._backoff.attempts:
+                    raise
+                log.warning("publish failed, retrying", extra=log_fields(error=type(error).__name__))
+                if await sleep_unless(stop, self._backoff.delay(attempt)):
+                    return False
+        if analysis.needs_review:
+            await sink.publish(kafka.review_topic, key, value, [_CONTENT_TYPE])
+            self._metrics.published.labels("review").inc()
+        self._stats.published += 1
+        if analysis.status == "failed":
+            self._stats.failed += 1
+        self._metrics.analyses.labels(analysis.status, analysis.analyzer).inc()
+        self._metrics.published.labels("analysis").inc()
+        culprit = analysis.culprit
+        log.info("burst analysed", extra=log_fields(
+            server=analysis.cluster.server, fingerprint=analysis.cluster.fingerprint,
+            count=analysis.cluster.count, status=analysis.status,
+            culprit=f"{culprit.path}:{culprit.line or ''}" if culprit else None,
+            seconds=round(seconds, 3), analysis_id=analysis.analysis_id))
+        return True

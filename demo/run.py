@@ -1,0 +1,215 @@
+"""`logagent demo`: the whole flow on an embedded broker and sample repositories, then a readable summary.
+
+It starts tansu on a free loopback port, creates the topics, builds the sample services' git repos,
+produces their error stream, runs the real `Service` until the stream is drained, reads what came out,
+and stops everything it started (the broker too, on error and Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
+from analysis.report import Analysis
+from consumer.explainer import Explainer, build_explainer
+from consumer.metrics import Metrics
+from consumer.pipeline import Service, ServiceStats
+from consumer.settings import Settings
+from demo.broker import EmbeddedBroker, create_topics
+from demo.services import SampleService, build_sample_repos
+from demo.stream import SampleStream, build_stream
+
+__all__ = ["DEMO_IN_APP_PREFIXES", "DemoResult", "demo_settings", "execute_demo", "run_demo", "summarize"]
+
+DEMO_IN_APP_PREFIXES = ("com.acme", "github.com/acme", "orders")
+"""The sample services' own code, as an operator would configure it."""
+_INPUT_PARTITIONS = 3
+_DEMO_MAX_MESSAGE_BYTES = 65_536  # small, so the oversized sample message stays cheap to produce
+
+
+@dataclass(frozen=True, slots=True)
+class DemoResult:
+    """Everything one demo run produced, for the summary and for tests."""
+
+    services: Mapping[str, SampleService]
+    stream: SampleStream
+    analyses: tuple[Analysis, ...]
+    dlq_reasons: tuple[str, ...]
+    stats: ServiceStats
+    drained: bool
+    """The service caught up and analysed every burst before the timeout."""
+    elapsed_s: float
+    bootstrap_servers: str
+    broker_pid: int | None
+
+
+def demo_settings(settings: Settings, bootstrap_servers: str, data_dir: Path) -> Settings:
+    """`settings` pointed at the embedded broker, with windows short enough for a demo."""
+    return settings.model_copy(update={
+        "data_dir": data_dir,
+        "kafka": settings.kafka.model_copy(update={
+            "bootstrap_servers": bootstrap_servers, "group_id": "logagent-demo",
+            "security_protocol": "PLAINTEXT", "sasl_mechanism": None, "commit_interval_s": 0.5,
+            "enable_idempotence": False,
+        }),
+        "window": settings.window.model_copy(update={"quiet_s": 1.5, "max_length_s": 120.0}),
+        "input": settings.input.model_copy(update={
+            "max_message_bytes": _DEMO_MAX_MESSAGE_BYTES, "in_app_prefixes": list(DEMO_IN_APP_PREFIXES),
+        }),
+        "pipeline": settings.pipeline.model_copy(update={"poll_timeout_ms": 100}),
+        "memory": settings.memory.model_copy(update={"uri": str(data_dir / "memory")}),
+    })
+
+
+def make_analyzer(settings: Settings, repos: RepoConfig, metrics: Metrics) -> Explainer:
+    """The service's explainer on the sample repositories: LLM when Ollama is configured, with memory."""
+    return build_explainer(settings, metrics, RepoSync(repos))
+
+
+async def execute_demo(
+    settings: Settings, workdir: Path, *, events: int = 3_000, seed: int = 7, timeout_s: float = 120.0
+) -> DemoResult:
+    """Run the demo in `workdir` (repos, clones) and return what happened; the broker is stopped on return."""
+    started = time.monotonic()
+    with EmbeddedBroker() as broker:
+        settings = demo_settings(settings, broker.bootstrap_servers, workdir)
+        kafka = settings.kafka
+        topics = [kafka.input_topic, kafka.output_topic, kafka.dlq_topic, kafka.review_topic,
+                  kafka.feedback_topic]
+        await create_topics(broker.bootstrap_servers, topics, {kafka.input_topic: _INPUT_PARTITIONS})
+        services = build_sample_repos(workdir / "samples")
+        stream = build_stream(services, events, seed, settings.input.max_message_bytes)
+        await _produce(broker.bootstrap_servers, kafka.input_topic, stream)
+        repos = RepoConfig(cache_dir=workdir / "cache", servers={
+            server_id: RepoSpec(url=service.repo.resolve().as_uri())
+            for server_id, service in services.items()
+        })
+        metrics = Metrics()
+        explainer = make_analyzer(settings, repos, metrics)
+        service = Service(settings, explainer, metrics)
+        drained = await _run_until_drained(service, len(stream.messages), timeout_s)
+        analyses = [Analysis.model_validate(orjson.loads(value)["data"])
+                    for _, value in await _read_topic(broker.bootstrap_servers, kafka.output_topic)]
+        dlq = [headers.get("reason", "") for headers, _ in await _read_topic(broker.bootstrap_servers,
+                                                                              kafka.dlq_topic)]
+        pid = broker.pid
+    return DemoResult(services, stream, tuple(analyses), tuple(dlq), service.stats, drained,
+                      time.monotonic() - started, broker.bootstrap_servers, pid)
+
+
+async def _produce(bootstrap_servers: str, topic: str, stream: SampleStream) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=20, acks="all")
+    await producer.start()
+    try:
+        deliveries = [await producer.send(topic, value=m.value, key=m.key) for m in stream.messages]
+        await asyncio.gather(*deliveries)
+    finally:
+        await producer.stop()
+
+
+async def _run_until_drained(service: Service, messages: int, timeout_s: float) -> bool:
+    """Run the service until it read every message and has nothing open or in flight (or time runs out)."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    deadline = time.monotonic() + timeout_s
+    drained = False
+    try:
+        while not task.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            if service.stats.events_in >= messages and service.idle():
+                drained = True
+                break
+    finally:
+        stop.set()
+        await task  # a crashed service raises here, loudly
+    return drained
+
+
+async def _read_topic(bootstrap_servers: str, topic: str) -> list[tuple[dict[str, str], bytes]]:
+    """Every record of `topic` (all partitions, from the start): its headers and value."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not partitions:
+            return []
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        end = await consumer.end_offsets(partitions)
+        records: list[tuple[dict[str, str], bytes]] = []
+        while [tp for tp in partitions if await consumer.position(tp) < end[tp]]:
+            batch = await consumer.getmany(timeout_ms=500)
+            for messages in batch.values():
+                for m in messages:
+                    headers = {k: v.decode("utf-8", "replace") for k, v in (m.headers or ())}
+                    records.append((headers, m.value or b""))
+        return records
+    finally:
+        await consumer.stop()
+
+
+def summarize(result: DemoResult) -> str:
+    """The readable report the demo prints."""
+    stream = result.stream
+    services = ", ".join(f"{s.server_id} ({s.language}, {_plural(len(s.commits), 'commit')})"
+                         for s in result.services.values())
+    statuses = Counter(a.status for a in result.analyses)
+    reasons = Counter(result.dlq_reasons)
+    lines = [
+        "Log Agent demo",
+        f"  broker     tansu at {result.bootstrap_servers} (stopped)",
+        f"  repos      {services}",
+        f"  produced   {stream.event_count} events in {len(stream.messages)} messages "
+        f"({stream.malformed_count} malformed), forming {len(stream.bursts)} bursts",
+        f"  consumed   {result.stats.events_in} messages in {result.elapsed_s:.1f}s"
+        + ("" if result.drained else "  (TIMED OUT before the stream was drained)"),
+        f"  analyses   {len(result.analyses)}: "
+        + ", ".join(f"{status} {n}" for status, n in sorted(statuses.items())),
+        f"  DLQ        {len(result.dlq_reasons)}: "
+        + ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items())),
+        "",
+    ]
+    for analysis in sorted(result.analyses, key=lambda a: (a.cluster.server, a.cluster.first_seen)):
+        cluster = analysis.cluster
+        culprit = analysis.culprit
+        where = (f"{culprit.path}:{culprit.line or '?'} {culprit.function}".rstrip() if culprit
+                 else "(no culprit)")
+        lines.append(f"* {cluster.server}  {cluster.exception_type or '(message only)'}  "
+                     f"x{cluster.count}  [{analysis.status}] at {(analysis.commit or '?')[:8]}")
+        lines.append(f"    culprit     {where}")
+        cause = analysis.root_cause or analysis.failure_reason or ""
+        if cause:
+            lines.append(f"    root cause  {_one_line(cause, 160)}")
+    return "\n".join(lines)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def run_demo(
+    settings: Settings, *, events: int = 3_000, seed: int = 7, timeout_s: float = 120.0,
+    out: TextIO | None = None,
+) -> int:
+    """`logagent demo`: run, print the summary, return 0 when the stream was fully analysed."""
+    out = out or sys.stdout
+    with tempfile.TemporaryDirectory(prefix="logagent-demo-") as tmp:
+        result = asyncio.run(execute_demo(settings, Path(tmp), events=events, seed=seed, timeout_s=timeout_s))
+    print(summarize(result), file=out)
+    return 0 if result.drained else 1

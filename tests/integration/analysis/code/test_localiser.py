@@ -1,0 +1,331 @@
+"""The heuristic localiser on real repositories, with real Python, Node and Java traces and Go panics."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from analysis.code.localiser import analysis_id, localise
+from analysis.code.repo import open_local
+from analysis.code.tools import FileTools
+from analysis.event import ErrorEvent, ExceptionInfo, Frame
+from analysis.intake.stacktrace import parse_trace
+from analysis.report import Analysis
+from tests.gitrepo import (
+    Service,
+    cluster_of,
+    compile_java,
+    deploy_copy,
+    go_service,
+    java_service,
+    node_service,
+    python_service,
+    run_java,
+    run_node,
+    run_python,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def analyse(service: Service, event: ErrorEvent) -> Analysis:
+    checkout = open_local(service.path)
+    tools = FileTools(checkout.root, repo_dir=checkout.repo_dir, commit=checkout.commit)
+    return localise(cluster_of(event), checkout, tools)
+
+
+def culprit_at(analysis: Analysis) -> tuple[str, int | None]:
+    """(path, line) of the culprit; fails when there is none."""
+    assert analysis.culprit is not None, analysis.notes
+    return analysis.culprit.path, analysis.culprit.line
+
+
+def suspect_at(analysis: Analysis, path: str, line: int) -> int:
+    """Rank (0 = culprit) of the suspect at path:line; fails when it is absent."""
+    ranks = [i for i, s in enumerate(analysis.suspects) if (s.path, s.line) == (path, line)]
+    assert ranks, f"{path}:{line} not among {[(s.path, s.line) for s in analysis.suspects]}"
+    return ranks[0]
+
+
+# --- Python: real tracebacks from a deployed copy (src/ copied to app/, like a container build) ----------
+
+@pytest.fixture(scope="module")
+def py(tmp_path_factory: pytest.TempPathFactory) -> tuple[Service, Path]:
+    base = tmp_path_factory.mktemp("py")
+    service = python_service(base / "repo")
+    deployed = deploy_copy(service.path, base / "image" / "app", "src")
+    shutil.copytree(service.path / "tests", deployed / "tests")
+    return service, deployed
+
+
+class TestPython:
+    """Python tracebacks, chained, captured from a real interpreter."""
+
+    SERVICE = "src/orders/service.py"
+
+    def test_bad_literal_culprit_is_the_parsing_line(self, py: tuple[Service, Path]) -> None:
+        """int('abc') inside place_order: the culprit is that line; the chained wrapper ranks below."""
+        service, deployed = py
+        event = run_python(deployed, "orders.api", "handle", {"customer": "c1", "qty": "abc"})
+        assert [e.type for e in event.exceptions] == ["OrderRejected", "ValueError"]
+        analysis = analyse(service, event)
+        assert culprit_at(analysis) == (self.SERVICE, service.line(self.SERVICE, "MARK:int"))
+        api = "src/orders/api.py"
+        assert suspect_at(analysis, api, service.line(api, "MARK:handle-call")) > 0
+
+    def test_validation_helper_points_at_its_caller(self, py: tuple[Service, Path]) -> None:
+        """require_positive raises, but the caller passing 0 ranks first and the helper below it."""
+        service, deployed = py
+        event = run_python(deployed, "orders.api", "handle", {"customer": "c1", "qty": "0"})
+        analysis = analyse(service, event)
+        assert analysis.culprit is not None
+        assert analysis.culprit.line == service.line(self.SERVICE, "MARK:require")
+        helper = suspect_at(analysis, "src/orders/validation.py",
+                            service.line("src/orders/validation.py", "MARK:raise-positive"))
+        assert helper > 0
+        assert analysis.suspects[helper].score < analysis.suspects[0].score
+        assert "require_positive" in analysis.suspects[0].reason
+
+    def test_none_dereference_names_callee_and_buggy_commit(self, py: tuple[Service, Path]) -> None:
+        """AttributeError on None: the dereference is the culprit, find_customer a suspect, blame the bug."""
+        service, deployed = py
+        event = run_python(deployed, "orders.api", "handle", {"customer": "c9", "qty": "2"})
+        assert "NoneType" in event.exceptions[-1].value
+        analysis = analyse(service, event)
+        assert analysis.culprit is not None
+        assert analysis.culprit.line == service.line(self.SERVICE, "MARK:deref")
+        callee = analysis.suspects[suspect_at(analysis, "src/orders/repository.py",
+                                              service.line("src/orders/repository.py", "def find_customer"))]
+        assert callee.function == "find_customer"
+        assert analysis.suspect_commits[0].sha == service.commits["bug"]
+        assert analysis.suspect_commits[0].summary == "Simplify order placement"
+        assert "customer.name.upper()" in analysis.root_cause
+
+    def test_test_file_frame_is_never_the_culprit(self, py: tuple[Service, Path]) -> None:
+        """A fake in a test file raised; the production caller is the culprit and no test file ranks."""
+        service, deployed = py
+        analysis = analyse(service, run_python(deployed, "tests.test_service", "test_quote_unknown_price"))
+        assert analysis.culprit is not None
+        assert (analysis.culprit.path, analysis.culprit.line) == (
+            self.SERVICE, service.line(self.SERVICE, "MARK:price-call"))
+        assert not any(s.path.startswith("tests/") for s in analysis.suspects)
+        assert any("test code tests/test_service.py" in n for n in analysis.notes)
+
+    def test_report_is_complete_and_deterministic(self, py: tuple[Service, Path]) -> None:
+        """Status, ids, cluster, commit, validated citations and bounded confidence are all filled."""
+        service, deployed = py
+        event = run_python(deployed, "orders.api", "handle", {"customer": "c1", "qty": "abc"})
+        analysis = analyse(service, event)
+        cluster = cluster_of(event)
+        assert (analysis.status, analysis.analyzer) == ("heuristic", "heuristic")
+        assert analysis.analysis_id == analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen)
+        assert analysis.analysis_id != analysis_id(cluster.server_id, "other", cluster.first_seen)
+        assert analysis.commit == service.commits["bug"]
+        assert analysis.cluster.sample_messages == [event.message]
+        assert 0.3 <= analysis.confidence <= 0.6
+        assert analysis.citations and all(c.commit == service.commits["bug"] and len(c.blob_sha) == 40
+                                          for c in analysis.citations)
+        first, (_, line) = analysis.citations[0], culprit_at(analysis)
+        assert first.path == self.SERVICE and line is not None and first.start_line <= line <= first.end_line
+        assert "qty = int(qty_text)" in analysis.root_cause
+        assert Analysis.model_validate_json(analysis.model_dump_json()) == analysis
+
+
+# --- Node: real V8 stacks ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> tuple[Service, Path]:
+    base = tmp_path_factory.mktemp("node")
+    service = node_service(base / "repo")
+    return service, deploy_copy(service.path, base / "image" / "app") / "src/orders.js"
+
+
+class TestNode:
+    """Node.js stacks from a real node process."""
+
+    def test_require_helper_points_at_caller(self, node: tuple[Service, Path]) -> None:
+        """requireField throws for a missing field: placeOrder's call ranks first."""
+        service, entry = node
+        analysis = analyse(service, run_node(entry, {"customerId": ""}))
+        assert culprit_at(analysis) == ("src/orders.js", service.line("src/orders.js", "MARK:require"))
+        helper = "src/util/validate.js"
+        assert suspect_at(analysis, helper, service.line(helper, "MARK:require-throw")) > 0
+
+    def test_json_parse_of_bad_input_points_at_the_caller(self, node: tuple[Service, Path]) -> None:
+        """JSON.parse fed bad input: the in-app line that called it is the culprit, and the reason says so."""
+        service, entry = node
+        analysis = analyse(service, run_node(entry, {"customerId": "c1", "items": "{bad"}))
+        assert analysis.culprit is not None
+        assert analysis.culprit.line == service.line("src/orders.js", "MARK:parse")
+        assert "JSON.parse" in analysis.suspects[0].reason
+
+    def test_undefined_property_names_the_callee(self, node: tuple[Service, Path]) -> None:
+        """Reading .name of undefined: findCustomer, which returned undefined, is the second suspect."""
+        service, entry = node
+        analysis = analyse(service, run_node(entry, {"customerId": "c9", "items": "[]"}))
+        assert analysis.culprit is not None
+        assert analysis.culprit.line == service.line("src/orders.js", "MARK:deref")
+        customers = "src/customers.js"
+        assert suspect_at(analysis, customers, service.line(customers, "function findCustomer")) == 1
+
+
+# --- Java: compiled and run in a real JVM ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def jvm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Service, Path]:
+    base = tmp_path_factory.mktemp("java")
+    service = java_service(base / "repo")
+    compile_java(service.path, base / "classes")
+    return service, base / "classes"
+
+
+class TestJava:
+    """Java traces mapped through package → path (Maven layout)."""
+
+    ORDERS = "src/main/java/com/acme/orders/OrderService.java"
+
+    def test_validate_helper_points_at_caller(self, jvm: tuple[Service, Path]) -> None:
+        """Validate.notBlank throws IllegalArgumentException: OrderService.place ranks first."""
+        service, classes = jvm
+        analysis = analyse(service, run_java(classes, "", "2"))
+        assert culprit_at(analysis) == (self.ORDERS, service.line(self.ORDERS, "MARK:validate"))
+        validate = "src/main/java/com/acme/util/Validate.java"
+        assert suspect_at(analysis, validate, service.line(validate, "MARK:throw")) > 0
+
+    def test_parse_int_points_at_caller(self, jvm: tuple[Service, Path]) -> None:
+        """NumberFormatException from Integer.parseInt: the calling line is the culprit."""
+        service, classes = jvm
+        analysis = analyse(service, run_java(classes, "c1", "x"))
+        assert analysis.culprit is not None
+        assert analysis.culprit.line == service.line(self.ORDERS, "MARK:parse")
+        assert "Integer.parseInt" in analysis.suspects[0].reason
+
+    def test_helpful_npe_names_the_method_returning_null(self, jvm: tuple[Service, Path]) -> None:
+        """'the return value of CustomerRepository.find is null': find is the second suspect."""
+        service, classes = jvm
+        analysis = analyse(service, run_java(classes, "c9", "2"))
+        assert analysis.culprit is not None
+        assert analysis.culprit.line == service.line(self.ORDERS, "MARK:deref")
+        repo_file = "src/main/java/com/acme/orders/CustomerRepository.java"
+        assert suspect_at(analysis, repo_file, service.line(repo_file, "MARK:find")) == 1
+
+
+# --- Go: panics written against the repository's real line numbers ---------------------------------------
+
+@pytest.fixture(scope="module")
+def go(tmp_path_factory: pytest.TempPathFactory) -> Service:
+    return go_service(tmp_path_factory.mktemp("go") / "repo")
+
+
+def go_panic(frames: list[Frame]) -> ErrorEvent:
+    message = "runtime error: invalid memory address or nil pointer dereference"
+    exc = ExceptionInfo("panic", message, tuple(frames))
+    return ErrorEvent(server_id="pay", timestamp=1_700_000_000.0, message=exc.value, exceptions=(exc,))
+
+
+class TestGo:
+    """Go panics: import paths and /go/src paths map onto the module's files."""
+
+    MOD = "github.com/acme/paysvc"
+
+    def test_nil_dereference_in_service_names_the_store_lookup(self, go: Service) -> None:
+        """A nil Account dereferenced in Charge: Charge is the culprit, store.Find the second suspect."""
+        charge = "internal/pay/charge.go"
+        event = go_panic([
+            Frame(function="runtime.panicmem", filename="/usr/local/go/src/runtime/panic.go", lineno=261),
+            Frame(function="runtime.sigpanic", filename="/usr/local/go/src/runtime/signal_unix.go",
+                  lineno=861),
+            Frame(function=f"{self.MOD}/internal/pay.(*Service).Charge",
+                  filename=f"/go/src/{self.MOD}/{charge}", lineno=go.line(charge, "MARK:deref")),
+            Frame(function="main.main", filename=f"/go/src/{self.MOD}/cmd/paysvc/main.go",
+                  lineno=go.line("cmd/paysvc/main.go", "MARK:main-call")),
+        ])
+        analysis = analyse(go, event)
+        assert analysis.culprit is not None
+        assert (analysis.culprit.path, analysis.culprit.line) == (charge, go.line(charge, "MARK:deref"))
+        store = "internal/store/store.go"
+        assert suspect_at(analysis, store, go.line(store, "MARK:find")) == 1
+
+    def test_generated_and_test_frames_are_never_the_culprit(self, go: Service) -> None:
+        """A nil request panics inside generated pb code called from a test: Charge's call is the culprit."""
+        charge = "internal/pay/charge.go"
+        event = go_panic([
+            Frame(function=f"{self.MOD}/internal/pb.(*ChargeRequest).GetAccount", filename="pay.pb.go",
+                  lineno=go.line("internal/pb/pay.pb.go", "MARK:get-account")),
+            Frame(function=f"{self.MOD}/internal/pay.(*Service).Charge", filename="charge.go",
+                  lineno=go.line(charge, "MARK:find-call")),
+            Frame(function=f"{self.MOD}/internal/pay.TestCharge", filename="charge_test.go",
+                  lineno=go.line("internal/pay/charge_test.go", "MARK:test-call")),
+        ])
+        analysis = analyse(go, event)
+        assert analysis.culprit is not None
+        assert (analysis.culprit.path, analysis.culprit.line) == (charge, go.line(charge, "MARK:find-call"))
+        assert not any(s.path.endswith((".pb.go", "_test.go")) for s in analysis.suspects)
+        assert any("generated code internal/pb/pay.pb.go" in n for n in analysis.notes)
+
+
+class TestWithoutFrames:
+    """Events the localiser cannot place still give a report."""
+
+    def test_message_only_event(self, go: Service) -> None:
+        """No stack trace: no culprit, low confidence, and a note saying why."""
+        event = ErrorEvent(server_id="pay", timestamp=1.0, message="payment gateway returned 502")
+        analysis = analyse(go, event)
+        assert analysis.culprit is None and analysis.suspects == []
+        assert analysis.confidence <= 0.2
+        assert any("no stack trace" in n for n in analysis.notes)
+
+    def test_in_app_frame_missing_from_the_commit_is_noted(self, go: Service) -> None:
+        """A frame the event calls in-app but whose file this commit lacks hints at a wrong commit."""
+        frame = Frame(function=f"{TestGo.MOD}/internal/refund.Issue", filename="refund.go", lineno=3,
+                      in_app=True)
+        event = go_panic([frame])
+        analysis = analyse(go, event)
+        assert analysis.culprit is None
+        assert any("has no file in the repository" in n for n in analysis.notes)
+
+
+
+
+class TestWithTheTraceParser:
+    """Raw text traces through the project's parser land on the same culprit as the structured frames."""
+
+    @staticmethod
+    def reparsed(event: ErrorEvent) -> ErrorEvent:
+        chain = parse_trace(event.raw_trace)
+        assert chain, f"parser found no trace in: {event.raw_trace[:300]}"
+        return replace(event, exceptions=chain)
+
+    def test_python_java_node_raw_traces(self, py: tuple[Service, Path], node: tuple[Service, Path],
+                                         jvm: tuple[Service, Path]) -> None:
+        """Real tracebacks/stacks as text: parsed, then localised to the same culprit line."""
+        (py_service, deployed), (node_service_, entry), (java_service_, classes) = py, node, jvm
+        cases = [
+            (py_service, run_python(deployed, "orders.api", "handle", {"customer": "c1", "qty": "0"})),
+            (node_service_, run_node(entry, {"customerId": "c1", "items": "{bad"})),
+            (java_service_, run_java(classes, "", "2")),
+        ]
+        for service, event in cases:
+            assert culprit_at(analyse(service, self.reparsed(event))) == culprit_at(analyse(service, event))
+
+    def test_go_panic_text(self, go: Service) -> None:
+        """A Go panic as text (goroutine dump) finds the Charge line and the store lookup."""
+        charge, store, main = "internal/pay/charge.go", "internal/store/store.go", "cmd/paysvc/main.go"
+        mod = f"/go/src/{TestGo.MOD}"
+        text = (
+            "panic: runtime error: invalid memory address or nil pointer dereference\n"
+            "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x47d8e5]\n\n"
+            "goroutine 1 [running]:\n"
+            f"{TestGo.MOD}/internal/pay.(*Service).Charge(0xc000012028, 0xc00001c030)\n"
+            f"\t{mod}/{charge}:{go.line(charge, 'MARK:deref')} +0x45\n"
+            "main.main()\n"
+            f"\t{mod}/{main}:{go.line(main, 'MARK:main-call')} +0x8b\n"
+            "exit status 2\n"
+        )
+        event = ErrorEvent(server_id="pay", timestamp=1.0, message="panic", raw_trace=text)
+        analysis = analyse(go, self.reparsed(event))
+        assert culprit_at(analysis) == (charge, go.line(charge, "MARK:deref"))
+        assert suspect_at(analysis, store, go.line(store, "MARK:find")) == 1

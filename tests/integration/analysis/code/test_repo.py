@@ -1,0 +1,223 @@
+"""RepoSync and open_local against real repositories: clone, fetch, rate limit, fallbacks, token hygiene."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis.code.repo import RepoConfig, RepoError, RepoSpec, RepoSync, RepoUnavailable, open_local
+from tests.gitrepo import GitRepo, git
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "ghp_SuperSecretToken1234567890"
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> GitRepo:
+    repo = GitRepo(tmp_path / "upstream")
+    repo.commit("v1", {"app.py": "VERSION = 1\n"})
+    return repo
+
+
+def make_sync(tmp_path: Path, spec: RepoSpec, clock: FakeClock | None = None,
+              environ: dict[str, str] | None = None, **config: object) -> RepoSync:
+    cfg = RepoConfig(cache_dir=tmp_path / "cache", servers={"orders": spec}, **config)
+    return RepoSync(cfg, environ=environ or {}, clock=clock or FakeClock())
+
+
+class TestCheckout:
+    """Checkouts at the deployed commit."""
+
+    def test_clone_and_checkout_branch_head(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """Without a commit, the branch head is checked out from a clone of a local-path URL."""
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        checkout = sync.checkout("orders", None)
+        assert checkout.commit == upstream.head()
+        assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
+        assert checkout.notes == ()
+        assert (checkout.repo_dir / "HEAD").exists()
+
+    def test_old_commit_reads_old_content(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A checkout at an older commit shows that commit's files, next to one at the newer commit."""
+        old = upstream.head()
+        new = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        at_new = sync.checkout("orders", new)
+        at_old = sync.checkout("orders", old[:10])
+        assert at_old.commit == old
+        assert at_old.requested == old[:10]
+        assert (at_old.root / "app.py").read_text() == "VERSION = 1\n"
+        assert (at_new.root / "app.py").read_text() == "VERSION = 2\n"
+        assert sync.checkout("orders", old).root == at_old.root  # the worktree is reused
+
+    def test_unknown_commit_falls_back_to_branch_head_with_a_note(self, tmp_path: Path,
+                                                                  upstream: GitRepo) -> None:
+        """An unknown commit is fetched for; when still missing the branch head is used and noted."""
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        checkout = sync.checkout("orders", "deadbeef" * 5)
+        assert checkout.commit == upstream.head()
+        assert any("not found; used branch head" in n for n in checkout.notes)
+
+    def test_unsafe_revision_is_not_passed_to_git(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A revision that looks like an option is refused and the head used instead."""
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        checkout = sync.checkout("orders", "--output=/tmp/pwned")
+        assert checkout.commit == upstream.head()
+        assert any("not a usable git revision" in n for n in checkout.notes)
+
+    def test_new_commit_is_fetched_and_lag_recorded_once(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A commit pushed after the clone is fetched once the interval allows; its lag is reported once."""
+        clock = FakeClock()
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), clock=clock, fetch_min_interval_s=60)
+        sync.checkout("orders", None)
+        new = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        clock.now += 5
+        early = sync.checkout("orders", new)
+        assert early.commit != new
+        assert any("rate-limited" in n for n in early.notes)
+        clock.now += 60
+        later = sync.checkout("orders", new)
+        assert later.commit == new
+        assert later.became_local_after_s == pytest.approx(60.0)
+        assert sync.checkout("orders", new).became_local_after_s is None
+
+    def test_commit_already_local_reports_zero_lag(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A commit that is local on first request reports 0 lag."""
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        assert sync.checkout("orders", upstream.head()).became_local_after_s == 0.0
+
+    def test_unconfigured_server_raises(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A server without a repository is an error the pipeline can turn into a note."""
+        with pytest.raises(RepoError):
+            make_sync(tmp_path, RepoSpec(url=str(upstream.path))).checkout("billing", None)
+
+    def test_worktrees_pruned_beyond_cap(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """Only max_worktrees worktrees are kept per server; the least recently used go."""
+        shas = [upstream.head()]
+        shas += [upstream.commit(f"v{i}", {"app.py": f"VERSION = {i}\n"}) for i in (2, 3, 4)]
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), max_worktrees=2)
+        roots = [sync.checkout("orders", sha).root for sha in shas]
+        assert [r.exists() for r in roots] == [False, False, True, True]
+        listed = git(tmp_path / "cache/repos/orders", "worktree", "list")
+        assert shas[0] not in listed and shas[3] in listed
+
+
+class TestFetchFailures:
+    """Fetch failures do not lose the burst and never leak the token."""
+
+    def test_fetch_failure_analyses_local_state(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """When the remote disappears, the checkout still works from the cache and says fetch failed."""
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), fetch_min_interval_s=0)
+        first = sync.checkout("orders", None)
+        upstream.path.rename(tmp_path / "gone")
+        again = sync.checkout("orders", "abcdef1234")
+        assert again.commit == first.commit
+        assert any(n.startswith("fetch failed:") for n in again.notes)
+
+    def test_token_never_in_notes_errors_or_config(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A failing HTTPS fetch with a token: the token is absent from notes, errors and the git config."""
+        token_file = tmp_path / "token"
+        token_file.write_text(TOKEN + "\n")
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path), token_file=token_file),
+                         fetch_min_interval_s=0)
+        checkout = sync.checkout("orders", None)
+        # Point the server at an unreachable HTTPS remote that carries the token in its URL as well.
+        bad = RepoSpec(url=f"https://user:{TOKEN}@127.0.0.1:9/acme/orders.git", token_file=token_file)
+        sync._config.servers["orders"] = bad
+        failed = sync.checkout("orders", "0123456789abcdef")
+        text = " ".join(failed.notes)
+        assert "fetch failed" in text
+        assert TOKEN not in text
+        assert TOKEN not in (checkout.repo_dir / "config").read_text()
+
+    def test_credentials_in_the_url_are_not_stored(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A URL carrying user:token works, but the clone's stored remote URL has the credentials removed."""
+        url = f"file://x-access-token:{TOKEN}@localhost{upstream.path}"
+        sync = make_sync(tmp_path, RepoSpec(url=url), fetch_min_interval_s=0)
+        checkout = sync.checkout("orders", "0123abcd")  # unknown: forces a fetch with the same URL
+        assert checkout.commit == upstream.head()
+        assert not any(n.startswith("fetch failed") for n in checkout.notes)
+        assert TOKEN not in (checkout.repo_dir / "config").read_text()
+        assert TOKEN not in " ".join(checkout.notes)
+
+    def test_clone_failure_raises_redacted_retriable_error(self, tmp_path: Path) -> None:
+        """With nothing local and an unreachable remote, the error is retriable and carries no token."""
+        sync = make_sync(tmp_path, RepoSpec(url="https://127.0.0.1:9/acme/orders.git", token_env="GIT_TOKEN"),
+                         environ={"GIT_TOKEN": TOKEN})
+        with pytest.raises(RepoUnavailable) as info:
+            sync.checkout("orders", None)
+        assert info.value.retriable
+        assert TOKEN not in str(info.value)
+        assert not (tmp_path / "cache/repos/orders").exists()
+
+    def test_token_reaches_git_only_through_the_credential_helper(self, tmp_path: Path,
+                                                                  upstream: GitRepo) -> None:
+        """The token is given to git via its environment, never in argv or the stored remote URL."""
+        seen = tmp_path / "seen"
+        fake_git = tmp_path / "bin/git"
+        fake_git.parent.mkdir()
+        real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+        fake_git.write_text(f'#!/bin/sh\necho "$@" >> {seen}\nexec {real_git} "$@"\n')
+        fake_git.chmod(0o755)
+        # Network git runs with the environment RepoSync is given, so its PATH finds the recording git.
+        env = {"PATH": f"{fake_git.parent}:{os.environ['PATH']}", "GIT_TOKEN": TOKEN}
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path), token_env="GIT_TOKEN"), environ=env)
+        sync.checkout("orders", None)
+        argv_log = seen.read_text()
+        assert "clone" in argv_log
+        assert TOKEN not in argv_log
+        helper = next(a for a in argv_log.split(" ") if a.startswith("credential.helper=!"))
+        # The same helper, asked by git for credentials, answers with the token from its environment.
+        helper_cfg = argv_log[argv_log.index(helper):].split(" clone ")[0]
+        answer = subprocess.run(["git", "-c", "credential.helper=", "-c", helper_cfg, "credential", "fill"],
+                                input="protocol=https\nhost=git.example.com\n\n", capture_output=True,
+                                text=True, check=True, env={**os.environ, "LOGAGENT_GIT_TOKEN": TOKEN})
+        assert f"password={TOKEN}" in answer.stdout
+
+
+class TestOpenLocal:
+    """Analysing a plain local repository (logagent analyze --repo PATH)."""
+
+    def test_head_reads_the_working_tree(self, upstream: GitRepo) -> None:
+        """Without a commit the working tree itself is the root, pinned to HEAD."""
+        checkout = open_local(upstream.path)
+        assert checkout.root == upstream.path.resolve()
+        assert checkout.commit == upstream.head()
+
+    def test_dirty_tree_is_noted(self, upstream: GitRepo) -> None:
+        """Uncommitted changes are noted, since citations pin HEAD."""
+        (upstream.path / "app.py").write_text("VERSION = 99\n")
+        assert any("uncommitted" in n for n in open_local(upstream.path).notes)
+
+    def test_commit_gives_a_worktree_with_old_content(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """With a commit, an isolated worktree at that commit is used."""
+        old = upstream.head()
+        upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        checkout = open_local(upstream.path, old[:8], cache_dir=tmp_path / "wt")
+        assert checkout.commit == old
+        assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
+        assert (upstream.path / "app.py").read_text() == "VERSION = 2\n"
+
+    def test_not_a_repository(self, tmp_path: Path) -> None:
+        """A directory that is not a git repository is a clear error."""
+        with pytest.raises(RepoError):
+            open_local(tmp_path)
+
+    def test_unknown_commit(self, upstream: GitRepo) -> None:
+        """An unknown commit is a clear error for the CLI."""
+        with pytest.raises(RepoError, match="not found"):
+            open_local(upstream.path, "f" * 40)

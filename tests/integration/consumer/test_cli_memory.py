@@ -1,0 +1,234 @@
+"""`logagent memory|feedback|analyze` as operators run them: a real process on a real LanceDB memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from analysis.report import Analysis
+from demo.broker import EmbeddedBroker
+from store import MemoryConfig, MemoryStore, NewCase, OnnxEmbedder
+from tests.conftest import SHOP_PY, KafkaIO, TopicFactory, shop_line
+from tests.gitrepo import GitRepo
+from tests.ollama_server import Reply, ScriptedOllama
+from tests.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.integration
+
+_ROOT = PROJECT_ROOT
+NOW = 1_750_000_000.0
+
+
+def logagent(*args: str, data_dir: Path, env: dict[str, str] | None = None,
+             stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """Run the CLI with its data directory at `data_dir` and no other LOGAGENT_* setting."""
+    script = Path(sys.executable).parent / "logagent"
+    argv = [str(script)] if script.exists() else [sys.executable, "-m", "consumer.cli"]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LOGAGENT_")}
+    return subprocess.run([*argv, *args], input=stdin, capture_output=True, cwd=_ROOT, timeout=120, check=False,
+                          env={**clean, "LOGAGENT_DATA_DIR": str(data_dir), **(env or {})})
+
+
+def json_lines(proc: subprocess.CompletedProcess[bytes]) -> list[dict[str, Any]]:
+    """Stdout of a successful run, one JSON object per line."""
+    assert proc.returncode == 0, proc.stderr.decode()
+    return [orjson.loads(line) for line in proc.stdout.splitlines()]
+
+
+def one_error_line(proc: subprocess.CompletedProcess[bytes], code: int) -> str:
+    """The error contract: exit `code`, exactly one line on stderr, no traceback."""
+    assert proc.returncode == code, proc.stderr.decode()
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in lines[0], proc.stderr.decode()
+    return lines[0]
+
+
+class _TinyEmbedder:
+    """An 8-dimensional embedder, to build a table the real 384-d model must refuse."""
+
+    name = "test:tiny"
+    dim = 8
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0] + [0.0] * 7 for _ in texts]
+
+
+def case(memory_id: str, *, tenant: str = "acme", error: str, age_s: float = 0.0, server: str = "orders",
+         root_cause: str = "") -> NewCase:
+    """An LLM-made case of `server`."""
+    analysis = {"root_cause": root_cause or f"root cause of {memory_id}"}
+    return NewCase(id=memory_id, server=server, tenant=tenant, scope="default", fingerprint=f"fp-{memory_id}",
+                   exception_type=error.split(":", 1)[0], error_text=error, analysis_json=json.dumps(analysis),
+                   analyzer="llm", commit="c1", created_at=NOW - age_s)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, embedder: OnnxEmbedder) -> Path:
+    """A data directory whose memory holds three cases of `orders` (two tenants) and one of `billing`."""
+    memory = MemoryStore(MemoryConfig(uri=str(tmp_path / "data" / "memory")), embedder)
+    memory.remember(case("npe-old", error="NullPointerException: customer is null at OrderService.place",
+                         age_s=7200))
+    memory.remember(case("key-price", error="KeyError: 'price' at app.shop.total", age_s=3600))
+    memory.remember(case("npe-globex", tenant="globex", error="NullPointerException: customer is null"))
+    memory.remember(case("bill-1", server="billing", error="ZeroDivisionError: division by zero"))
+    return tmp_path / "data"
+
+
+class TestMemoryList:
+    def test_lists_a_servers_cases_newest_first(self, data_dir: Path) -> None:
+        """One JSON line per case of the server, newest first, with trust and tenant; exit 0."""
+        rows = json_lines(logagent("memory", "list", "--server", "orders", data_dir=data_dir))
+        assert [r["memory_id"] for r in rows] == ["npe-globex", "key-price", "npe-old"]
+        assert {r["server"] for r in rows} == {"orders"}
+        assert rows[0]["tenant"] == "globex" and rows[0]["trust"] == pytest.approx(0.7)
+
+    def test_tenant_and_limit_narrow_the_list(self, data_dir: Path) -> None:
+        """`--tenant` keeps one tenant's cases, `--limit` the newest N."""
+        rows = json_lines(logagent("memory", "list", "--server", "orders", "--tenant", "acme", "--limit", "1",
+                                   data_dir=data_dir))
+        assert [r["memory_id"] for r in rows] == ["key-price"]
+
+    def test_an_unknown_server_lists_nothing(self, data_dir: Path) -> None:
+        """A server without memory prints no line and still exits 0."""
+        assert json_lines(logagent("memory", "list", "--server", "nobody", data_dir=data_dir)) == []
+
+    def test_a_store_error_is_one_line_and_exit_2(self, tmp_path: Path) -> None:
+        """A memory built with another embedding model is refused in one line, exit code 2."""
+        memory = MemoryStore(MemoryConfig(uri=str(tmp_path / "data" / "memory")), _TinyEmbedder())
+        memory.remember(case("tiny", error="KeyError: 'x'"))
+        line = one_error_line(logagent("memory", "list", "--server", "orders", data_dir=tmp_path / "data"), 2)
+        assert "memory error" in line
+
+
+class TestMemorySearch:
+    def test_the_most_similar_case_comes_first(self, data_dir: Path) -> None:
+        """Search ranks by similarity to the text and reports the score."""
+        rows = json_lines(logagent("memory", "search", "--server", "orders", "--tenant", "acme", "-k", "2",
+                                   "KeyError price missing in shop total", data_dir=data_dir))
+        assert [r["memory_id"] for r in rows] == ["key-price", "npe-old"]
+        assert rows[0]["score"] > rows[1]["score"]
+
+
+class TestMemoryForget:
+    def test_forget_deletes_and_a_second_forget_exits_1(self, data_dir: Path) -> None:
+        """Forgetting prints what went; the case is gone; forgetting it again is an unknown id (exit 1)."""
+        assert json_lines(logagent("memory", "forget", "key-price", data_dir=data_dir)) == [
+            {"analysis_id": "key-price", "forgotten": 1}]
+        rows = json_lines(logagent("memory", "list", "--server", "orders", data_dir=data_dir))
+        assert "key-price" not in [r["memory_id"] for r in rows] and len(rows) == 2
+        assert "key-price" in one_error_line(logagent("memory", "forget", "key-price", data_dir=data_dir), 1)
+
+
+class TestFeedbackCommand:
+    def test_correct_raises_trust_to_human(self, data_dir: Path) -> None:
+        """`feedback ID --verdict correct` makes the case human-confirmed (trust 1.0, feedback +1)."""
+        out = json_lines(logagent("feedback", "npe-old", "--verdict", "correct", "--note", "on-call agrees",
+                                  data_dir=data_dir))
+        assert out == [{"analysis_id": "npe-old", "verdict": "correct", "applied": True}]
+        rows = json_lines(logagent("memory", "list", "--server", "orders", data_dir=data_dir))
+        npe = next(r for r in rows if r["memory_id"] == "npe-old")
+        assert npe["trust"] == 1.0 and npe["feedback"] == 1.0
+
+    def test_wrong_forgets_when_configured(self, data_dir: Path) -> None:
+        """With LOGAGENT_MEMORY__FORGET_ON_WRONG=true a wrong verdict deletes the case."""
+        # The URI is spelled out: any LOGAGENT_MEMORY__* variable currently replaces the data_dir default.
+        env = {"LOGAGENT_MEMORY__FORGET_ON_WRONG": "true", "LOGAGENT_MEMORY__URI": str(data_dir / "memory")}
+        json_lines(logagent("feedback", "npe-old", "--verdict", "wrong", "--server", "orders", data_dir=data_dir,
+                            env=env))
+        rows = json_lines(logagent("memory", "list", "--server", "orders", data_dir=data_dir))
+        assert "npe-old" not in [r["memory_id"] for r in rows]
+
+    def test_an_unknown_id_exits_1(self, data_dir: Path) -> None:
+        """A verdict on an id the memory does not hold is one line and exit code 1."""
+        line = one_error_line(logagent("feedback", "no-such-id", "--verdict", "wrong", data_dir=data_dir), 1)
+        assert "no-such-id" in line
+
+    def test_via_kafka_publishes_to_the_feedback_topic(
+        self, tmp_path: Path, tansu: EmbeddedBroker, topic_factory: TopicFactory, kafka_io: KafkaIO
+    ) -> None:
+        """`--via-kafka` sends the verdict, keyed by analysis id, for the service to apply."""
+        topic = topic_factory("feedback")
+        env = {"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": tansu.bootstrap_servers,
+               "LOGAGENT_KAFKA__FEEDBACK_TOPIC": topic}
+        out = json_lines(logagent("feedback", "a-1", "--verdict", "wrong", "--note", "wrong file",
+                                  "--via-kafka", data_dir=tmp_path, env=env))
+        assert out == [{"analysis_id": "a-1", "verdict": "wrong", "published": topic}]
+        (record,) = asyncio.run(kafka_io.read_all(topic))
+        assert record.key == b"a-1"
+        assert orjson.loads(record.value) == {"analysis_id": "a-1", "verdict": "wrong", "note": "wrong file"}
+
+
+# -- analyze with the LLM -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def shop_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A real repository holding the shop service, and its commit."""
+    repo = GitRepo(tmp_path / "shop")
+    return repo.path, repo.commit("shop service", {"app/__init__.py": "", "app/shop.py": SHOP_PY})
+
+
+def shop_event(commit: str) -> bytes:
+    """A KeyError raised in `total`, with a secret in its message."""
+    return orjson.dumps({
+        "server_id": "shop", "timestamp": NOW, "level": "error", "message": "KeyError: 'price' for "
+        "jane.doe@example.com", "commit": commit,
+        "exception": {"type": "KeyError", "value": "'price'", "stacktrace": [
+            {"filename": "app/shop.py", "module": "app.shop", "function": "total",
+             "lineno": shop_line("BUG total"), "in_app": True}]},
+    })
+
+
+ANSWER = {"root_cause": "The order has no price key.", "confidence": 0.9,
+          "culprit": {"path": "app/shop.py", "line": shop_line("BUG total"), "function": "total"},
+          "citations": [{"path": "app/shop.py", "start_line": 1, "end_line": 2}]}
+
+
+class TestAnalyzeWithLlm:
+    def test_a_configured_ollama_is_asked(self, tmp_path: Path, shop_repo: tuple[Path, str]) -> None:
+        """With LOGAGENT_OLLAMA_URL set, `analyze` runs the agent: status analyzed, the model's root cause,
+        citations checked against the repository, and no personal data in the prompt or output."""
+        repo, commit = shop_repo
+        with ScriptedOllama([Reply.json(ANSWER)]) as ollama:
+            proc = logagent("analyze", "--repo", str(repo), data_dir=tmp_path / "data",
+                            env={"LOGAGENT_OLLAMA_URL": ollama.url}, stdin=shop_event(commit))
+            (out,) = json_lines(proc)
+            analysis = Analysis.model_validate(out)
+            assert len(ollama.chat_calls) == 1
+            assert "jane.doe@example.com" not in ollama.all_text()
+        assert analysis.status == "analyzed" and analysis.analyzer == "llm"
+        assert analysis.root_cause == ANSWER["root_cause"]
+        assert [(c.path, c.start_line, c.commit) for c in analysis.citations] == [("app/shop.py", 1, commit)]
+        assert "jane.doe@example.com" not in proc.stdout.decode()
+        assert not (tmp_path / "data" / "memory").exists()
+
+    def test_offline_never_asks(self, tmp_path: Path, shop_repo: tuple[Path, str]) -> None:
+        """`--offline` stays heuristic even with an Ollama URL configured."""
+        repo, commit = shop_repo
+        with ScriptedOllama([Reply.json(ANSWER)]) as ollama:
+            (out,) = json_lines(logagent("analyze", "--repo", str(repo), "--offline", data_dir=tmp_path,
+                                         env={"LOGAGENT_OLLAMA_URL": ollama.url}, stdin=shop_event(commit)))
+            assert ollama.chat_calls == []
+        assert out["status"] == "heuristic" and out["culprit"]["path"] == "app/shop.py"
+
+    def test_unreachable_ollama_falls_back_with_a_note(self, tmp_path: Path, shop_repo: tuple[Path, str]) -> None:
+        """Nobody on the Ollama port: the heuristic analysis, exit 0, with a note saying why."""
+        repo, commit = shop_repo
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        env = {"LOGAGENT_OLLAMA_URL": url, "LOGAGENT_OLLAMA__ATTEMPTS": "1"}
+        (out,) = json_lines(logagent("analyze", "--repo", str(repo), data_dir=tmp_path, env=env,
+                                     stdin=shop_event(commit)))
+        assert out["status"] == "heuristic"
+        assert any("LLM unavailable" in note for note in out["notes"])

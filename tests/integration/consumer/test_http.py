@@ -1,0 +1,189 @@
+"""The operability endpoint over real HTTP: /metrics as Prometheus reads it, probes as the kubelet does."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.parser import text_string_to_metric_families
+
+from consumer.http import HealthSnapshot, HealthState, HttpEndpoint, readiness_checks, serve_http
+from consumer.metrics import Metrics
+from tests.conftest import tool
+from tests.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.integration
+
+_ROOT = PROJECT_ROOT
+
+
+def _populate(metrics: Metrics) -> set[str]:
+    """Give every metric of `Metrics` one sample; return the metric names populated."""
+    names: set[str] = set()
+    for metric in vars(metrics).values():
+        if not isinstance(metric, Counter | Gauge | Histogram):
+            continue
+        labelnames = metric._labelnames
+        child = metric.labels(*(f"{name}-a" for name in labelnames)) if labelnames else metric
+        if isinstance(child, Histogram):
+            child.observe(1.5)
+        elif isinstance(child, Gauge):
+            child.set(2)
+        else:
+            child.inc(3)
+        names.add(metric._name)
+    return names
+
+
+def _get(endpoint: HttpEndpoint, path: str, accept: str | None = None) -> tuple[int, str, bytes]:
+    """GET a path; return status, content type and body (error statuses included)."""
+    connection = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=5)
+    try:
+        connection.request("GET", path, headers={"Accept": accept} if accept else {})
+        response = connection.getresponse()
+        return response.status, response.getheader("Content-Type", ""), response.read()
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics()
+
+
+@pytest.fixture
+def health() -> HealthState:
+    return HealthState()
+
+
+@pytest.fixture
+def endpoint(metrics: Metrics, health: HealthState) -> Iterator[HttpEndpoint]:
+    with serve_http("127.0.0.1", 0, metrics, health) as running:
+        yield running
+
+
+class TestMetricsEndpoint:
+    def test_scrape_passes_promtool_check_metrics(self, endpoint: HttpEndpoint, metrics: Metrics) -> None:
+        """A scrape with every metric populated is accepted by `promtool check metrics` without a lint."""
+        populated = _populate(metrics)
+        status, content_type, body = _get(endpoint, "/metrics")
+        assert status == 200
+        assert content_type.startswith("text/plain; version=0.0.4")
+        families = {family.name for family in text_string_to_metric_families(body.decode())}
+        assert populated <= families, f"not exported: {sorted(populated - families)}"
+        checked = subprocess.run(
+            [tool("promtool"), "check", "metrics"], input=body, capture_output=True, timeout=60
+        )
+        assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+        assert checked.stdout.strip() == b"" and checked.stderr.strip() == b""
+
+    def test_scrape_shows_the_injected_registry_values(
+        self, endpoint: HttpEndpoint, metrics: Metrics
+    ) -> None:
+        """Values set on the injected registry are what the scrape reports, not another registry's."""
+        metrics.dlq.labels("not_json").inc(7)
+        metrics.open_bursts.set(4)
+        _, _, body = _get(endpoint, "/metrics")
+        text = body.decode()
+        assert 'logagent_dlq_total{reason="not_json"} 7.0' in text
+        assert "logagent_open_bursts 4.0" in text
+        assert "python_gc_objects_collected_total" not in text  # the default registry is not served
+
+    def test_openmetrics_is_served_when_asked_for(self, endpoint: HttpEndpoint) -> None:
+        """A Prometheus that asks for OpenMetrics gets it, terminated by `# EOF`."""
+        status, content_type, body = _get(endpoint, "/metrics", accept="application/openmetrics-text")
+        assert status == 200
+        assert content_type.startswith("application/openmetrics-text")
+        assert body.rstrip().endswith(b"# EOF")
+
+
+class TestProbes:
+    def test_livez_answers_while_the_process_runs(self, endpoint: HttpEndpoint) -> None:
+        """/livez is 200 even when nothing is ready yet: liveness never depends on Kafka or Ollama."""
+        status, _, body = _get(endpoint, "/livez")
+        assert (status, body) == (200, b"ok\n")
+
+    def test_readyz_names_every_failing_check_until_ready(
+        self, endpoint: HttpEndpoint, health: HealthState
+    ) -> None:
+        """/readyz is 503 listing the failing checks, and 200 once partitions, store and Ollama are all up."""
+        status, content_type, body = _get(endpoint, "/readyz")
+        assert (status, content_type) == (503, "application/json")
+        assert json.loads(body)["failing"] == [
+            "ollama_reachable_or_heuristic",
+            "partitions_assigned",
+            "store_open",
+        ]
+        health.set_partitions_assigned(True)
+        health.set_store_open(True)
+        status, _, body = _get(endpoint, "/readyz")
+        assert status == 503 and json.loads(body)["failing"] == ["ollama_reachable_or_heuristic"]
+        health.set_ollama_reachable(True)
+        status, _, body = _get(endpoint, "/readyz")
+        assert status == 200 and json.loads(body) == {
+            "ready": True,
+            "failing": [],
+            "checks": {
+                "partitions_assigned": True,
+                "store_open": True,
+                "ollama_reachable_or_heuristic": True,
+            },
+        }
+        health.set_partitions_assigned(False)  # a rebalance took every partition away
+        status, _, body = _get(endpoint, "/readyz")
+        assert status == 503 and json.loads(body)["failing"] == ["partitions_assigned"]
+
+    def test_heuristic_mode_is_ready_without_ollama(
+        self, endpoint: HttpEndpoint, health: HealthState
+    ) -> None:
+        """Without an LLM configured the service is ready with Ollama unreachable."""
+        health.set_partitions_assigned(True)
+        health.set_store_open(True)
+        health.set_heuristic_mode(True)
+        status, _, _ = _get(endpoint, "/readyz")
+        assert status == 200
+
+    def test_unknown_path_is_404(self, endpoint: HttpEndpoint) -> None:
+        """Only the three documented paths answer."""
+        status, _, _ = _get(endpoint, "/admin")
+        assert status == 404
+
+    def test_a_stalled_client_does_not_block_the_probes(self, endpoint: HttpEndpoint) -> None:
+        """A connection that never sends its request does not keep /livez from answering."""
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=5) as stalled:
+            stalled.sendall(b"GET /metrics HTTP/1.1\r\n")  # headers never finished
+            status, _, _ = _get(endpoint, "/livez")
+        assert status == 200
+
+
+class TestLifecycle:
+    def test_port_zero_binds_a_free_port_and_close_releases_it(self, metrics: Metrics) -> None:
+        """Port 0 picks a real port; after close() nothing listens there and a second close() is harmless."""
+        endpoint = serve_http("127.0.0.1", 0, metrics, HealthState())
+        assert endpoint.port > 0
+        assert _get(endpoint, "/livez")[0] == 200
+        endpoint.close()
+        endpoint.close()
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", endpoint.port), timeout=2).close()
+
+
+class TestReadinessChecks:
+    def test_ready_only_when_every_check_passes(self) -> None:
+        """Each flag alone can make the service unready; heuristic mode stands in for Ollama."""
+        ready = HealthSnapshot(
+            partitions_assigned=True, store_open=True, ollama_reachable=True, heuristic_mode=False
+        )
+        assert all(readiness_checks(ready).values())
+        for field in ("partitions_assigned", "store_open", "ollama_reachable"):
+            snapshot = HealthSnapshot(**{**ready.__dict__, field: False})
+            assert not all(readiness_checks(snapshot).values()), field
+        heuristic = HealthSnapshot(
+            partitions_assigned=True, store_open=True, ollama_reachable=False, heuristic_mode=True
+        )
+        assert all(readiness_checks(heuristic).values())

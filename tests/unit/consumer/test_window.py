@@ -1,0 +1,224 @@
+"""Burst windows: event-time membership, wall-time idleness, the open-burst cap and bounded samples."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.event import ErrorEvent, ExceptionInfo, Frame
+from analysis.intake.signature import fingerprint_event
+from consumer.window import BurstWindow, ClosedBurst
+
+TP0 = ("errors", 0)
+TP1 = ("errors", 1)
+
+
+class FakeClock:
+    """A wall clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _event(ts: float, *, server: str = "checkout", exc: str = "java.lang.NullPointerException",
+           function: str = "charge", commit: str | None = "a1", message: str = "boom") -> ErrorEvent:
+    frames = (Frame(function=function, module="com.shop.payment.PaymentService",
+                    filename="PaymentService.java", lineno=42, in_app=True),)
+    return ErrorEvent(server_id=server, timestamp=ts, message=message, commit=commit,
+                      exceptions=(ExceptionInfo(type=exc, value=message, frames=frames),))
+
+
+def _window(clock: FakeClock, *, quiet: float = 10.0, length: float = 100.0, max_open: int = 100,
+            samples: int = 4) -> BurstWindow:
+    return BurstWindow(quiet_s=quiet, max_length_s=length, max_open=max_open, max_samples=samples,
+                       clock=clock)
+
+
+def _add(window: BurstWindow, event: ErrorEvent, offset: int, tp: tuple[str, int] = TP0) -> list[ClosedBurst]:
+    return window.add(event, fingerprint_event(event, ()), (tp, offset))
+
+
+class TestBurstWindow:
+    def test_events_of_one_signature_share_a_burst_until_quiet(self) -> None:
+        """Events closer than quiet_s in event time join one burst; a later gap closes it as 'quiet'."""
+        clock = FakeClock()
+        window = _window(clock)
+        for i in range(5):
+            assert _add(window, _event(100.0 + i), offset=i) == []
+        closed = _add(window, _event(100.0 + 4 + 10.5), offset=5)
+        assert [c.reason for c in closed] == ["quiet"]
+        cluster = closed[0].cluster
+        assert (cluster.count, cluster.first_seen, cluster.last_seen) == (5, 100.0, 104.0)
+        assert window.open_count == 1
+
+    def test_burst_closes_at_max_length_even_without_a_gap(self) -> None:
+        """A steady stream is cut into bursts of at most max_length_s of event time."""
+        window = _window(FakeClock(), quiet=10.0, length=30.0)
+        closed: list[ClosedBurst] = []
+        for i in range(0, 75, 5):
+            closed += _add(window, _event(float(i)), offset=i)
+        assert [c.reason for c in closed] == ["max_length", "max_length"]
+        assert [(c.cluster.first_seen, c.cluster.last_seen) for c in closed] == [(0.0, 30.0), (35.0, 65.0)]
+
+    def test_membership_follows_event_time_so_a_replay_rebuilds_the_same_bursts(self) -> None:
+        """Replaying the same events with a different wall clock yields identical bursts."""
+        events = [_event(t) for t in (0.0, 1.0, 2.0, 50.0, 51.0, 200.0)]
+
+        def run(step: float) -> list[tuple[float, float, int]]:
+            clock = FakeClock()
+            window = _window(clock)
+            closed: list[ClosedBurst] = []
+            for i, event in enumerate(events):
+                clock.now += step
+                closed += _add(window, event, offset=i)
+            closed += window.flush()
+            return [(c.cluster.first_seen, c.cluster.last_seen, c.cluster.count) for c in closed]
+
+        assert run(step=0.001) == run(step=7.0) == [(0.0, 2.0, 3), (50.0, 51.0, 2), (200.0, 200.0, 1)]
+
+    def test_expire_closes_bursts_idle_in_wall_time(self) -> None:
+        """With no further event, a burst closes once quiet_s of wall time passed since its last add."""
+        clock = FakeClock()
+        window = _window(clock, quiet=10.0)
+        _add(window, _event(1.0, server="a"), offset=0)
+        clock.now += 6
+        _add(window, _event(1.0, server="b"), offset=1)
+        clock.now += 5
+        assert [c.cluster.server_id for c in window.expire(clock.now)] == ["a"]
+        assert window.expire(clock.now) == []
+        clock.now += 5
+        assert [(c.cluster.server_id, c.reason) for c in window.expire(clock.now)] == [("b", "quiet")]
+        assert window.open_count == 0
+
+    def test_different_servers_and_signatures_get_separate_bursts(self) -> None:
+        """The key is (server, tenant, fingerprint): neither servers nor failure sites are mixed."""
+        window = _window(FakeClock())
+        _add(window, _event(1.0, server="a"), 0)
+        _add(window, _event(1.0, server="b"), 1)
+        _add(window, _event(1.0, server="a", function="refund"), 2)
+        _add(window, _event(1.0, server="a", exc="java.lang.IllegalStateException"), 3)
+        _add(window, _event(1.5, server="a"), 4)
+        closed = window.flush()
+        assert sorted(c.cluster.count for c in closed) == [1, 1, 1, 2]
+        assert {c.reason for c in closed} == {"flush"}
+        assert len({c.cluster.fingerprint for c in closed}) == 3
+
+    def test_past_the_cap_the_least_recently_updated_burst_is_evicted(self) -> None:
+        """Opening a burst beyond max_open closes the one updated longest ago, with reason 'evicted'."""
+        clock = FakeClock()
+        window = _window(clock, max_open=2)
+        _add(window, _event(1.0, server="a"), 0)
+        clock.now += 1
+        _add(window, _event(1.0, server="b"), 1)
+        clock.now += 1
+        _add(window, _event(2.0, server="a"), 2)  # a is now the most recent
+        closed = _add(window, _event(3.0, server="c"), 3)
+        assert [(c.cluster.server_id, c.reason) for c in closed] == [("b", "evicted")]
+        assert window.open_count == 2
+
+    def test_samples_are_bounded_and_keep_first_and_latest(self) -> None:
+        """A burst of 1000 events keeps max_samples events: the first ones and the newest ones, in order."""
+        window = _window(FakeClock(), samples=4)
+        for i in range(1000):
+            _add(window, _event(float(i) / 100, message=f"m{i}"), i)
+        (closed,) = window.flush()
+        assert [s.message for s in closed.cluster.samples] == ["m0", "m1", "m998", "m999"]
+        assert closed.cluster.representative.message == "m999"
+        assert closed.cluster.count == 1000
+
+    def test_commits_are_distinct_and_the_last_seen_is_last(self) -> None:
+        """Commits are kept once each, ordered so the one seen last is the one analysed."""
+        window = _window(FakeClock())
+        for i, commit in enumerate(["a1", "a1", "b2", None, "a1", "c3", "b2"]):
+            _add(window, _event(float(i), commit=commit), i)
+        (closed,) = window.flush()
+        assert closed.cluster.commits == ("a1", "c3", "b2")
+        assert closed.cluster.commit == "b2"
+
+    @settings(max_examples=200, deadline=None)
+    @given(commits=st.lists(st.sampled_from([None, *(f"c{i}" for i in range(20))]), max_size=80))
+    def test_commits_follow_the_distinct_last_seen_rule_past_the_cap(self, commits: list[str | None]) -> None:
+        """Any commit sequence keeps the distinct commits by last sighting, the newest last, at most 16."""
+        window = _window(FakeClock())
+        for i, commit in enumerate(commits):
+            _add(window, _event(float(i), commit=commit), i)
+        expected: dict[str, None] = {}
+        for commit in commits:
+            if commit and commit not in expected:
+                expected[commit] = None
+                if len(expected) > 16:
+                    del expected[next(iter(expected))]
+            elif commit and next(reversed(expected)) != commit:
+                del expected[commit]
+                expected[commit] = None
+        closed = window.flush()
+        assert [burst.cluster.commits for burst in closed] == ([tuple(expected)] if commits else [])
+
+    def test_burst_holds_its_lowest_offset_per_partition(self) -> None:
+        """A closed burst reports, per partition, the first (lowest) offset it took an event from."""
+        window = _window(FakeClock())
+        _add(window, _event(1.0), 7, TP0)
+        _add(window, _event(1.1, server="other"), 8, TP0)
+        _add(window, _event(1.2), 3, TP1)
+        _add(window, _event(1.3), 9, TP0)
+        assert window.held_offsets() == {TP0: 7, TP1: 3}
+        closed = {c.cluster.server_id: c for c in window.flush()}
+        assert dict(closed["checkout"].offsets) == {TP0: 7, TP1: 3}
+        assert dict(closed["other"].offsets) == {TP0: 8}
+        assert closed["checkout"].token != closed["other"].token
+        assert window.held_offsets() == {}
+
+    def test_a_caller_that_is_behind_does_not_close_bursts_by_wall_time(self) -> None:
+        """While the consumer lags or is paused, wall-time idleness must not split bursts in the backlog."""
+        clock = FakeClock()
+        window = _window(clock, quiet=10.0)
+        _add(window, _event(1.0), 0)
+        clock.now += 60
+        assert window.expire(clock.now, idle_by_wall=False) == []
+        assert window.open_count == 1
+        assert [c.reason for c in window.expire(clock.now, idle_by_wall=True)] == ["quiet"]
+
+    def test_a_burst_open_for_max_length_of_wall_time_closes_even_when_behind(self) -> None:
+        """A consumer that never catches up still closes (and releases) a burst after max_length_s."""
+        clock = FakeClock()
+        window = _window(clock, quiet=10.0, length=100.0)
+        _add(window, _event(1.0, server="a"), 0)
+        clock.now += 50
+        _add(window, _event(1.0, server="b"), 1)
+        clock.now += 49
+        _add(window, _event(2.0, server="a"), 2)  # recent activity does not extend the cap
+        assert window.expire(clock.now, idle_by_wall=False) == []
+        clock.now += 1
+        closed = window.expire(clock.now, idle_by_wall=False)
+        assert [(c.cluster.server_id, c.cluster.count, c.reason) for c in closed] == [("a", 2, "max_length")]
+        assert window.open_count == 1
+
+    def test_a_closed_burst_reports_its_span_per_partition(self) -> None:
+        """The first and last offset per partition travel with the closed burst (for safe commits)."""
+        window = _window(FakeClock())
+        for offset in (4, 6, 9):
+            _add(window, _event(1.0 + offset / 10), offset, TP0)
+        (closed,) = window.flush()
+        assert dict(closed.spans) == {TP0: (4, 9)}
+
+    def test_revoking_drops_bursts_read_only_from_revoked_partitions(self) -> None:
+        """Their new owner replays them; keeping them would count replayed events twice."""
+        window = _window(FakeClock())
+        _add(window, _event(1.0), 3, TP0)
+        _add(window, _event(1.1, server="other"), 5, TP1)
+        assert window.revoke({TP0}) == []
+        assert window.open_count == 1
+        assert window.held_offsets() == {TP1: 5}
+
+    def test_revoking_closes_a_burst_that_also_spans_a_kept_partition(self) -> None:
+        """What this consumer read of a burst spread over partitions is analysed, not silently dropped."""
+        window = _window(FakeClock())
+        _add(window, _event(1.0), 3, TP0)
+        _add(window, _event(1.1), 8, TP1)
+        (closed,) = window.revoke({TP0})
+        assert closed.reason == "rebalance"
+        assert closed.cluster.count == 2
+        assert window.open_count == 0
