@@ -8,20 +8,20 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 import lancedb
 import orjson
-from lancedb.index import Bitmap, BTree, IvfFlat
 
 from store.config import MemoryConfig
 from store.embedding import Embedder
 from store.errors import RefusedCase, StoreError
 from store.freshness import Freshness, IsChanged, assess
 from store.hygiene import contamination_reasons, summarise
+from store.indexing import maintain_table
 from store.record import (
     STORABLE_STATUSES,
     CaseSummary,
@@ -37,24 +37,21 @@ from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_floa
 from store.table import (
     RECALL_COLUMNS,
     SUMMARY_COLUMNS,
+    arrow_rows,
     case_row,
     case_summary,
     check_compatible,
     cited_ranges,
+    fetch_rows,
     memory_schema,
+    query_rows,
     with_retries,
 )
 
 Verdict = Literal["correct", "wrong"]
 T = TypeVar("T")
 _VISIBLE_POLL_S = 0.01
-_IVF_PREFIX = "vector_ivf"
 _NOTE_CHARS = 500
-# Low-cardinality filter columns get bitmaps; ids, fingerprints and timestamps get B-trees.
-_SCALAR_INDEXES: tuple[tuple[str, type[BTree] | type[Bitmap]], ...] = (
-    ("id", BTree), ("tenant", Bitmap), ("scope", Bitmap), ("server", Bitmap), ("fingerprint", BTree),
-    ("expires_at", BTree),
-)
 
 
 class MemoryStore:
@@ -166,7 +163,7 @@ class MemoryStore:
                        expires_at=case.created_at + self._config.ttl_for(case.scope))
         # Insert-only: a replay must not reset feedback or trust a person already gave the case.
         result = self._retry(lambda: table.merge_insert("id").when_not_matched_insert_all().execute(
-            _arrow_rows([row], table.schema)))
+            arrow_rows([row], table.schema)))
         self._wait_visible(table, case.id)
         return RememberResult(case.id, result.num_inserted_rows > 0, time.perf_counter() - started)
 
@@ -260,10 +257,10 @@ class MemoryStore:
         # run alongside the vector search so the recall waits for the slower of the two only.
         exact = None
         if fingerprint:
-            exact = self._background(lambda: _rows(
+            exact = self._background(lambda: query_rows(
                 table.search().where(f"{where} AND fingerprint = {sql_string(fingerprint)}")
                 .select(RECALL_COLUMNS).limit(ranking.top_k)))
-        rows = _rows(nearest)
+        rows = query_rows(nearest)
         return rows + exact.result() if exact is not None else rows
 
     def _finish(self, query: RecallQuery, ranked: list[Ranked], by_id: Mapping[str, Mapping[str, Any]],
@@ -302,7 +299,7 @@ class MemoryStore:
         where = (f"{scope_filter(server=server, tenant=tenant, scope=scope, now=now)}"
                  f" AND fingerprint = {sql_string(fingerprint)} AND commit = {sql_string(commit)}"
                  " AND status IN ('analyzed', 'heuristic') AND feedback >= 0.0")
-        rows = [row for row in post_filter(_fetch(table.search().where(where), 50), server=server,
+        rows = [row for row in post_filter(fetch_rows(table.search().where(where), 50), server=server,
                                            tenant=tenant, scope=scope, now=now)
                 if row["fingerprint"] == fingerprint and row.get("commit") == commit
                 and row.get("status") in STORABLE_STATUSES and float(row.get("feedback") or 0.0) >= 0.0]
@@ -334,7 +331,7 @@ class MemoryStore:
         where = f"server = {sql_string(server)}"
         if tenant is not None:
             where += f" AND tenant = {sql_string(tenant)}"
-        rows = _fetch(table.search(vector).distance_type("cosine").where(where, prefilter=True), k)
+        rows = fetch_rows(table.search(vector).distance_type("cosine").where(where, prefilter=True), k)
         return [case_summary(row, cosine(vector, row["vector"])) for row in rows]
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -346,79 +343,13 @@ class MemoryStore:
         expired = 0
         names: list[str] = []
         indexed: list[str] = []
-        where = f"expires_at <= {sql_float(now)}"
         for table in self._all_tables():
             names.append(table.name)
-            if table.count_rows(where):
-                expired += self._retry(lambda t=table: t.delete(where)).num_deleted_rows
-            self._retry(table.optimize)
-            rows = table.count_rows()
-            indices = table.list_indices()
-            existing = {tuple(index.columns) for index in indices}
-            if rows >= self._config.scalar_index_min_rows:
-                self._index_filter_columns(table, existing)
-            vector_indexes = [index.name for index in indices if list(index.columns) == ["vector"]]
-            partitions = max(1, math.isqrt(rows))
-            built = _ivf_partitions(vector_indexes)
-            if rows >= self._config.index_min_rows and (built is None or 2 * built <= partitions):
-                self._build_vector_index(table, partitions, vector_indexes)
-                self._index_filter_columns(table, existing)
+            deleted, built = maintain_table(table, self._config, now, self._retry)
+            expired += deleted
+            if built:
                 indexed.append(table.name)
         return MaintenanceReport(expired, tuple(names), tuple(indexed))
-
-    def _build_vector_index(self, table: Any, partitions: int, replaced: Sequence[str]) -> None:
-        # IVF_FLAT keeps raw vectors (exact distances inside probed partitions) and trains in seconds.
-        # sqrt(rows) partitions keep each probe small: LanceDB's default of ~4k rows per partition
-        # makes ten probes read 40% of a 100k-row table. Rebuilt (under a new name, the old one dropped
-        # once the new one serves) when the table has grown fourfold.
-        name = f"{_IVF_PREFIX}{partitions}"
-        config = IvfFlat(distance_type="cosine", num_partitions=partitions)
-        self._retry(lambda: table.create_index("vector", config=config, name=name, replace=True))
-        for old in replaced:
-            if old != name:
-                self._retry(lambda o=old: table.drop_index(o))
-
-    def _index_filter_columns(self, table: Any, existing: set[tuple[str, ...]]) -> None:
-        # Recall's pre-filter and remember's merge on id then read indexes instead of scanning columns.
-        for column, kind in _SCALAR_INDEXES:
-            if (column,) not in existing:
-                self._retry(lambda c=column, k=kind: table.create_index(c, config=k()))
-                existing.add((column,))
-
-
-def _ivf_partitions(index_names: Sequence[str]) -> int | None:
-    """Partitions of the vector index, read from its name (`vector_ivf<N>`); 0 for an index named
-    otherwise (built by an older version, so rebuilt once), None when there is none."""
-    if not index_names:
-        return None
-    counts = [int(name.removeprefix(_IVF_PREFIX)) for name in index_names
-              if name.startswith(_IVF_PREFIX) and name.removeprefix(_IVF_PREFIX).isdigit()]
-    return max(counts, default=0)
-
-
-def _rows(query: Any) -> list[dict[str, Any]]:
-    """Rows of a query as dicts, with each vector a row of one float32 matrix instead of a Python list."""
-    result = query.to_arrow()
-    if "vector" not in result.column_names:
-        rows: list[dict[str, Any]] = result.to_pylist()
-        return rows
-    column = result.column("vector").combine_chunks()
-    matrix = column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), column.type.list_size)
-    rows = result.drop_columns(["vector"]).to_pylist()
-    for row, vector in zip(rows, matrix, strict=True):
-        row["vector"] = vector
-    return rows
-
-
-def _fetch(query: Any, limit: int) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = query.limit(limit).to_list()
-    return rows
-
-
-def _arrow_rows(rows: Sequence[Mapping[str, Any]], schema: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.Table.from_pylist(list(rows), schema=schema)
 
 
 def _analysis(row: Mapping[str, Any]) -> dict[str, Any]:

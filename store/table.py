@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -118,6 +118,31 @@ def case_summary(row: Mapping[str, Any], score: float | None = None) -> CaseSumm
         feedback=float(row.get("feedback") or 0.0), created_at=float(row["created_at"]),
         expires_at=float(row["expires_at"]), commit=row.get("commit"), score=score,
     )
+
+
+def query_rows(query: Any) -> list[dict[str, Any]]:
+    """Rows of a query as dicts, with each vector a row of one float32 matrix instead of a Python list."""
+    result = query.to_arrow()
+    if "vector" not in result.column_names:
+        rows: list[dict[str, Any]] = result.to_pylist()
+        return rows
+    column = result.column("vector").combine_chunks()
+    matrix = column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), column.type.list_size)
+    rows = result.drop_columns(["vector"]).to_pylist()
+    for row, vector in zip(rows, matrix, strict=True):
+        row["vector"] = vector
+    return rows
+
+
+def fetch_rows(query: Any, limit: int) -> list[dict[str, Any]]:
+    """The first `limit` rows of a query as dicts."""
+    rows: list[dict[str, Any]] = query.limit(limit).to_list()
+    return rows
+
+
+def arrow_rows(rows: Sequence[Mapping[str, Any]], schema: Any) -> Any:
+    """Rows as an Arrow table of `schema`, for a merge or an insert."""
+    return pa.Table.from_pylist(list(rows), schema=schema)
 
 
 def _is_commit_conflict(exc: BaseException) -> bool:

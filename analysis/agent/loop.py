@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_ollama import ChatOllama
 from pydantic import BaseModel, Field, ValidationError
 
+from analysis.agent.answer import past_case_refs, validated_analysis
 from analysis.agent.prompt import (
     FINAL_INSTRUCTION,
     SYSTEM_PROMPT,
@@ -39,10 +40,10 @@ from analysis.agent.prompt import (
 )
 from analysis.code.repo import Checkout
 from analysis.code.tools import FileTools, ToolResult, tool_specs
-from analysis.code.validate import normalise_path, validate_citations, validate_fix, validate_location
+from analysis.code.validate import normalise_path
 from analysis.errors import LogAgentError
 from analysis.event import Cluster
-from analysis.report import AgentAnswer, Analysis, PastCaseRef, Suspect
+from analysis.report import AgentAnswer, Analysis
 
 _ANSWER_SCHEMA = AgentAnswer.model_json_schema()
 _EXCERPT_RADIUS = 12
@@ -170,7 +171,7 @@ class Agent:
         base = heuristic.model_copy(
             update={
                 "model": self._config.model,
-                "past_cases": heuristic.past_cases or _past_case_refs(past_cases),
+                "past_cases": heuristic.past_cases or past_case_refs(past_cases),
                 "tokens": {"prompt": run.stats.prompt_tokens, "completion": run.stats.completion_tokens},
                 "timings": {
                     **heuristic.timings,
@@ -189,7 +190,9 @@ class Agent:
                 }
             )
         else:
-            analysis = self._validated(answer, base, checkout, run)
+            analysis, dropped = validated_analysis(answer, base, checkout, run.reads, _stop_notes(run.stats))
+            run.stats.dropped_citations = len(dropped)
+            run.stats.dropped_reasons = dropped
         return AgentOutcome(Analysis.model_validate(analysis.model_dump()), run.stats)
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -314,49 +317,6 @@ class Agent:
         _record_read(run, culprit.path, result)
         return _cap(result.output, self._config.tool_output_chars), culprit.path
 
-    # -- validation ---------------------------------------------------------------------------------
-
-    def _validated(self, answer: AgentAnswer, base: Analysis, checkout: Checkout, run: _Run) -> Analysis:
-        """The answer checked against the commit: invented paths and unread citations are dropped."""
-        review: list[str] = []
-        citations, dropped = validate_citations(answer.citations, checkout, run.reads)
-        run.stats.dropped_citations = len(dropped)
-        run.stats.dropped_reasons = dropped
-        if dropped:
-            review.append(f"{len(dropped)} citation(s) dropped: " + "; ".join(dropped)[:300])
-        if not citations:
-            review.append("no citation survived validation")
-        culprit, why = validate_location(answer.culprit, checkout)
-        if culprit is None:
-            review.append(f"model culprit rejected ({why}); heuristic culprit kept")
-            culprit = base.culprit
-        suspects: list[Suspect] = []
-        for suspect in answer.suspects:
-            checked, _ = validate_location(suspect, checkout)
-            if isinstance(checked, Suspect):
-                suspects.append(checked)
-        fix = None
-        if answer.fix is not None:
-            fix, fix_note = validate_fix(answer.fix, checkout)
-            if fix_note:
-                review.append(fix_note)
-        return base.model_copy(
-            update={
-                "status": "analyzed",
-                "analyzer": "llm",
-                "root_cause": answer.root_cause,
-                "culprit": culprit,
-                "suspects": suspects or base.suspects,
-                "fix": fix,
-                "confidence": answer.confidence,
-                "citations": citations,
-                "needs_review": base.needs_review or bool(review),
-                "review_reasons": [*base.review_reasons, *review],
-                "failure_reason": None,
-                "notes": [*base.notes, *_stop_notes(run.stats)],
-            }
-        )
-
 
 # -- pure helpers -------------------------------------------------------------------------------------
 
@@ -414,15 +374,6 @@ def _record_read(run: _Run, asked: str, result: ToolResult[Any]) -> None:
     lexical = normalise_path(asked)
     if lexical is not None:
         run.reads.add(posixpath.normpath(lexical))
-
-
-def _past_case_refs(cases: Sequence[Mapping[str, Any]]) -> list[PastCaseRef]:
-    refs: list[PastCaseRef] = []
-    for case in cases:
-        memory_id, score = case.get("memory_id"), case.get("score")
-        if isinstance(memory_id, str) and isinstance(score, int | float):
-            refs.append(PastCaseRef(memory_id=memory_id, score=float(score), stale=bool(case.get("stale"))))
-    return refs
 
 
 def _stop_notes(stats: AgentStats) -> list[str]:
