@@ -20,7 +20,7 @@ import re
 import threading
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import hyperscan
 import regex
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
 from analysis.intake.redact_rules import INTL, PRIVATE_KEY, RULES, Rule, looks_generated, placeholder, secret_key
 
-__all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_event", "redact_value"]
+__all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_event", "redact_model", "redact_value"]
 
 KINDS = tuple(dict.fromkeys((PRIVATE_KEY, *(rule.kind for rule in RULES))))
 """Every built-in kind of secret or personal data."""
@@ -42,6 +42,8 @@ _LONG_TEXT = 512  # a multi-line text with hits past this length goes line by li
 _MAX_CACHED_LINE = 1024
 _LINE_CACHE_CHARS = 4_000_000
 _FRAMES_CACHE_SIZE = 4096
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class RedactionConfig(BaseModel):
@@ -293,6 +295,14 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0) -> Any:
         text = str(value)
         return redactor.redact(text) if redactor.redact(text) != text else value  # a card number sent as a number
     return value
+
+
+def redact_model(model: _Model, redactor: Redactor) -> _Model:
+    """A copy of `model` with every string in it redacted (an analysis before it is published or stored:
+    quoted repository code, the model's answer, notes, failure reasons)."""
+    if not redactor.config.enabled:
+        return model
+    return type(model).model_validate(redact_value(model.model_dump(mode="json"), redactor))
 
 
 def _redact_key(key: Any, redactor: Redactor) -> Any:
