@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 import orjson
 
@@ -37,9 +38,11 @@ class _JsonFormatter(logging.Formatter):
         return orjson.dumps(self._redact(line), default=str).decode()
 
 
-def configure_logging(level: str, redact: Callable[[object], object] = lambda line: line) -> None:
-    """Send JSON lines to stdout at `level`, each value through `redact` (called once, by the entry point)."""
-    handler = logging.StreamHandler(sys.stdout)
+def configure_logging(level: str, redact: Callable[[object], object] = lambda line: line,
+                      stream: TextIO | None = None) -> None:
+    """Send JSON lines to `stream` (stdout) at `level`, each value through `redact` (called once, by the
+    entry point)."""
+    handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(_JsonFormatter(redact))
     root = logging.getLogger()
     root.handlers[:] = [handler]
