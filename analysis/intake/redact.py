@@ -309,9 +309,15 @@ def _redact_key(key: Any, redactor: Redactor) -> Any:
     return redactor.redact(key) if type(key) is str else key
 
 
+@lru_cache(maxsize=4096)
+def _key_strength(key: str) -> str | None:
+    return secret_key(key)
+
+
 def _redact_item(key: Any, item: Any, redactor: Redactor, depth: int) -> Any:
     if type(key) is str and (type(item) is str or type(item) is int) and item != "":
-        strength = secret_key(key)
+        # Field names repeat across a stream; long ones (rare, hostile) are not cached.
+        strength = _key_strength(key) if len(key) <= _SHORT_TEXT else secret_key(key)
         if strength == "strong" or (strength == "weak" and looks_generated(str(item))):
             return placeholder("secret")
     return redact_value(item, redactor, depth + 1)
