@@ -172,10 +172,10 @@ def _detect_secrets() -> Callable[[str], str]:
 
 
 def _kingfisher() -> Callable[[str], str]:
-    """Kingfisher's whole bundled catalog (confidence "low" and up), each finding replaced."""
+    """Kingfisher's bundled catalog at its default confidence, each finding replaced."""
     from kingfisher_sdk import Rules, Scanner
 
-    scanner = Scanner(Rules(confidence="low"))
+    scanner = Scanner(Rules())
 
     def redact(text: str) -> str:
         for secret in sorted({finding.secret for finding in scanner.scan(text)}, key=len, reverse=True):

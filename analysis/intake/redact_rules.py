@@ -46,7 +46,8 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
 # ---------------------------------------------------------------- key/value secrets
 
 # A key whose name says its value is secret. Long names may follow anything (`dbpassword`, `csrftoken`);
-# short ones only a separator or a camel-case hump, so `bypass=` and `compass:` stay.
+# short ones only a separator or a camel-case hump, so `bypass=` and `compass:` stay. A path segment
+# (`stream/token: …`) is no key.
 _LONG_KEYS = (
     r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey"
     r"|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
@@ -54,7 +55,7 @@ _LONG_KEYS = (
 )
 _SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp"
 _STRONG_KEY = (
-    rf"(?:(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?i:{_SHORT_KEYS})|(?<=[a-z0-9])(?:Pass|Pwd|Pw|Sig|PASS|PWD|PW|SIG))"
+    rf"(?:(?<![/\\])(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?i:{_SHORT_KEYS})|(?<=[a-z0-9])(?:Pass|Pwd|Pw|Sig|PASS|PWD|PW|SIG))"
 )
 # Names that are secret only when their value looks generated: `key=orders:42` stays, `key=Zm9v4…` goes.
 _WEAK_KEY = r"(?<![A-Za-z0-9])(?i:key|auth|session|sessionid|sid|code|hmac|salt|nonce|jsessionid|csrf)"
