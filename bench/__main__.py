@@ -13,7 +13,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-BENCHMARKS = ("grouping", "e2e", "llm_calls", "memory", "footprint")
+BENCHMARKS = ("grouping", "e2e", "redaction", "llm_calls", "memory", "footprint")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ from analysis.code.repo import Checkout, RepoSync
 from analysis.code.tools import FileTools, ToolLimits
 from analysis.code.validate import citation_changed
 from analysis.event import Cluster
-from analysis.intake.redact import Redactor
+from analysis.intake.redact import Redactor, redact_model
 from analysis.report import Analysis, PastCaseRef
 from consumer.breaker import CircuitBreaker
 from consumer.metrics import Metrics
@@ -141,6 +141,8 @@ class Explainer:
         analysis = analysis.model_copy(
             update={"timings": {**analysis.timings, "total_s": round(time.monotonic() - started, 6)}}
         )
+        # Nothing leaves unredacted: code the localiser quoted, the model's answer, notes (issue 13).
+        analysis = redact_model(analysis, self._redactor)
         self._remember(cluster, analysis, now)
         return analysis
 
@@ -165,7 +167,7 @@ class Explainer:
         self._metrics.llm_calls_avoided.inc()
         original = Analysis.model_validate(case.analysis)
         reasons = [f"{_INSTRUCTION_REVIEW}: {', '.join(case.contaminated)}"] if case.contaminated else []
-        return original.model_copy(update={
+        return redact_model(original.model_copy(update={
             "analysis_id": _own_id(cluster),
             "status": "recurrence",
             "analyzer": "memory",
@@ -177,7 +179,7 @@ class Explainer:
             "tokens": {},
             "timings": {},
             "notes": [f"recurrence of analysis {case.memory_id} at the same commit; no LLM call"],
-        })
+        }), self._redactor)
 
     def _recall(self, cluster: Cluster, checkout: Checkout, now: float) -> list[PastCase]:
         if self._memory is None:

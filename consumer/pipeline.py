@@ -179,7 +179,8 @@ class Service:
         token = ("dlq", tp, message.offset)
         self._offsets.hold(tp, message.offset, token)
         value: bytes = message.value or b""
-        headers = dlq_headers(reason, tp, message.offset, error, kafka.dlq_error_max_chars)
+        # The original bytes go as they came (the documented exception); what we add is redacted.
+        headers = dlq_headers(reason, tp, message.offset, self._redactor.redact(error), kafka.dlq_error_max_chars)
         if len(value) > kafka.dlq_max_value_bytes:
             # The broker refuses records past its size limit: keep the head, say so, and point at the
             # original, which stays in the input topic for its retention.

@@ -7,7 +7,9 @@ import gc
 import logging
 import signal
 import time
+from functools import partial
 
+from analysis.intake.redact import Redactor, redact_value
 from consumer.explainer import Explainer, build_explainer
 from consumer.feedback import FeedbackListener
 from consumer.http import HealthState, serve_http
@@ -35,7 +37,8 @@ def configure_gc() -> None:
 
 def run_service(settings: Settings) -> int:
     """`logagent run`: serve until SIGTERM or SIGINT, then shut down cleanly and return 0."""
-    configure_logging(settings.log_level)
+    redactor = Redactor(settings.redaction)
+    configure_logging(settings.log_level, partial(redact_value, redactor=redactor))
     configure_gc()
     return asyncio.run(_serve(settings))
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from aiokafka.errors import KafkaError
 
+from analysis.intake.redact import Redactor, redact_model
 from analysis.report import Analysis
 from consumer.analyzer import Analyzer, analyze_or_fail
 from consumer.cloudevent import to_cloudevent
@@ -59,6 +60,7 @@ class AnalysisWorkers:
         self._offsets = offsets
         self._stats = stats
         self._source = settings.pipeline.event_source or f"logagent/{settings.kafka.group_id}"
+        self._redactor = Redactor(settings.redaction)
         p = settings.pipeline
         self._backoff = Backoff(p.retry_initial_s, p.retry_max_s, p.retry_attempts)
         self._queue: asyncio.Queue[ClosedBurst] = asyncio.Queue()
@@ -130,6 +132,7 @@ class AnalysisWorkers:
     async def _publish(self, sink: EventSink, analysis: Analysis, stop: asyncio.Event, seconds: float) -> bool:
         """Publish the analysis event keyed by server id; False when stopped before it was acknowledged."""
         kafka = self._settings.kafka
+        analysis = redact_model(analysis, self._redactor)  # whichever analyzer made it, failures included
         value = to_cloudevent(analysis, self._source)
         key = analysis.cluster.server.encode()
         for attempt in range(1, self._backoff.attempts + 1):

@@ -1,4 +1,9 @@
-"""`python -m evals [--small] [--live]`: grouping and localisation quality, printed as tables.
+"""`python -m evals [--small] [--live] [--corpora PATH] [--peers]`: grouping, localisation and redaction
+quality, printed as tables.
+
+`--corpora` names the folder of public corpora redaction is also measured on (default
+`../shared/corpora` beside the project, skipped when absent); `--peers` scores detect-secrets and
+Kingfisher on the redaction corpus when they are installed (`make bench-deps`).
 
 `--live` re-records the agent's cassettes against the real Ollama at LOGAGENT_OLLAMA__URL, with the
 model of LOGAGENT_AGENT__MODEL.
@@ -8,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from consumer.settings import Settings
-from evals import grouping, localisation
+from evals import grouping, localisation, redaction
+
+_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 
 
 def _pct(value: float) -> str:
@@ -48,11 +56,36 @@ def print_localisation(report: localisation.LocalisationReport) -> None:
         print(f"  recorded: {path.name}")
 
 
+def print_redaction(report: redaction.RedactionReport) -> None:
+    """The redaction tables: the corpus per kind, negatives, real data, peers."""
+    product = report.product
+    print(f"Redaction ({product.positives} labelled spellings, {product.negatives} negatives)")
+    for score in (product, *report.peers):
+        print(f"  {score.name:15} recall {_pct(score.recall)} ({score.caught}/{score.positives})  negatives touched "
+              f"{len(score.touched)}/{score.negatives}  {score.micros_per_text:8.1f} us/text")
+    print(f"  {'kind':22} {'cases':>5} {'caught':>6}")
+    for kind, (total, caught) in product.by_kind.items():
+        print(f"  {kind:22} {total:5} {caught:6}")
+    for case in product.missed:
+        print(f"  missed: {case.kind}: {case.text[:100]!r}")
+    for negative, out in product.touched:
+        print(f"  touched: {negative.group}: {negative.text[:60]!r} -> {out[:60]!r}")
+    print(f"  prefilter differs from every rule in turn on {len(report.prefilter_mismatches)} texts")
+    for real in report.real:
+        kinds = ", ".join(f"{kind} {count}" for kind, count in real.kinds.most_common()) or "none"
+        print(f"  {real.source:10} {real.changed}/{real.texts} texts changed; placeholders: {kinds}; "
+              f"credential placeholders {real.credential_placeholders}")
+    for note in report.skipped:
+        print(f"  skipped: {note}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both evaluations and print their tables."""
     parser = argparse.ArgumentParser(prog="python -m evals", description=__doc__)
     parser.add_argument("--small", action="store_true", help="the fast subset `make test` runs")
     parser.add_argument("--live", action="store_true", help="re-record cassettes against a real Ollama")
+    parser.add_argument("--corpora", type=Path, default=_CORPORA, help="public corpora folder (loghub, sentry, ...)")
+    parser.add_argument("--peers", action="store_true", help="also score detect-secrets and Kingfisher")
     args = parser.parse_args(argv)
     live_url = None
     model = "qwen2.5-coder:7b"
@@ -64,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     print_grouping(grouping.evaluate(small=args.small))
     print()
     print_localisation(localisation.evaluate(small=args.small, live_url=live_url, model=model))
+    print()
+    print_redaction(redaction.evaluate(args.corpora if args.corpora.is_dir() else None, peers=args.peers))
     return 0
 
 

@@ -9,10 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
-from analysis.intake.redact import KINDS, RedactionConfig, Redactor, redact_event
+from analysis.intake.redact import KINDS, RedactionConfig, Redactor, redact_event, redact_value
+from analysis.intake.redact_rules import RULES, looks_generated, secret_key
+from evals.redaction import score
+from evals.redaction_corpus import NEGATIVES, positives
 from tests.paths import TRACES
 
-TRACES = TRACES
 REDACTOR = Redactor()
 
 # One sample per kind: (text, the secret that must disappear, the placeholder kind).
@@ -21,10 +23,8 @@ SAMPLES = [
     ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG", "aws_secret_key"),
     ("push failed with ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "ghp_0123456789", "github_token"),
     ("clone github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_pat_11ABC", "github_token"),
-    ("oauth gho_ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210 expired", "gho_ZYXW", "github_token"),
     ("slack call with xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp", "xoxb-1234567890", "slack_token"),
     ("Authorization: Bearer 8f2c1d0e9b7a6f5e4d3c2b1a", "8f2c1d0e9b7a6f5e4d3c2b1a", "bearer"),
-    ("api_key=sk_live_51HqA9x2 sent", "sk_live_51HqA9x2", "secret"),
     ('{"password": "hunter2!", "user": "bob"}', "hunter2!", "secret"),
     ("token: 7d1e2f3a4b5c", "7d1e2f3a4b5c", "secret"),
     ("session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
@@ -35,9 +35,40 @@ SAMPLES = [
     ("mail sent to bob.smith+orders@example.co.uk", "bob.smith+orders@example.co.uk", "email"),
     ("charged 4111 1111 1111 1111 twice", "4111 1111 1111 1111", "credit_card"),
     ("charged 5555555555554444 twice", "5555555555554444", "credit_card"),
+    ("payout to DE89 3704 0044 0532 0130 00 failed", "3704 0044 0532", "iban"),
+    ("SMS to +44 20 7946 0958 failed", "7946 0958", "phone"),
     ("client 203.0.113.45 refused", "203.0.113.45", "ipv4"),
     ("client 2001:db8:85a3::8a2e:370:7334 refused", "2001:db8:85a3::8a2e:370:7334", "ipv6"),
 ]  # fmt: skip
+
+# The spellings the red team got through the previous rules (issue 13), each of which must now go.
+RED_TEAM = [
+    ("redis://:pw1234@cache:6379/0", "pw1234"),
+    ("postgres://app:p@ss/w0rd@db:5432/shop", "p@ss/w0rd"),
+    ("Authorization: Basic dXNlcjpodW50ZXIy", "dXNlcjpodW50ZXIy"),
+    ("BEARER 8f2c1d0e9b7a6f5e4d3c2b1a", "8f2c1d0e9b7a6f5e4d3c2b1a"),
+    ('password="two words" user=bob', "two words"),
+    ("pass=hunter2 user=bob", "hunter2"),
+    ("pw=hunter2 user=bob", "hunter2"),
+    ("passphrase: open sesame please", "open sesame please"),
+    ("card 4111.1111.1111.1111 declined", "4111.1111.1111.1111"),
+    ("card_4111111111111111 declined", "4111111111111111"),
+    ("key_AKIAIOSFODNN7EXAMPLE rejected", "AKIAIOSFODNN7EXAMPLE"),
+    ("gitlab glpat-abcdefghij0123456789 denied", "glpat-abcdefghij0123456789"),
+    ("maps AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q denied", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+    ("stripe sk_live_51HqA9x2abcdefghijklmnop denied", "sk_live_51HqA9x2"),
+    ("openai sk-proj-abcdefghijklmnopqrstuvwxyz0123456789 denied", "sk-proj-abcdefghij"),
+    ("npm npm_abcdefghijklmnopqrstuvwxyz0123456789 denied", "npm_abcdefghij"),
+    ("sendgrid SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG", "SG.abcdefghij"),
+    ("slack xoxp-123456789012-123456789012-abcdef denied", "xoxp-1234"),
+    ("AccountName=shop;AccountKey=" + "a1B2" * 22 + ";EndpointSuffix=core.windows.net", "a1B2a1B2"),
+    ("Cookie: sessionid=abc123def456; csrftoken=zyx987", "abc123def456"),
+    ("Set-Cookie: sid=abc123def456; Path=/; HttpOnly", "abc123def456"),
+    ("Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b", "9944b09199c62bcf"),
+    ("GET /f.pdf?X-Amz-Expires=60&X-Amz-Signature=4c1bb2a4d1f5e93c0f2a7e&x=1", "4c1bb2a4d1f5e93c0f2a7e"),
+    ("payout to GB82WEST12345698765432 failed", "GB82WEST12345698765432"),
+    ("call (415) 555-2671 or +1 415 555 2671", "555-2671"),
+]
 
 
 class TestRedactor:
@@ -47,6 +78,11 @@ class TestRedactor:
         redacted = REDACTOR.redact(text)
         assert secret not in redacted
         assert f"[REDACTED:{kind}]" in redacted
+
+    @pytest.mark.parametrize(("text", "secret"), RED_TEAM, ids=[case[0][:24] for case in RED_TEAM])
+    def test_what_leaked_before_is_redacted(self, text: str, secret: str) -> None:
+        """Every spelling that leaked through the previous rules is caught."""
+        assert secret not in REDACTOR.redact(text)
 
     def test_url_keeps_user_and_host(self) -> None:
         """Only the password of a URL is hidden: user, host and path stay useful for analysis."""
@@ -60,10 +96,10 @@ class TestRedactor:
         assert REDACTOR.redact(text) == text
 
     def test_ordinary_traces_are_untouched(self) -> None:
-        """Trace text (line numbers, versions, hex offsets, Go module versions, UUID-free) passes unchanged."""
-        for name in ("java_checkout.txt", "python_pricing.txt", "go_panic.txt", "java_inventory.txt"):
-            text = (TRACES / name).read_text()
-            assert REDACTOR.redact(text) == text, name
+        """Trace text (line numbers, versions, hex offsets, Go module versions) passes unchanged."""
+        for path in sorted(TRACES.glob("*.txt")):
+            text = path.read_text()
+            assert REDACTOR.redact(text) == text, path.name
         line = "\tat com.acme.auth.TokenValidator.validate(TokenValidator.java:42) spring-core 5.3.20 at 10:14:03"
         assert REDACTOR.redact(line) == line
 
@@ -71,6 +107,9 @@ class TestRedactor:
         """Only the configured kinds run; `enabled=False` turns redaction off."""
         only_email = Redactor(RedactionConfig(kinds=("email",)))
         assert only_email.redact("bob@example.com 10.0.0.1") == "[REDACTED:email] 10.0.0.1"
+        no_pem = Redactor(RedactionConfig(kinds=("email",)))
+        pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----"
+        assert no_pem.redact(pem) == pem
         assert Redactor(RedactionConfig(enabled=False)).redact("bob@example.com") == "bob@example.com"
         with pytest.raises(ValueError, match="unknown redaction kinds"):
             Redactor(RedactionConfig(kinds=("email", "horoscope")))
@@ -81,100 +120,160 @@ class TestRedactor:
         redactor = Redactor(RedactionConfig(extra_patterns={"acme_ticket": r"ACME-[0-9]{6}"}))
         assert redactor.redact("see ACME-123456 now") == "see [REDACTED:acme_ticket] now"
 
-    def test_hostile_input_stays_linear(self) -> None:
-        """Long runs built to make backtracking regexes explode finish quickly."""
-        hostile = [
-            "a" * 200_000,
-            "1 " * 100_000,
-            "@" + "a." * 100_000,
-            "x://" + "a" * 100_000,
-            "password=" * 20_000,
-            "eyJ" + "a" * 100_000 + "." * 3,
-            "1:" * 100_000,
-            "-----BEGIN RSA PRIVATE KEY-----" * 5_000,
-        ]
-        for text in hostile:
-            started = time.perf_counter()
-            REDACTOR.redact(text)
-            assert time.perf_counter() - started < 1.0, text[:20]
+    def test_secret_key_names(self) -> None:
+        """Key names that always hold a secret, ones that do when the value looks generated, and others."""
+        assert [secret_key(name) for name in ("db_password", "X-Api-Key", "dbPass", "Authorization", "cookie")] == [
+            "strong"] * 5
+        assert [secret_key(name) for name in ("key", "session", "api_session")] == ["weak"] * 3
+        assert [secret_key(name) for name in ("bypass", "tokenizer", "keyboard", "user")] == [None] * 4
+        assert looks_generated("aB3dE5fG7hJ9kL1mN3pQ")
+        assert not looks_generated("componentDidMount") and not looks_generated("0|com.acme.app|121|null")
+        assert not looks_generated("123e4567-e89b-12d3-a456-426614174000")
+
+
+class TestCorpus:
+    def test_recall_on_the_labelled_corpus(self) -> None:
+        """At least 98% of the 300+ documented spellings lose every secret (100% when measured)."""
+        result = score("log-agent", Redactor().redact)
+        assert result.positives >= 300
+        assert result.recall >= 0.98, [case.text[:80] for case in result.missed]
+
+    def test_no_negative_is_touched(self) -> None:
+        """Stack frames, hashes, UUIDs, commit shas and ordinary log lines come out as they went in."""
+        redactor = Redactor()
+        touched = [(negative.text, out) for negative in NEGATIVES if (out := redactor.redact(negative.text))
+                   != negative.text]
+        assert not touched
+
+    def test_every_rule_kind_has_cases(self) -> None:
+        """The corpus exercises every kind of rule, so a broken rule shows in the recall."""
+        kinds = {case.kind for case in positives()}
+        assert {rule.kind for rule in RULES} <= kinds
 
 
 # Pieces that exercise every rule, at line starts and ends, and secrets whose key and value sit on two lines.
 _PIECES = [
-    "\n", "\n  ", " ", "\t", ":", "=", '"', "'", ".", "@", "-", "password", "Token", "api_key", "secret",
+    "\n", "\n  ", " ", "\t", ":", "=", '"', "'", ".", "@", "-", "_", "password", "Token", "api_key", "secret",
     "credentials", "Bearer", "Authorization: Basic", "aws_secret_access_key", "AKIAIOSFODNN7EXAMPLE",
     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "hunter2", "10.0.3.7", "fe80::1", "2001:db8::8a2e:370:7334",
-    "bob@example.com", "4111 1111 1111 1111", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
-    "https://app:pw@db", "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "xoxb-1234567890-abc",
-    "\tat com.acme.Key.get(Key.java:12)", "KeyError: 'currency'", "[REDACTED:secret]", "\r",
-    "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA", "-----END RSA PRIVATE KEY-----", "in synctoken",
-]
+    "bob@example.com", "josé@exämple.de", "4111 1111 1111 1111", "4111.1111.1111.1111", "GB82WEST12345698765432",
+    "+44 20 7946 0958", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl", "https://app:pw@db",
+    "redis://:p@ss/w@h", "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "xoxb-1234567890-abc", "Cookie: a=b; c=d",
+    "Set-Cookie: s=1; Path=/", "--password", "key", "aB3dE5fG7hJ9kL1mN3pQ", "sig=", "&", "?", "passphrase",
+    "\tat com.acme.Key.get(Key.java:12)", "KeyError: 'currency'", "[REDACTED:secret]", "\r", "{", "}",
+    "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA", "-----END RSA PRIVATE KEY-----", "\\n", "\\\"",
+]  # fmt: skip
 _TEXTS = st.lists(st.sampled_from(_PIECES), max_size=24).map("".join)
-# An extra pattern that never matches sends every text down the whole-text path: the reference.
-_WHOLE_TEXT = Redactor(RedactionConfig(extra_patterns={"never": r"(?!x)x"}))
-# One redactor across examples: lines seen before come from its cache, flagged or redacted.
+# One redactor across examples: lines seen before come from its caches.
 _WARM = Redactor()
 
 
-class TestLineByLine:
-    @settings(max_examples=500, deadline=None)
+class TestPrefilter:
+    @settings(max_examples=600, deadline=None)
     @given(text=_TEXTS)
-    def test_line_by_line_redaction_equals_the_whole_text_pass(self, text: str) -> None:
-        """Multi-line text redacted line by line (the fast path, cached per line) comes out exactly as one
-        pass of every rule over the whole text, including key/value secrets split across a line break."""
-        expected = _WHOLE_TEXT.redact(text)
+    def test_prefiltered_redaction_equals_every_rule_in_turn(self, text: str) -> None:
+        """Running only the rules the multi-pattern prefilter names (and, for long text, line by line from
+        the cache) gives exactly what running every rule in turn gives."""
+        expected = REDACTOR.every_rule(text)
         assert Redactor().redact(text) == expected
         assert _WARM.redact(text) == expected
 
-    def test_a_secret_split_across_lines_is_redacted(self) -> None:
-        """`password:` at the end of one line and the value on the next is still a secret, and so is
-        `password` with its `:` on the next line."""
-        for split in ("password:\n  hunter2", "password\n  : hunter2"):
-            text = f"config dump\n{split}\n\tat com.acme.Config.load(Config.java:12)"
-            assert "hunter2" not in Redactor().redact(text), split
-
-    def test_a_line_that_only_looks_like_a_split_secret_hides_nothing(self) -> None:
-        """A frame ending in `token` may start a secret that goes on into the next line. When the next
-        line shows it does not, nothing is hidden, under any header and however often it repeats; when
-        the next lines hold `=` and a value, the value is."""
-        redactor = Redactor()
-        text = '  File "/app/auth.py", line 57, in refresh_token\n    return self.store.load(user_id)'
-        assert redactor.redact(text) == text
-        headed = redactor.redact(f"ValueError: for bob@example.com\n{text}")
-        assert headed == f"ValueError: for [REDACTED:email]\n{text}"
-        assert redactor.redact(f"{text}\ntoken=\n s3cr3t") == f"{text}\ntoken=\n [REDACTED:secret]"
-
-    def test_repeated_trace_lines_come_from_the_cache(self) -> None:
-        """A trace seen again under a new first line reuses its redacted lines."""
+    def test_a_long_trace_with_one_secret_goes_line_by_line(self) -> None:
+        """A trace repeated under new first lines reuses its redacted lines; the new line is redacted."""
         redactor = Redactor()
         frames = (TRACES / "java_inventory.txt").read_text().partition("\n")[2]
         redactor.redact(f"java.lang.IllegalStateException: order 1 from bob@example.com\n{frames}")
-        cached = len(redactor._lines)
+        cached = len(redactor._lines._entries)
         second = redactor.redact(f"java.lang.IllegalStateException: order 2 from eve@example.com\n{frames}")
-        assert len(redactor._lines) == cached + 1 and "[REDACTED:email]" in second
+        assert len(redactor._lines._entries) == cached + 1 and "[REDACTED:email]" in second
+
+    def test_a_secret_split_across_lines_is_redacted(self) -> None:
+        """`password:` at the end of one line and the value on the next is still a secret, and so is
+        `password` with its `:` on the next line, also inside a long trace."""
+        frames = (TRACES / "java_inventory.txt").read_text()
+        for split in ("password:\n  hunter2", "password\n  : hunter2"):
+            text = f"config dump\n{split}\n{frames}"
+            assert "hunter2" not in Redactor().redact(text), split
+
+    def test_caches_are_bounded_in_characters(self) -> None:
+        """Distinct large texts never grow the caches past their character budgets."""
+        redactor = Redactor()
+        for n in range(300):
+            redactor.redact("\n".join(f"line {n} {i} from bob@example.com " + "x" * 900 for i in range(30)))
+            redactor.redact(f"short {n} bob@example.com")
+        assert redactor._lines._chars <= 4_000_000 and redactor._texts._chars <= 2_000_000
+
+
+class TestHostileInput:
+    @pytest.mark.parametrize("rule", RULES, ids=[f"{i}-{rule.kind}" for i, rule in enumerate(RULES)])
+    def test_each_rule_is_linear_on_a_megabyte(self, rule: object) -> None:
+        """Runs of the characters a rule accepts, repeated openers and separators: 1 MB in under 1 s."""
+        hostile = ["a" * 1_000_000, "1 " * 500_000, "@a." * 333_333, "a:" * 500_000, "password=" * 111_111,
+                   "eyJ" + "a" * 999_990 + "..", "-----BEGIN " * 90_000, "x://" + "a@" * 499_990, "4" * 1_000_000,
+                   "\\\"" * 500_000, "Bearer " * 142_000, "DE89" * 250_000, "+1 " * 333_333]
+        assert isinstance(rule, type(RULES[0]))
+        for text in hostile:
+            started = time.perf_counter()
+            rule.pattern.sub(rule.replacement, text)
+            assert time.perf_counter() - started < 1.0, text[:20]
+
+    def test_the_redactor_is_linear_on_a_megabyte(self) -> None:
+        """The whole redactor, prefilter and caches included, on 1 MB texts built to hit many rules."""
+        for text in ("password=a " * 90_000, "bob@example.com " * 62_000, "-----BEGIN RSA PRIVATE KEY-----" * 32_000,
+                     "10.0.0.1\n" * 110_000):
+            started = time.perf_counter()
+            Redactor().redact(text)
+            assert time.perf_counter() - started < 2.0, text[:20]
 
 
 class TestRedactEvent:
     def test_every_text_field_is_redacted(self) -> None:
-        """Message, exception values, raw trace and string extras (also under secret-named keys)."""
-        frames = (Frame("login", "/srv/app/auth.py", lineno=9),)
+        """Server id, message, logger, tenant, commit, exception types, values and frames, the raw trace,
+        and the keys and values of extras (also under secret-named keys)."""
+        frames = (Frame("login_ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "/srv/app/auth.py", lineno=9),
+                  Frame("ok", "/srv/app/main.py", module="bob@example.com", lineno=3))
         event = ErrorEvent(
-            server_id="auth", timestamp=0.0, message="login failed for bob@example.com",
-            exceptions=(ExceptionInfo("AuthError", "token=abc123def rejected", frames),),
+            server_id="auth AKIAIOSFODNN7EXAMPLE", timestamp=0.0, message="login failed for bob@example.com",
+            logger="log eve@example.com", tenant="acme password=hunter2", commit="c0ffee AKIAIOSFODNN7EXAMPLE",
+            exceptions=(ExceptionInfo("Err_xoxb-1234567890-abcdefghij", "token=abc123def rejected", frames),),
             raw_trace="AuthError: token=abc123def rejected",
-            extra={"client": {"ip": "198.51.100.7"}, "db_password": "plain", "tags": ["carol@example.org"]},
+            extra={"client": {"ip": "198.51.100.7"}, "db_password": "plain", "tags": ["carol@example.org"],
+                   "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB": 1, "card": 4111111111111111},
         )  # fmt: skip
         redacted = redact_event(event, REDACTOR)
+        assert redacted.server_id == "auth [REDACTED:aws_access_key]"
         assert redacted.message == "login failed for [REDACTED:email]"
-        assert redacted.exceptions[0].value == "token=[REDACTED:secret] rejected"
-        assert redacted.exceptions[0].frames is frames
+        assert (redacted.logger, redacted.tenant) == ("log [REDACTED:email]", "acme password=[REDACTED:secret]")
+        assert redacted.commit == "c0ffee [REDACTED:aws_access_key]"
+        root = redacted.exceptions[0]
+        assert root.type == "Err_[REDACTED:slack_token]" and root.value == "token=[REDACTED:secret] rejected"
+        assert root.frames[0].function == "login_[REDACTED:github_token]"
+        assert root.frames[1].module == "[REDACTED:email]" and root.frames[1].lineno == 3
         assert redacted.raw_trace == "AuthError: token=[REDACTED:secret] rejected"
         assert redacted.extra == {"client": {"ip": "[REDACTED:ipv4]"}, "db_password": "[REDACTED:secret]",
-                                  "tags": ["[REDACTED:email]"]}  # fmt: skip
+                                  "tags": ["[REDACTED:email]"], "[REDACTED:github_token]": 1,
+                                  "card": "[REDACTED:credit_card]"}  # fmt: skip
         assert event.message == "login failed for bob@example.com"  # the original is not modified
 
     def test_clean_chain_is_kept_as_is(self) -> None:
         """A chain with nothing to redact is the same object, so fingerprint caches keep hitting."""
-        chain = (ExceptionInfo("KeyError", "'qty'"),)
+        chain = (ExceptionInfo("KeyError", "'qty'", (Frame("get", "a.py", lineno=1),)),)
         event = ErrorEvent(server_id="s", timestamp=0.0, message="m", exceptions=chain)
         assert redact_event(event, REDACTOR).exceptions is chain
+
+    def test_redacted_frames_are_shared_across_a_burst(self) -> None:
+        """The same frames tuple redacts to the same tuple object every time (the signature cache keys on it)."""
+        frames = (Frame("f_AKIAIOSFODNN7EXAMPLE", "a.py", lineno=1),)
+        redactor = Redactor()
+        assert redactor.frames(frames) is redactor.frames(frames)
+        assert redactor.frames(frames)[0].function == "f_[REDACTED:aws_access_key]"
+
+
+class TestRedactValue:
+    def test_json_values_keys_and_numbers(self) -> None:
+        """Nested strings and keys are redacted; generated values under weak names go, plain ones stay."""
+        value = {"a": [{"b": "bob@example.com"}], "key": "aB3dE5fG7hJ9kL1mN3pQ", "cache_key": "orders:42",
+                 "session": "started", "count": 4111111111111112}
+        assert redact_value(value, REDACTOR) == {
+            "a": [{"b": "[REDACTED:email]"}], "key": "[REDACTED:secret]", "cache_key": "orders:42",
+            "session": "started", "count": 4111111111111112}

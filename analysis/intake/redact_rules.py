@@ -1,0 +1,306 @@
+"""The rules redaction applies: vendor credential formats, secrets read from their context, personal data.
+
+Each rule is a Python regular expression compiled with `re.ASCII`, so `\\w`, `\\d`, `\\s` and case folding
+mean what they mean to the multi-pattern prefilter that decides which rules run at all; non-ASCII
+letters (internationalised emails) are spelled out as a range. Every pattern can start only once per run
+of its own characters (a lookbehind on its first class, or a literal first), and its repeats are bounded,
+so a hostile run of characters cannot make a rule try every offset against every length.
+
+Order matters: vendor formats first (their placeholders name the vendor), then the rules that read
+context (authorization headers, cookies, URL userinfo, `key=value`), then personal data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable
+
+from analysis.intake.token_formats import START, TOKEN_FORMATS
+
+Replacement = str | Callable[[re.Match[str]], str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One kind of secret or personal data: its pattern and what replaces a match."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    replacement: Replacement
+    spans_lines: bool = False
+    """True when a match may run across a line break (a key on one line, its value on the next)."""
+
+
+def placeholder(kind: str) -> str:
+    """The text that stands in for a redacted value of `kind`."""
+    return f"[REDACTED:{kind}]"
+
+
+def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans_lines: bool = False) -> Rule:
+    return Rule(kind, re.compile(pattern, re.ASCII), placeholder(kind) if replacement is None else replacement,
+                spans_lines)
+
+
+# ---------------------------------------------------------------- key/value secrets
+
+# A key whose name says its value is secret. Long names may follow anything (`dbpassword`, `csrftoken`);
+# short ones only a separator or a camel-case hump, so `bypass=` and `compass:` stay. A path segment
+# (`stream/token: …`) is no key.
+_LONG_KEYS = (
+    r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey"
+    r"|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
+    r"|shared[_-]?access)[_-]?key|signature"
+)
+_SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp"
+_STRONG_KEY = (
+    rf"(?:(?<![/\\])(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?i:{_SHORT_KEYS})|(?<=[a-z0-9])(?:Pass|Pwd|Pw|Sig|PASS|PWD|PW|SIG))"
+)
+# Names that are secret only when their value looks generated: `key=orders:42` stays, `key=Zm9v4…` goes.
+_WEAK_KEY = r"(?<![A-Za-z0-9])(?i:key|auth|session|sessionid|sid|code|hmac|salt|nonce|jsessionid|csrf)"
+_QUOTE_CLOSE = r"(?:\\?[\"'])?"
+_SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|[:=])[ \t\r\n]{0,5}"
+_BARE = r"[^\s\"',;&<>(){}\[\]`]"
+_VALUE = (
+    r"(?!\[REDACTED)(?:(?P<q>\\?[\"'])(?P<qv>(?:(?!(?P=q))[^\r\n]){1,512}?)(?P=q)"  # quoted, spaces and all
+    # bare, up to a delimiter that does not open a structure (`token=Token{a64f992 …}` is a type name)
+    rf"|(?P<bv>{_BARE}{{1,512}}+)(?![{{(\[]))"
+)
+
+
+# `android.os.BinderProxy@2bd79ce`: Java's default toString of an object, not a secret.
+_OBJECT_REF = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]*@[0-9a-f]{1,8}")
+
+
+def _keyed(match: re.Match[str]) -> str:
+    quote, quoted = match.group("q"), match.group("qv")
+    if quoted is None and _OBJECT_REF.fullmatch(match.group("bv")):
+        return match.group()
+    if quoted is not None:
+        return f"{match.group('head')}{quote}{placeholder('secret')}{quote}"
+    return f"{match.group('head')}{placeholder('secret')}"
+
+
+def shannon_bits(value: str) -> float:
+    """Shannon entropy of `value` in bits per character."""
+    counts: dict[str, int] = {}
+    for char in value:
+        counts[char] = counts.get(char, 0) + 1
+    total = len(value)
+    return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]+")
+
+
+def looks_generated(value: str) -> bool:
+    """A value that reads as a generated secret: a long token of letters and digits (base64, hex, url-safe)
+    with high entropy, and not a UUID."""
+    if len(value) < 16 or _UUID.fullmatch(value) or not _TOKEN_CHARS.fullmatch(value):
+        return False
+    has_digit = any(char.isdigit() for char in value)
+    has_letter = any(char.isalpha() for char in value)
+    return has_digit and has_letter and shannon_bits(value) >= 3.0
+
+
+_STRONG_NAME = re.compile(rf"(?:{_STRONG_KEY}|(?i:authorization|cookie))\Z", re.ASCII)
+_WEAK_NAME = re.compile(rf"{_WEAK_KEY}\Z", re.ASCII)
+
+
+def secret_key(name: str) -> str | None:
+    """"strong" when a key of this name holds a secret, "weak" when it does if its value looks generated."""
+    if _STRONG_NAME.search(name):
+        return "strong"
+    return "weak" if _WEAK_NAME.search(name) else None
+
+
+def _weak_keyed(match: re.Match[str]) -> str:
+    value = match.group("qv") if match.group("qv") is not None else match.group("bv") or ""
+    return _keyed(match) if looks_generated(value) else match.group()
+
+
+# `Set-Cookie` attributes are not secret; every other `name=value` of a cookie header is.
+_COOKIE_ATTRIBUTES = frozenset({"path", "domain", "expires", "max-age", "secure", "httponly", "samesite",
+                                "priority", "partitioned"})
+_COOKIE_PAIR = re.compile(r"([^=;\s]{1,256})=([^;\r\n\"']*)", re.ASCII)
+
+
+def _cookie(match: re.Match[str]) -> str:
+    def pair(item: re.Match[str]) -> str:
+        name = item.group(1)
+        if name.lower() in _COOKIE_ATTRIBUTES or not item.group(2):
+            return item.group()
+        return f"{name}={placeholder('cookie')}"
+
+    return match.group("head") + _COOKIE_PAIR.sub(pair, match.group("pairs"))
+
+
+_SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
+            r"|oauth|splunk|geniekey|dpop|aws4-hmac-sha256")
+
+# ---------------------------------------------------------------- personal data
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if position % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+# Issuer prefixes (ISO/IEC 7812 IINs of the card networks) with the lengths each issues.
+_CARD_NETWORKS = re.compile(
+    r"4[0-9]{12}(?:[0-9]{3}){0,2}"  # Visa: 13, 16, 19
+    r"|(?:5[1-5][0-9]{2}|222[1-9]|22[3-9][0-9]|2[3-6][0-9]{2}|27[01][0-9]|2720)[0-9]{12}"  # Mastercard
+    r"|3[47][0-9]{13}"  # American Express
+    r"|3(?:0[0-5]|[68][0-9])[0-9]{11,16}"  # Diners Club
+    r"|(?:6011|64[4-9][0-9]|65[0-9]{2})[0-9]{12,15}"  # Discover
+    r"|35(?:2[89]|[3-8][0-9])[0-9]{12,15}"  # JCB
+    r"|62[0-9]{14,17}"  # UnionPay
+    r"|(?:50|5[6-9]|6[0-9])[0-9]{10,17}",  # Maestro
+    re.ASCII,
+)
+# How printed card numbers are grouped: fours (the last group 1-5), Amex 4-6-5, Diners 4-6-4.
+_CARD_GROUPS = re.compile(r"4(?:,4)+(?:,[1-5])?|4,6,[45]")
+_DIGIT_RUN = re.compile(r"[0-9]+")
+
+
+def _card(match: re.Match[str]) -> str:
+    text = match.group()
+    digits = "".join(_DIGIT_RUN.findall(text))
+    groups = ",".join(str(len(run)) for run in _DIGIT_RUN.findall(text))
+    separators = {char for char in text if not char.isdigit()}
+    # A bare run longer than 16 digits is an id (trace ids, clocks) far more often than a card.
+    grouped = len(separators) == 1 and _CARD_GROUPS.fullmatch(groups) is not None
+    plausible = grouped if separators else len(digits) <= 16
+    if plausible and _CARD_NETWORKS.fullmatch(digits) and _luhn_valid(digits):
+        return placeholder("credit_card")
+    return text
+
+
+# ISO 13616 IBAN length per country (the SWIFT IBAN registry).
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BI": 27,
+    "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27, "DK": 18, "DO": 28,
+    "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23,
+    "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27,
+    "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25,
+    "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18,
+    "NO": 15, "OM": 23, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33,
+    "SA": 24, "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}  # fmt: skip
+
+
+def iban_valid(text: str) -> bool:
+    """ISO 13616: the country's length and the mod-97 check of the rearranged number."""
+    compact = text.replace(" ", "").replace("-", "")
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact):
+        return False
+    return int("".join(str(int(char, 36)) for char in compact[4:] + compact[:4])) % 97 == 1
+
+
+def _iban(match: re.Match[str]) -> str:
+    return placeholder("iban") if iban_valid(match.group()) else match.group()
+
+
+def _phone(match: re.Match[str]) -> str:
+    text = match.group()
+    return placeholder("phone") if 8 <= sum(char.isdigit() for char in text) <= 15 else text
+
+
+_VERSION_BEFORE = re.compile(r"(?:version|ver|v|~)[ :=]{0,2}\Z", re.IGNORECASE | re.ASCII)
+
+
+def _ipv4(match: re.Match[str]) -> str:
+    # `wcp.dll version 0.0.0.6` and `amd64~~6.1.1.0` are versions; 0.x.x.x is no host.
+    text = match.group()
+    before = match.string[max(0, match.start() - 10) : match.start()]
+    if text.startswith("0.") or _VERSION_BEFORE.search(before):
+        return text
+    return placeholder("ipv4")
+
+
+def _ipv6(match: re.Match[str]) -> str:
+    # `dead::beef`-like words and `A::B` scopes are not addresses worth hiding; real ones carry digits.
+    text = match.group()
+    return placeholder("ipv6") if any(char.isdigit() for char in text) else text
+
+
+_HEX = "0-9a-fA-F"
+_URLSAFE = "A-Za-z0-9_-"
+# Letters of internationalised mailboxes and domain names (RFC 6531): any non-ASCII character.
+INTL = "\u0080-\U0010ffff"
+_MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
+
+_CONTEXT: tuple[Rule, ...] = (
+    _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
+    _rule("aws_secret_key",
+          r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?[=:][ \t]{0,4}[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
+          r"\1[REDACTED:aws_secret_key]"),
+    # Azure Storage, Service Bus and Event Hubs connection strings.
+    _rule("azure_key", r"(?i)((?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedSecretValue)[ \t]?=[ \t]?)"
+                       r"[A-Za-z0-9+/]{20,512}={0,2}", r"\1[REDACTED:azure_key]"),
+    # A Google service account key file names its key (its PEM goes with the private_key kind).
+    _rule("private_key", r"(?i)(\"private_key_id\\?\"[ \t]{0,5}:[ \t]{0,5}\\?\")[a-f0-9]{40}",
+          r"\1[REDACTED:private_key]"),
+    # Authorization headers with any scheme (RFC 9110): to the closing quote, else to the end of the line.
+    _rule("bearer",
+          rf"(?i)((?<![A-Za-z0-9_-])(?:proxy-)?authorization\\?[\"']?[ \t]{{0,5}}[:=][ \t]{{0,5}}\\?[\"']?"
+          rf"(?:(?:{_SCHEMES})[ \t]+)?)(?!\[REDACTED)(?:(?<=[\"'])[^\r\n\"'\\]{{1,4096}}|(?<![\"'])[^\r\n]{{1,4096}})",
+          r"\1[REDACTED:bearer]"),
+    # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
+    _rule("bearer", r"(?i)((?<![A-Za-z0-9_-])bearer[ \t]+)(?!\[REDACTED)"
+                    r"(?=[A-Za-z0-9._~+/-]{0,4095}[0-9._~+/-]|[A-Za-z]{20})[A-Za-z0-9._~+/-]{8,4096}={0,2}"
+                    r"(?![A-Za-z0-9._~+/=-])",
+          r"\1[REDACTED:bearer]"),
+    _rule("cookie", r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\\?[\"']?)"
+                    r"(?P<pairs>[^\r\n\"']{1,8192})", _cookie),
+    # URL userinfo (RFC 3986) `scheme://user:password@host`: the password may hold `@` and `/` (last `@`).
+    _rule("url_password", r"(?i)((?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'<>]{0,256}):"
+                          r"(?!\[REDACTED)[^\s\"'<>]{1,256}@(?=[^\s\"'<>@]{0,256}[A-Za-z0-9])",
+          r"\1:[REDACTED:url_password]@"),
+    # Command lines: `--password hunter2`, `--api-key=…`, `-u user:password`, `--user user:password`.
+    _rule("secret", rf"(?i)(?P<head>(?<![A-Za-z0-9_-])--?(?:[a-z0-9]+-){{0,4}}"
+                    rf"(?:password|passwd|pass|pwd|pw|passphrase|secret|token|api-?key|access-?key|secret-?key"
+                    rf"|private-?key|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
+    _rule("secret", r"((?<![A-Za-z0-9_-])(?:-u|--user)[ \t]+[^\s:\"']{1,128}:)(?!\[REDACTED)[^\s\"']{1,256}",
+          r"\1[REDACTED:secret]"),
+    # `<password>…</password>` in XML and SOAP bodies.
+    _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})>)(?!\[REDACTED)[^<\r\n]{{1,512}}"
+                    r"(?=</)", r"\1[REDACTED:secret]"),
+    # A passphrase is words: an unquoted one runs to the end of its line.
+    _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]{1,512}",
+          r"\1[REDACTED:secret]"),
+    # key=value, "key": "value", 'key': 'value', key: value, key => value, JSON in a JSON string.
+    _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _keyed, spans_lines=True),
+    _rule("secret", rf"(?P<head>{_WEAK_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _weak_keyed, spans_lines=True),
+    _rule("email", rf"(?<![{_MAILBOX}])[{_MAILBOX}]{{1,64}}@(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
+                   rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
+    # Card numbers: a card network's prefix and length, printed grouping or none, Luhn.
+    _rule("credit_card", r"(?<![0-9])(?<![0-9][.,])[2-6](?:[ ._-]?[0-9]){12,18}(?![0-9])(?![.,][0-9])", _card),
+    _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
+          _iban),
+    # Phone numbers: international `+CC …` (E.164) with separators, or the North American `(415) 555-0132`.
+    _rule("phone", r"(?<![A-Za-z0-9+])\+[1-9][0-9]{0,2}(?:[ .-]?\(?[0-9]{1,4}\)?){1,5}[ .-]?[0-9]{2,4}(?![0-9])",
+          _phone),
+    _rule("phone", r"(?<![A-Za-z0-9(])(?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}[.-])[2-9][0-9]{2}[.-][0-9]{4}(?![0-9])",
+          _phone),
+    _rule("ipv4",
+          r"(?<![A-Za-z0-9_.-])(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]"
+          r"|1[0-9][0-9]|[1-9]?[0-9])(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
+    _rule("ipv6",
+          rf"(?<![\w:])(?:(?:[{_HEX}]{{1,4}}:){{7}}[{_HEX}]{{1,4}}|(?:[{_HEX}]{{1,4}}:){{1,7}}(?::[{_HEX}]{{1,4}}){{1,7}}"
+          rf"|::(?:[{_HEX}]{{1,4}}:){{0,6}}[{_HEX}]{{1,4}})(?![\w:])", _ipv6),
+)
+
+RULES: tuple[Rule, ...] = (*(_rule(kind, START + pattern) for kind, pattern in TOKEN_FORMATS), *_CONTEXT)
+"""Every rule, in the order they are applied."""
+
+PRIVATE_KEY = "private_key"
+"""The kind of PEM private key blocks, which `analysis.intake.redact` finds with plain searches."""

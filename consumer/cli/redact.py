@@ -1,0 +1,56 @@
+"""`logagent redact`: exactly what the service lets leave of each input line, in order.
+
+A line that decodes as an error event becomes that event as the service keeps it (decoded, normalised,
+every field redacted), as one JSON object; an OpenTelemetry line with several records becomes a JSON
+array of them. Any other line (plain text, or JSON that is no event) is redacted as text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+from analysis.errors import BadInput
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.redact import Redactor, redact_event
+from consumer.cli.common import decode_config, open_binary
+from consumer.settings import Settings
+
+__all__ = ["redact_line", "register"]
+
+
+def register(commands: Any) -> None:
+    """Add `redact` to the subcommands."""
+    redact = commands.add_parser(
+        "redact", help="print what the service lets leave of each line (JSON events or plain text)",
+        description="One output line per input line, in order. A JSON error event comes out as the redacted "
+                    "event the service analyses and publishes from (an OpenTelemetry batch as a JSON array); "
+                    "any other line comes out redacted as text. Decided line by line.")
+    redact.add_argument("file", nargs="?", default="-", help="input file, or - for stdin (default)")
+    redact.set_defaults(handler=_redact)
+
+
+def redact_line(line: bytes, config: DecodeConfig, redactor: Redactor) -> bytes:
+    """The output line for one input line (without its line break)."""
+    try:
+        events = decode_message(line, config) if line.lstrip().startswith((b"{", b"[")) else []
+    except BadInput:
+        events = []
+    if not events:
+        return redactor.redact(line.decode("utf-8", "replace")).encode()
+    redacted = [redact_event(event, redactor) for event in events]
+    return orjson.dumps(redacted[0] if len(redacted) == 1 else redacted)
+
+
+def _redact(args: argparse.Namespace, settings: Settings) -> int:
+    config = decode_config(settings)
+    redactor = Redactor(settings.redaction)
+    out = sys.stdout.buffer
+    with open_binary(args.file) as lines:
+        for raw in lines:
+            out.write(redact_line(raw.rstrip(b"\r\n"), config, redactor) + b"\n")
+            out.flush()  # a user piping a live stream sees each line as it arrives
+    return 0

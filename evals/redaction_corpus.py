@@ -1,0 +1,555 @@
+"""The labelled redaction corpus: secrets and personal data as their issuers document them, and look-alikes.
+
+Every positive is a spelling that must not survive redaction: a credential in the format its vendor
+documents (prefix, alphabet, length), or a secret or personal datum in a context logs really carry it
+in (headers, URLs, JSON, Python reprs, command lines, connection strings). The random part of each
+credential is drawn from a seeded generator: nothing here is, or ever was, a real credential.
+Negatives are text that must come out unchanged: stack frames, hashes, UUIDs, commit shas, versions,
+ids and ordinary log lines, many of them close to a secret's shape.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Positive:
+    """A text, the secrets in it that must disappear, and the kind of rule expected to catch them."""
+
+    kind: str
+    text: str
+    secrets: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Negative:
+    """A text that must pass through redaction unchanged."""
+
+    group: str
+    text: str
+
+
+_ALPHABETS = {
+    "b62": string.ascii_letters + string.digits,
+    "hex": "0123456789abcdef",
+    "HEX": "0123456789ABCDEF",
+    "url": string.ascii_letters + string.digits + "-_",
+    "b64": string.ascii_letters + string.digits + "+/",
+    "dig": string.digits,
+    "up": string.ascii_uppercase,
+    "updig": string.ascii_uppercase + string.digits,
+    "low": string.ascii_lowercase,
+    "lowdig": string.ascii_lowercase + string.digits,
+    "b32": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
+    "ah": "abcdefgh0123456789",
+}
+_FIELD = re.compile(r"\{(\w+):(\d+)\}")
+
+
+def _fill(rng: random.Random, template: str) -> str:
+    """`template` with each `{alphabet:n}` replaced by n random characters of that alphabet."""
+    return _FIELD.sub(lambda m: "".join(rng.choice(_ALPHABETS[m.group(1)]) for _ in range(int(m.group(2)))),
+                      template)
+
+
+# (kind, template of the credential, where the format is documented). One line per documented spelling.
+TOKEN_FORMATS: tuple[tuple[str, str, str], ...] = (
+    ("aws_access_key", "AKIA{updig:16}", "AWS IAM User Guide, unique identifier prefixes: access key"),
+    ("aws_access_key", "ASIA{updig:16}", "AWS IAM User Guide: temporary (STS) access key"),
+    ("aws_access_key", "AROA{updig:16}", "AWS IAM User Guide: role unique id"),
+    ("aws_access_key", "AIDA{updig:16}", "AWS IAM User Guide: user unique id"),
+    ("aws_access_key", "ANPA{updig:16}", "AWS IAM User Guide: managed policy id"),
+    ("aws_access_key", "APKA{updig:16}", "AWS IAM User Guide: public key id"),
+    ("github_token", "ghp_{b62:36}", "GitHub Docs, about authentication: personal access token (classic)"),
+    ("github_token", "gho_{b62:36}", "GitHub Docs: OAuth access token"),
+    ("github_token", "ghu_{b62:36}", "GitHub Docs: user-to-server token"),
+    ("github_token", "ghs_{b62:36}", "GitHub Docs: server-to-server token"),
+    ("github_token", "ghr_{b62:36}", "GitHub Docs: refresh token"),
+    ("github_token", "github_pat_11{updig:20}_{b62:59}", "GitHub Docs: fine-grained personal access token"),
+    ("gitlab_token", "glpat-{url:20}", "GitLab Docs, token prefixes: personal/project/group access token"),
+    ("gitlab_token", "gldt-{url:20}", "GitLab Docs: deploy token"),
+    ("gitlab_token", "glrt-{url:20}", "GitLab Docs: runner authentication token"),
+    ("gitlab_token", "glcbt-{hex:2}_{url:20}", "GitLab Docs: CI/CD job token"),
+    ("gitlab_token", "glptt-{hex:40}", "GitLab Docs: pipeline trigger token"),
+    ("gitlab_token", "glft-{url:20}", "GitLab Docs: feed token"),
+    ("gitlab_token", "glimt-{url:25}", "GitLab Docs: incoming mail token"),
+    ("gitlab_token", "glagent-{url:50}", "GitLab Docs: agent for Kubernetes token"),
+    ("gitlab_token", "gloas-{hex:64}", "GitLab Docs: OAuth application secret"),
+    ("gitlab_token", "glsoat-{url:20}", "GitLab Docs: SCIM token"),
+    ("gitlab_token", "glffct-{url:20}", "GitLab Docs: feature flags client token"),
+    ("gitlab_token", "GR1348941{url:20}", "GitLab Docs: runner registration token"),
+    ("slack_token", "xoxb-{dig:12}-{dig:13}-{b62:24}", "Slack API, token types: bot token"),
+    ("slack_token", "xoxp-{dig:12}-{dig:12}-{dig:13}-{hex:32}", "Slack API: user token"),
+    ("slack_token", "xoxa-2-{dig:12}-{dig:12}-{hex:32}", "Slack API: workspace app token"),
+    ("slack_token", "xoxe.xoxp-1-{b62:140}", "Slack API: rotating user token"),
+    ("slack_token", "xoxe-1-{b62:140}", "Slack API: refresh token"),
+    ("slack_token", "xapp-1-A{updig:10}-{dig:13}-{hex:64}", "Slack API: app-level token"),
+    ("slack_token", "https://hooks.slack.com/services/T{updig:8}/B{updig:10}/{b62:24}",
+     "Slack API: incoming webhook URL"),
+    ("google_api_key", "AIza{url:35}", "Google Cloud Docs: API keys"),
+    ("google_oauth", "GOCSPX-{url:28}", "Google Identity: OAuth 2.0 client secret"),
+    ("google_oauth", "ya29.a0{url:150}", "Google Identity: OAuth 2.0 access token"),
+    ("google_oauth", "1//0{url:60}", "Google Identity: OAuth 2.0 refresh token"),
+    ("stripe_key", "sk_live_51{b62:97}", "Stripe Docs, API keys: live secret key"),
+    ("stripe_key", "sk_test_51{b62:97}", "Stripe Docs: test secret key"),
+    ("stripe_key", "rk_live_51{b62:97}", "Stripe Docs: restricted key"),
+    ("stripe_key", "pk_live_51{b62:97}", "Stripe Docs: publishable key"),
+    ("stripe_key", "whsec_{b62:32}", "Stripe Docs: webhook signing secret"),
+    ("openai_key", "sk-proj-{url:156}", "OpenAI API reference, authentication: project API key"),
+    ("openai_key", "sk-svcacct-{url:156}", "OpenAI: service account key"),
+    ("openai_key", "sk-admin-{url:156}", "OpenAI: admin key"),
+    ("openai_key", "sk-{b62:20}T3BlbkFJ{b62:20}", "OpenAI: legacy user key"),
+    ("anthropic_key", "sk-ant-api03-{url:93}AA", "Anthropic API docs: API key"),
+    ("anthropic_key", "sk-ant-admin01-{url:93}AA", "Anthropic API docs: admin key"),
+    ("npm_token", "npm_{b62:36}", "npm Docs, about access tokens: granular/automation token"),
+    ("pypi_token", "pypi-AgEIcHlwaS5vcmc{url:120}", "PyPI help: API tokens (macaroon, pypi.org)"),
+    ("pypi_token", "pypi-AgENdGVzdC5weXBpLm9yZw{url:120}", "PyPI help: API tokens (test.pypi.org)"),
+    ("sendgrid_key", "SG.{url:22}.{url:43}", "Twilio SendGrid Docs: API keys"),
+    ("twilio_key", "SK{hex:32}", "Twilio Docs: API key SID"),
+    ("mailgun_key", "key-{hex:32}", "Mailgun Docs: legacy private API key"),
+    ("mailgun_key", "{hex:32}-{hex:8}-{hex:8}", "Mailgun Docs: private API key"),
+    ("mailchimp_key", "{hex:32}-us{dig:1}", "Mailchimp Marketing API: API key with data center"),
+    ("huggingface_token", "hf_{b62:34}", "Hugging Face Docs: user access tokens"),
+    ("huggingface_token", "api_org_{b62:34}", "Hugging Face Docs: organization API token"),
+    ("digitalocean_token", "dop_v1_{hex:64}", "DigitalOcean Docs: personal access token"),
+    ("digitalocean_token", "doo_v1_{hex:64}", "DigitalOcean Docs: OAuth token"),
+    ("digitalocean_token", "dor_v1_{hex:64}", "DigitalOcean Docs: refresh token"),
+    ("shopify_token", "shpat_{hex:32}", "Shopify Docs: Admin API access token"),
+    ("shopify_token", "shpss_{hex:32}", "Shopify Docs: app shared secret"),
+    ("shopify_token", "shpca_{hex:32}", "Shopify Docs: custom app access token"),
+    ("shopify_token", "shppa_{hex:32}", "Shopify Docs: private app access token"),
+    ("atlassian_token", "ATATT3xFfGF0{url:170}={HEX:8}", "Atlassian Support: API tokens"),
+    ("atlassian_token", "ATBB{b62:32}", "Bitbucket Cloud: app passwords"),
+    ("databricks_token", "dapi{hex:32}", "Databricks Docs: personal access tokens"),
+    ("databricks_token", "dapi{hex:32}-2", "Databricks Docs: personal access tokens (Azure)"),
+    ("heroku_key", "HRKU-AA{url:58}", "Heroku Dev Center: API keys"),
+    ("postman_key", "PMAK-{hex:24}-{hex:34}", "Postman Docs: API keys"),
+    ("doppler_token", "dp.pt.{b62:43}", "Doppler Docs: personal token"),
+    ("doppler_token", "dp.st.dev.{b62:40}", "Doppler Docs: service token"),
+    ("doppler_token", "dp.sa.{b62:43}", "Doppler Docs: service account token"),
+    ("doppler_token", "dp.ct.{b62:43}", "Doppler Docs: CLI token"),
+    ("linear_key", "lin_api_{b62:40}", "Linear Developers: personal API keys"),
+    ("linear_key", "lin_oauth_{b62:40}", "Linear Developers: OAuth token"),
+    ("grafana_token", "glc_{b62:100}", "Grafana Cloud Docs: access policy token"),
+    ("grafana_token", "glsa_{b62:32}_{hex:8}", "Grafana Docs: service account token"),
+    ("vault_token", "hvs.{url:90}", "HashiCorp Vault Docs, tokens: service token"),
+    ("vault_token", "hvb.{url:120}", "HashiCorp Vault Docs: batch token"),
+    ("vault_token", "hvr.{url:24}", "HashiCorp Vault Docs: recovery token"),
+    ("terraform_token", "{b62:14}.atlasv1.{url:67}", "HCP Terraform Docs: API tokens"),
+    ("pulumi_token", "pul-{hex:40}", "Pulumi Docs: access tokens"),
+    ("sentry_token", "sntrys_eyJ{b64:140}", "Sentry Docs: organization auth token"),
+    ("sentry_token", "sntryu_{hex:64}", "Sentry Docs: user auth token"),
+    ("newrelic_key", "NRAK-{updig:27}", "New Relic Docs: user key"),
+    ("newrelic_key", "NRII-{url:32}", "New Relic Docs: insights insert key"),
+    ("discord_token", "MT{b62:22}.{url:6}.{url:38}", "Discord Developer Docs: bot token"),
+    ("discord_token", "https://discord.com/api/webhooks/{dig:18}/{url:68}", "Discord Developer Docs: webhook URL"),
+    ("telegram_token", "{dig:10}:AA{url:33}", "Telegram Bot API: bot token"),
+    ("square_token", "sq0atp-{url:22}", "Square Developer: access token"),
+    ("square_token", "sq0csp-{url:43}", "Square Developer: OAuth application secret"),
+    ("square_token", "EAAA{url:60}", "Square Developer: production access token"),
+    ("age_key", "AGE-SECRET-KEY-1{b32:58}", "age specification: secret key (Bech32)"),
+    ("dropbox_token", "sl.{url:136}", "Dropbox Developers: short-lived access token"),
+    ("figma_token", "figd_{url:40}", "Figma Developers: personal access token"),
+    ("notion_token", "secret_{b62:43}", "Notion Developers: internal integration token"),
+    ("notion_token", "ntn_{b62:46}", "Notion Developers: integration token"),
+    ("airtable_token", "pat{b62:14}.{hex:64}", "Airtable Support: personal access token"),
+    ("supabase_token", "sbp_{hex:40}", "Supabase Docs: access token"),
+    ("supabase_token", "sb_secret_{url:32}", "Supabase Docs: secret API key"),
+    ("docker_token", "dckr_pat_{url:27}", "Docker Docs: personal access token"),
+    ("docker_token", "dckr_oat_{url:32}", "Docker Docs: organization access token"),
+    ("buildkite_token", "bkua_{hex:40}", "Buildkite Docs: API access token"),
+    ("circleci_token", "CCIPAT_{b62:22}_{hex:40}", "CircleCI Docs: personal API token"),
+    ("planetscale_token", "pscale_tkn_{url:43}", "PlanetScale Docs: service token"),
+    ("planetscale_token", "pscale_pw_{url:43}", "PlanetScale Docs: database password"),
+    ("alibaba_key", "LTAI{b62:20}", "Alibaba Cloud: AccessKey ID"),
+    ("rubygems_token", "rubygems_{hex:48}", "RubyGems Guides: API keys"),
+    ("nuget_key", "oy2{lowdig:43}", "NuGet Docs: API keys"),
+    ("replicate_token", "r8_{b62:37}", "Replicate Docs: API tokens"),
+    ("groq_key", "gsk_{b62:52}", "GroqCloud Docs: API keys"),
+    ("perplexity_key", "pplx-{b62:48}", "Perplexity API Docs: API key"),
+    ("xai_key", "xai-{b62:80}", "xAI API Docs: API key"),
+    ("tailscale_key", "tskey-auth-k{b62:10}CNTRL-{b62:30}", "Tailscale Docs: auth key"),
+    ("tailscale_key", "tskey-api-k{b62:10}CNTRL-{b62:30}", "Tailscale Docs: API access token"),
+    ("sourcegraph_token", "sgp_{hex:16}_{hex:40}", "Sourcegraph Docs: access token"),
+    ("prefect_key", "pnu_{b62:36}", "Prefect Docs: API key"),
+    ("contentful_token", "CFPAT-{url:43}", "Contentful Docs: personal access token"),
+    ("typeform_token", "tfp_{b62:44}_{b62:14}", "Typeform Developers: personal access token"),
+    ("easypost_key", "EZAK{b62:54}", "EasyPost Docs: production API key"),
+    ("easypost_key", "EZTK{b62:54}", "EasyPost Docs: test API key"),
+    ("flutterwave_key", "FLWSECK-{ah:32}-X", "Flutterwave Docs: secret key"),
+    ("flutterwave_key", "FLWSECK_TEST-{ah:32}-X", "Flutterwave Docs: test secret key"),
+    ("shippo_token", "shippo_live_{hex:40}", "Shippo Docs: live API token"),
+    ("brevo_key", "xkeysib-{hex:64}-{b62:16}", "Brevo Developers: API key"),
+    ("adafruit_key", "aio_{b62:28}", "Adafruit IO: key"),
+    ("clojars_token", "CLOJARS_{lowdig:60}", "Clojars: deploy token"),
+    ("duffel_token", "duffel_live_{url:43}", "Duffel Docs: access token"),
+    ("frameio_token", "fio-u-{url:64}", "Frame.io Developer: token"),
+    ("harness_token", "pat.{url:22}.{hex:24}.{b62:20}", "Harness Docs: personal access token"),
+    ("infracost_key", "ico-{b62:32}", "Infracost Docs: API key"),
+    ("readme_key", "rdme_{lowdig:70}", "ReadMe Docs: API key"),
+    ("scalingo_token", "tk-us-{url:48}", "Scalingo Docs: API token"),
+    ("netlify_token", "nfp_{b62:40}", "Netlify Docs: personal access token"),
+    ("flyio_token", "fo1_{url:43}", "Fly.io Docs: access token"),
+    ("flyio_token", "FlyV1 fm2_{b64:200}", "Fly.io Docs: macaroon token"),
+    ("mapbox_token", "sk.eyJ1Ijo{b62:30}.{url:22}", "Mapbox Docs: secret access token"),
+    ("firebase_key", "AAAA{url:7}:APA91b{url:134}", "Firebase Cloud Messaging: legacy server key"),
+    ("octopus_key", "API-{updig:26}", "Octopus Deploy Docs: API key"),
+    ("jfrog_token", "AKCp{b62:69}", "JFrog Docs: API key"),
+    ("jfrog_token", "cmVmdGtu{b62:56}", "JFrog Docs: reference token"),
+    ("cloudflare_key", "v1.0-{hex:24}-{hex:146}", "Cloudflare Docs: Origin CA key"),
+    ("azure_client_secret", "{b62:3}8Q~{url:34}", "Microsoft Entra ID Docs: client secret"),
+)
+
+# Contexts with no secret-named key, so the token's own rule has to find it.
+_TOKEN_CONTEXTS = (
+    "upstream rejected credential {t}",
+    "retrying with cfg_{t} after 401",
+    "deploy failed: ['{t}'] invalid (see logs)",
+)
+
+
+def _token_positives(rng: random.Random) -> list[Positive]:
+    out: list[Positive] = []
+    for kind, template, source in TOKEN_FORMATS:
+        for context in _TOKEN_CONTEXTS:
+            token = _fill(rng, template)
+            out.append(Positive(kind, context.format(t=token), (token,), source))
+    return out
+
+
+def _luhn_complete(prefix_and_body: str) -> str:
+    """The number with its Luhn check digit appended."""
+    total = 0
+    for position, char in enumerate(reversed(prefix_and_body)):
+        value = int(char)
+        if position % 2 == 0:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return prefix_and_body + str((10 - total % 10) % 10)
+
+
+def _card(rng: random.Random, prefix: str, length: int) -> str:
+    body = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
+    return _luhn_complete(body)
+
+
+def _group(number: str, sizes: tuple[int, ...], separator: str) -> str:
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(number[start : start + size])
+        start += size
+    return separator.join(parts)
+
+
+def _iban(rng: random.Random, country: str, bban_template: str) -> str:
+    bban = _fill(rng, bban_template)
+    rearranged = bban + country + "00"
+    number = int("".join(str(int(char, 36)) for char in rearranged))
+    return f"{country}{98 - number % 97:02d}{bban}"
+
+
+def _spaced(iban: str) -> str:
+    return " ".join(iban[i : i + 4] for i in range(0, len(iban), 4))
+
+
+def _context_positives(rng: random.Random) -> list[Positive]:
+    out: list[Positive] = []
+
+    def add(kind: str, text: str, *secrets: str, source: str) -> None:
+        out.append(Positive(kind, text, secrets, source))
+
+    # JWT (RFC 7519), also unsigned and inside headers and cookies.
+    for _ in range(4):
+        header = rng.choice(["eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9", "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ",
+                             "eyJ0eXAiOiJKV1QiLCJhbGciOiJFUzI1NiJ9"])
+        jwt = f"{header}.eyJ{_fill(rng, '{url:60}')}.{_fill(rng, '{url:43}')}"
+        add("jwt", f"token verification failed for {jwt}", jwt, source="RFC 7519 JSON Web Token")
+        add("jwt", f"jwt={jwt}; Path=/", jwt, source="RFC 7519 in a cookie")
+    unsigned = f"eyJhbGciOiJub25lIn0.eyJ{_fill(rng, '{url:40}')}."
+    add("jwt", f"rejected unsigned token {unsigned}", unsigned, source="RFC 7519 unsecured JWT")
+    # PEM private keys (RFC 7468), raw, with escaped newlines (JSON in a log line), and a GCP key file.
+    body = "\n".join(_fill(rng, "{b64:64}") for _ in range(4))
+    for label in ("RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY", "OPENSSH PRIVATE KEY",
+                  "ENCRYPTED PRIVATE KEY", "PGP PRIVATE KEY BLOCK", "DSA PRIVATE KEY"):
+        pem = f"-----BEGIN {label}-----\n{body}\n-----END {label}-----"
+        add("private_key", f"loaded key:\n{pem}\nfrom vault", body.split("\n")[1], source="RFC 7468 PEM")
+        escaped = pem.replace("\n", "\\n")
+        add("private_key", f'{{"key": "{escaped}"}}', body.split("\n")[2], source="RFC 7468 PEM, JSON-escaped")
+    key_id = _fill(rng, "{hex:40}")
+    gcp = (f'{{"type": "service_account", "project_id": "shop-prod", "private_key_id": "{key_id}", '
+           f'"private_key": "-----BEGIN PRIVATE KEY-----\\n{_fill(rng, "{b64:64}")}\\n-----END PRIVATE KEY-----\\n"}}')
+    add("private_key", gcp, key_id, source="Google Cloud: service account key file")
+    truncated = f"-----BEGIN RSA PRIVATE KEY-----\n{_fill(rng, '{b64:64}')}"
+    add("private_key", f"config dump: {truncated}", truncated[-40:], source="RFC 7468 PEM, cut off")
+
+    # Authorization headers (RFC 9110 and each scheme's spec), any case.
+    basic = _fill(rng, "{b64:28}") + "=="
+    bearer = _fill(rng, "{url:40}")
+    for header in (f"Authorization: Basic {basic}", f"authorization: basic {basic}", f"AUTHORIZATION: BASIC {basic}",
+                   f"Proxy-Authorization: Basic {basic}", f'-H "Authorization: Basic {basic}"'):
+        add("bearer", f"request headers: {header}", basic, source="RFC 7617 Basic")
+    for header in (f"Authorization: Bearer {bearer}", f"Authorization: BEARER {bearer}", f"bearer {bearer}",
+                   f"BEARER {bearer}", f'{{"Authorization": "Bearer {bearer}"}}',
+                   f"'authorization': 'Bearer {bearer}'"):
+        add("bearer", f"upstream call with {header} failed", bearer, source="RFC 6750 Bearer")
+    drf = _fill(rng, "{hex:40}")
+    add("bearer", f"Authorization: Token {drf}", drf, source="Django REST framework TokenAuthentication")
+    add("bearer", f"Authorization: token {drf}", drf, source="GitHub REST API: token scheme")
+    okta = "00" + _fill(rng, "{url:40}")
+    add("bearer", f"Authorization: SSWS {okta}", okta, source="Okta API tokens")
+    dd = _fill(rng, "{hex:64}")
+    add("bearer", f"Authorization: AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20240101/us-east-1/s3/aws4_request, "
+                  f"SignedHeaders=host;x-amz-date, Signature={dd}", dd, source="AWS Signature Version 4 header")
+    digest = _fill(rng, "{hex:32}")
+    add("bearer", f'Authorization: Digest username="bob", realm="api", nonce="x", response="{digest}"', digest,
+        source="RFC 7616 Digest")
+    ak = _fill(rng, "{b62:40}")
+    add("bearer", f"Authorization: ApiKey {ak}", ak, source="Elasticsearch API key scheme")
+
+    # Cookies (RFC 6265).
+    sid, csrf = _fill(rng, "{b62:32}"), _fill(rng, "{b62:32}")
+    add("cookie", f"Cookie: sessionid={sid}; csrftoken={csrf}", sid, csrf, source="RFC 6265 Cookie")
+    add("cookie", f"cookie: JSESSIONID={sid.upper()}", sid.upper(), source="RFC 6265 Cookie (Servlet)")
+    add("cookie", f"Set-Cookie: session={sid}; Path=/; HttpOnly; Secure; SameSite=Lax", sid,
+        source="RFC 6265 Set-Cookie")
+    add("cookie", f'{{"headers": {{"cookie": "_ga=GA1.2.3; auth_session={sid}"}}}}', sid, source="Cookie in JSON")
+    add("cookie", f"set-cookie: remember_token={csrf}; Expires=Wed, 21 Oct 2026 07:28:00 GMT", csrf,
+        source="RFC 6265 Set-Cookie with Expires")
+
+    # URL credentials (RFC 3986 userinfo), passwords with any characters.
+    for url, secret in (
+        ("redis://:{p}@cache-0.svc:6379/0", "{p}"),
+        ("postgres://app:{p}@db.internal:5432/shop", "{p}"),
+        ("mysql://root:{p}@ss/w0rd@mysql:3306/x", "{p}@ss/w0rd"),
+        ("amqp://guest:{p}/x@rabbit:5672/", "{p}/x"),
+        ("mongodb+srv://svc:{p}@cluster0.abcde.mongodb.net/db", "{p}"),
+        ("https://x-access-token:{p}@github.com/acme/shop.git", "{p}"),
+        ("ftp://anon:{p}:x@files.example.org/pub", "{p}:x"),
+        ("smtp://mailer:p%40{p}@smtp.example.com:587", "p%40{p}"),
+    ):
+        password = _fill(rng, "{b62:14}")
+        add("url_password", f"connect {url.format(p=password)} failed", secret.format(p=password),
+            source="RFC 3986 userinfo")
+
+    # Query strings and presigned URLs.
+    sig = _fill(rng, "{hex:64}")
+    add("secret", f"GET https://bucket.s3.amazonaws.com/a.pdf?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA"
+                  f"{_fill(rng, '{updig:16}')}%2F20240101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20240101T000000Z"
+                  f"&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature={sig}", sig,
+        source="AWS S3 presigned URL (SigV4 query)")
+    tok = _fill(rng, "{b64:120}")
+    add("secret", f"GET /a.pdf?X-Amz-Security-Token={tok}&X-Amz-Signature={sig}", tok, sig,
+        source="AWS SigV4 query with session token")
+    gsig = _fill(rng, "{hex:256}")
+    add("secret", f"https://storage.googleapis.com/b/o?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential=svc%40p.iam"
+                  f"&X-Goog-Signature={gsig}", gsig, source="Google Cloud Storage signed URL")
+    sas = _fill(rng, "{b64:43}") + "%3D"
+    add("secret", f"https://acct.blob.core.windows.net/c/b?sv=2022-11-02&ss=b&srt=o&sp=r&se=2026-01-01&sig={sas}", sas,
+        source="Azure Storage shared access signature")
+    cf = _fill(rng, "{url:172}")
+    add("secret", f"https://d111.cloudfront.net/i.png?Expires=1700000000&Signature={cf}&Key-Pair-Id=K2JCJMDEHXQW5F",
+        cf, source="Amazon CloudFront signed URL")
+    for name in ("access_token", "api_key", "apikey", "token", "client_secret", "password", "refresh_token",
+                 "id_token", "auth_token", "secret"):
+        value = _fill(rng, "{url:32}")
+        add("secret", f"GET /v1/orders?page=2&{name}={value}&sort=asc 401", value, source=f"query parameter {name}")
+
+    # key=value, JSON, Python dicts and reprs, YAML, env files, command lines.
+    for spelling in ("password={v}", "PASSWORD={v}", "db_password={v}", "dbPassword={v}", "DB_PASS={v}",
+                     "pass={v}", "pw={v}", "pwd={v}", "passwd={v}", "secret={v}", "client_secret={v}",
+                     "api_key={v}", "API-KEY={v}", "apiKey={v}", "x-api-key: {v}", "X-API-Key: {v}",
+                     "access_token: {v}", "private_key={v}", "auth_token={v}", "credentials={v}",
+                     "secret_key: {v}", "SECRET_KEY = {v}", "password => {v}", "password := {v}",
+                     "Password:{v}", "userPassword={v}", "encryption_key={v}", "signing_key={v}",
+                     "PRIVATE-TOKEN: {v}", "Ocp-Apim-Subscription-Key: {v}", "X-Vault-Token: {v}",
+                     "DD_API_KEY={v}", "pin={v}", "otp={v}", "passcode={v}", "-Dpassword={v}"):
+        value = _fill(rng, "{b62:6}") + rng.choice("!#$%*") + _fill(rng, "{b62:6}")
+        add("secret", f"config: {spelling.format(v=value)} loaded", value, source=f"key/value spelling {spelling}")
+    for spelling, value in (
+        ('{{"password": "{v}", "user": "bob"}}', "hunter {w}"),
+        ("{{'password': '{v}', 'user': 'bob'}}", "two words {w}"),
+        ('password="{v}" user=bob', "correct horse {w}"),
+        ("password='{v}'", "with space {w}"),
+        ('{{\\"password\\": \\"{v}\\"}}', "escaped {w}"),
+        ('{{"client_secret":"{v}"}}', "{w}"),
+        ("User{{name=bob, password={v}}}", "{w}"),
+        ("Credentials[username=bob, password={v}]", "{w}"),
+        ("{{Password:{v} User:bob}}", "{w}"),
+        ("<password>{v}</password>", "{w}"),
+        ("<ns:secret>{v}</ns:secret>", "{w}"),
+        ("passphrase: {v}", "open {w}"),
+        ('passphrase = "{v}"', "open {w}"),
+        ("  password: {v}", "{w}"),
+        ("export AWS_SECRET_ACCESS_KEY={v}", "{w40}"),
+        ('"SecretAccessKey": "{v}"', "{w40}"),
+        ('"SessionToken": "{v}"', "{w}"),
+        ("--password {v}", "{w}"),
+        ("--password={v}", "{w}"),
+        ("--db-password '{v}'", "two words {w}"),
+        ("--token {v}", "{w}"),
+        ("--api-key={v}", "{w}"),
+        ("curl -u admin:{v} https://api", "{w}"),
+        ("curl --user admin:{v} https://api", "{w}"),
+        ("mysql --password={v} -h db", "{w}"),
+    ):
+        filled = value.format(w=_fill(rng, "{b62:12}"), w40=_fill(rng, "{b64:40}"))
+        add("secret", f"startup: {spelling.format(v=filled)}", filled, source=f"secret in {spelling}")
+    # A key on one line, its value on the next (YAML dumps, pretty-printed JSON, wrapped messages).
+    for split in ("password:\n  {v}", "password\n  : {v}", '"api_key":\n    "{v}"', "token =\n{v}"):
+        value = _fill(rng, "{b62:14}")
+        add("secret", f"config dump\n{split.format(v=value)}\n\tat com.acme.Config.load(Config.java:12)", value,
+            source="secret split across lines")
+    # High-entropy values under names that are secret only when the value is random.
+    for name in ("key", "auth", "session", "sid", "hmac", "salt", "code", "nonce"):
+        value = _fill(rng, "{b62:32}")
+        add("secret", f'{{"{name}": "{value}", "op": "charge"}}', value, source=f"high-entropy value under {name}")
+    # Cloud connection strings.
+    account_key = _fill(rng, "{b64:86}") + "=="
+    add("azure_key", f"DefaultEndpointsProtocol=https;AccountName=shop;AccountKey={account_key};"
+                     f"EndpointSuffix=core.windows.net", account_key, source="Azure Storage connection string")
+    sak = _fill(rng, "{b64:43}") + "="
+    add("azure_key", f"Endpoint=sb://shop.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={sak}",
+        sak, source="Azure Service Bus connection string")
+    aws_secret = _fill(rng, "{b64:40}")
+    add("aws_secret_key", f"aws_secret_access_key = {aws_secret}", aws_secret, source="AWS CLI credentials file")
+    add("aws_secret_key", f"AWS_SECRET_ACCESS_KEY: '{aws_secret}'", aws_secret, source="AWS env in YAML")
+
+    # Personal data: cards (ISO/IEC 7812, Luhn), IBANs (ISO 13616), emails (RFC 5322, RFC 6531), phones (E.164).
+    for network, prefix, length, groups in (
+        ("Visa", "4", 16, (4, 4, 4, 4)), ("Mastercard", "51", 16, (4, 4, 4, 4)), ("Mastercard 2-series", "2221", 16,
+        (4, 4, 4, 4)), ("Amex", "37", 15, (4, 6, 5)), ("Discover", "6011", 16, (4, 4, 4, 4)),
+        ("JCB", "3528", 16, (4, 4, 4, 4)), ("Diners", "36", 14, (4, 6, 4)), ("UnionPay", "62", 16, (4, 4, 4, 4)),
+        ("Visa 13", "4", 13, (4, 4, 5)),
+    ):
+        number = _card(rng, prefix, length)
+        for separator in ("", " ", "-", "."):
+            text = _group(number, groups, separator)
+            add("credit_card", f"charge declined for card {text} (retry 2)", text, source=f"ISO/IEC 7812 {network}")
+        add("credit_card", f"card_{number} rejected", number, source=f"ISO/IEC 7812 {network} after _")
+    for country, bban in (("DE", "{dig:18}"), ("GB", "{up:4}{dig:14}"), ("FR", "{dig:23}"), ("NL", "{up:4}{dig:10}"),
+                          ("ES", "{dig:20}"), ("IT", "{up:1}{dig:22}"), ("CH", "{dig:17}"), ("BE", "{dig:12}")):
+        iban = _iban(rng, country, bban)
+        add("iban", f"payout to {iban} failed", iban, source=f"ISO 13616 IBAN {country}")
+        add("iban", f"payout to {_spaced(iban)} failed", _spaced(iban), source=f"ISO 13616 IBAN {country}, print form")
+    for local, domain in (("bob.smith+orders", "example.co.uk"), ("jane_doe", "mail.example.com"),
+                          ("x", "example.io"), ("müller", "beispiel.de"), ("josé", "exämple.es"),
+                          ("用户", "例子.广告"), ("pelé", "xn--bcher-kva.example"), ("o'brien", "example.ie"),
+                          ("ops-alerts", "acme-corp.travel")):
+        email = f"{local}@{domain}"
+        add("email", f"notification to {email} bounced", email, source="RFC 5322 / RFC 6531 address")
+    for phone in ("+1 415 555 0132", "+44 20 7946 0958", "+33 1 09 75 83 51", "+49 30 901820", "+81-3-1234-5678",
+                  "+1 (212) 555-0147", "+61 2 9876 5432", "(415) 555-2671", "415-555-2671", "415.555.2671",
+                  "+4915112345678", "+91 98765 43210"):
+        add("phone", f"SMS to {phone} failed: carrier timeout", phone, source="ITU-T E.164 / NANP")
+    for ip in ("203.0.113.45", "198.51.100.7", "2001:db8:85a3::8a2e:370:7334", "fe80::1ff:fe23:4567:890a"):
+        add("ipv4" if "." in ip else "ipv6", f"client {ip} refused", ip, source="RFC 5737 / RFC 3849 documentation")
+    return out
+
+
+def positives(seed: int = 13) -> list[Positive]:
+    """Every labelled positive, with its random parts drawn from `seed`."""
+    rng = random.Random(seed)
+    return _token_positives(rng) + _context_positives(rng)
+
+
+_JAVA_FRAMES = """\
+java.lang.IllegalStateException: Token cache not initialised for tenant acme
+	at com.acme.auth.TokenValidator.validate(TokenValidator.java:42)
+	at com.acme.auth.PasswordEncoder.matches(PasswordEncoder.java:88)
+	at com.acme.keys.SecretKeyFactory.create(SecretKeyFactory.java:17)
+	at org.springframework.security.authentication.ProviderManager.authenticate(ProviderManager.java:182)
+	at com.acme.checkout.service.CheckoutService$$EnhancerBySpringCGLIB$$64db8cfd.placeOrder(<generated>)
+	at jdk.internal.reflect.GeneratedMethodAccessor92.invoke(Unknown Source)
+	at java.base/java.lang.Thread.run(Thread.java:1583)
+	... 42 more
+Caused by: java.lang.NullPointerException: Cannot invoke "String.length()" because "password" is null"""
+_PYTHON_FRAMES = """\
+Traceback (most recent call last):
+  File "/app/.venv/lib/python3.11/site-packages/django/core/handlers/base.py", line 197, in _get_response
+    response = wrapped_callback(request, *callback_args, **callback_kwargs)
+  File "/app/accounts/views.py", line 57, in refresh_token
+    return self.store.load(user_id)
+  File "/app/accounts/secrets.py", line 12, in get_api_key
+    raise KeyError(name)
+KeyError: 'api_key'"""
+_GO_FRAMES = """\
+panic: runtime error: invalid memory address or nil pointer dereference
+[signal SIGSEGV: segmentation violation code=0x1 addr=0x18 pc=0x4a5c3e]
+
+goroutine 1243 [running]:
+github.com/acme/payments/internal/ledger.(*Ledger).Settle(0xc0009b122b, {0xc000f8019b, 0x7, 0x8})
+	/app/internal/ledger/ledger.go:22 +0x1d4
+github.com/acme/payments/internal/auth.(*TokenStore).Get(0xc000276fab, {0x9a5e40, 0xc0009b122b})
+	/go/pkg/mod/github.com/acme/auth@v1.4.2/store.go:20 +0x9b
+net/http.HandlerFunc.ServeHTTP(0xc000194000, {0x7f2a8c, 0xc0001a2000}, 0xc0001b6000)
+	/usr/local/go/src/net/http/server.go:2136 +0x29"""
+_NODE_FRAMES = """\
+TypeError: Cannot read properties of undefined (reading 'token')
+    at AuthService.refresh (/app/src/auth/service.js:41:23)
+    at async Promise.all (index 0)
+    at /app/node_modules/@acme/session-store/lib/index.js:118:15
+    at processTicksAndRejections (node:internal/process/task_queues:95:5)"""
+
+NEGATIVES: tuple[Negative, ...] = (
+    Negative("stack frames", _JAVA_FRAMES),
+    Negative("stack frames", _PYTHON_FRAMES),
+    Negative("stack frames", _GO_FRAMES),
+    Negative("stack frames", _NODE_FRAMES),
+    Negative("stack frames",
+             "\tat com.acme.auth.TokenValidator.validate(TokenValidator.java:42) ~[auth-1.4.2.jar:1.4.2]"),
+    Negative("stack frames", "\tat org.hibernate.SessionFactoryImpl.openSession(SessionFactoryImpl.java:512)"),
+    Negative("stack frames", '  File "/app/auth.py", line 57, in refresh_token\n    return self.store.load(user_id)'),
+    Negative("hashes", "md5 9e107d9d372bb6826bd81d3542a419d6 sha1 2fd4e1c67a2d28fced849ee1bb76e7391b93eb12"),
+    Negative("hashes", "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 mismatch"),
+    Negative("hashes", "image digest sha256:9b2a3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b pulled"),
+    Negative("hashes", "etag \"33a64df551425fcc55e4d42a148795d9f25f89d4\" stale"),
+    Negative("hashes", "fingerprint 5f2b7c0d2e9a41b8c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f607182930 grouped"),
+    Negative("uuids", "request 123e4567-e89b-12d3-a456-426614174000 failed"),
+    Negative("uuids", "trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7"),
+    Negative("uuids", "correlation-id: 6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+    Negative("uuids", "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+    Negative("commit shas", "deployed 8d64db8cfd7d94f657446221beb0d96a7cbad642 (ac5bd885) to prod"),
+    Negative("commit shas",
+             "git checkout 1f3c2a9 && git log --oneline 1f3c2a9b7e..e83c5163316f89bfbde7d9ab23ca2e25604af290"),
+    Negative("commit shas", '{"resource.service.version": "8d64db8cfd7d94f657446221beb0d96a7cbad642"}'),
+    Negative("ordinary log text", "Checkout failed for cart ce90f7b176a9 (customer 34227)"),
+    Negative("ordinary log text", "GET /api/v1/orders/42?page=2&sort=asc 200 13ms"),
+    Negative("ordinary log text", "password reset email queued for user 42"),
+    Negative("ordinary log text", "Failed password for invalid user admin from port 22 ssh2"),
+    Negative("ordinary log text", "token expired, refreshing (attempt 2 of 3)"),
+    Negative("ordinary log text", "SyntaxError: Unexpected token } in JSON at position 10"),
+    Negative("ordinary log text", "KeyError: 'currency'"),
+    Negative("ordinary log text", "grant_type=password client_id=web-app scope=openid"),
+    Negative("ordinary log text", "token_type=Bearer expires_in=3600"),
+    Negative("ordinary log text", '{"token_type": "Bearer", "expires_in": 3600, "scope": "read"}'),
+    Negative("ordinary log text", "bypass=true compass: north overpass=closed"),
+    Negative("ordinary log text", "cache key=orders:42 miss; primary key: id"),
+    Negative("ordinary log text", "session: started for user 42, auth: ok"),
+    Negative("ordinary log text", "tokenizer=bpe max_tokens=512 token_count=17"),
+    Negative("ordinary log text", "the bearer of this message is authorised"),
+    Negative("ordinary log text", "order 4111111111111112 at 1714644843551 (epoch ms)"),
+    Negative("ordinary log text", "dd.trace_id=4629843927494762385 dd.span_id=1234567890123456789"),
+    Negative("ordinary log text", "took 1234567890123 ns; offset 4111111111; port 6379; pid 31337"),
+    Negative("ordinary log text", "spring-core-5.3.20.jar jackson-databind-2.13.4.2.jar node v20.11.1 go1.22.3"),
+    Negative("ordinary log text", "2024-01-15T10:22:33.123Z INFO processed 1,234,567 rows in 12.5s"),
+    Negative("ordinary log text", "pod checkout-7d9f8b6c5-x2k9p restarted; node ip-10-0-3-7.ec2.internal"),
+    Negative("ordinary log text", "price 12.99 EUR, qty 3, total 38.97; ratio 0.30000000000000004"),
+    Negative("ordinary log text", "IllegalStateException: Expected BEGIN_OBJECT but was STRING at line 1 column 1"),
+    Negative("ordinary log text", "module github.com/acme/auth@v1.4.2 and @scope/pkg@2.0.1 resolved"),
+    Negative("ordinary log text", "ERROR [main] o.s.b.SpringApplication: Application run failed"),
+    Negative("ordinary log text", "goroutine 1243 [running]: 0xc0009b122b +0x1d4"),
+    Negative("ordinary log text", "release v1.2.3-rc.1+build.5 on 2024-01-15; ticket ACME-12345"),
+    Negative("ordinary log text", "user_id=42 tenant=acme region=eu-west-1 az=eu-west-1a"),
+    Negative("ordinary log text", "dead::beef is not an address; A::B::C scope"),
+    Negative("ordinary log text", "Bearer realm=\"api\", error=\"invalid_token\""),
+    Negative("ordinary log text", "skipping task-queue-worker-3 (disk-usage 91%)"),
+    Negative("ordinary log text", "count=4111111111111111111 bytes (over limit)"),
+    Negative("ordinary log text", "Caused by: javax.crypto.BadPaddingException: Given final block not properly padded"),
+    Negative("ordinary log text", "[REDACTED:secret] was already hidden upstream"),
+)
+"""Text that must come out of redaction exactly as it went in."""
