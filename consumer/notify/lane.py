@@ -15,15 +15,17 @@ import logging
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from analysis.intake.redact import Redactor, redact_value
 from consumer.kafka import EventSink, RebalanceHooks, dlq_headers, make_consumer, measure_lag, start_with_retry
 from consumer.logs import log_fields
 from consumer.notify.metrics import NotifyMetrics
-from consumer.notify.notice import BadNotice, Notice, parse_notice
+from consumer.notify.notice import BadNotice, Notice, read_event
 from consumer.notify.routing import RateLimiter, refusal
 from consumer.notify.transport import DeliveryError, Outcome
 from consumer.retry import Backoff, sleep_unless
@@ -64,8 +66,9 @@ class SinkLane:
     """Reads the analyses topic for one sink and delivers each analysis the sink's route takes."""
 
     def __init__(self, sink: Sink, route: NotifySinkSettings, kafka: KafkaSettings, notify: NotifySettings,
-                 dlq: EventSink, metrics: NotifyMetrics) -> None:
+                 dlq: EventSink, metrics: NotifyMetrics, redactor: Redactor) -> None:
         self.sink = sink
+        self._redactor = redactor
         self._route = route
         self._kafka = kafka
         self._dlq = dlq
@@ -141,7 +144,9 @@ class SinkLane:
         """Deliver one record; False when a shutdown or rebalance interrupted it (left uncommitted)."""
         started = time.monotonic()
         try:
-            notice = parse_notice(message.value)
+            # The analysing service redacted the event; redacting again here guards what leaves to third
+            # parties against any producer that did not (a no-op, byte for byte, on a clean event).
+            notice, raw = read_event(message.value, partial(redact_value, redactor=self._redactor))
         except BadNotice as bad:
             await self._dead_letter(tp, message, bad.reason, str(bad))
             self._count(Outcome.FAILED, started)
@@ -158,7 +163,7 @@ class SinkLane:
         while (wait := self._limiter.wait_s()) > 0:
             if await self._wait(wait, generation):
                 return False
-        outcome = await self._deliver(tp, message, notice, generation)
+        outcome = await self._deliver(tp, message, notice, raw, generation)
         if outcome is None:
             return False
         self._count(outcome, started)
@@ -167,13 +172,14 @@ class SinkLane:
             seconds=round(time.monotonic() - started, 3)))
         return True
 
-    async def _deliver(self, tp: TopicPartition, message: Any, notice: Notice, generation: int) -> Outcome | None:
+    async def _deliver(self, tp: TopicPartition, message: Any, notice: Notice, raw: bytes,
+                       generation: int) -> Outcome | None:
         """The sink's answer after retries; None when interrupted. Given-up deliveries go to the DLQ."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                return await self.sink.deliver(notice, message.value)
+                return await self.sink.deliver(notice, raw)
             except DeliveryError as error:
                 if error.retriable and attempt < self._backoff.attempts:
                     delay = max(self._backoff.delay(attempt), min(error.retry_after or 0.0, self._retry_after_max_s))
@@ -193,7 +199,8 @@ class SinkLane:
 
     async def _dead_letter(self, tp: TopicPartition, message: Any, reason: str, error: str, attempts: int = 0) -> None:
         """The original record to the notify DLQ, with why, which sink and where it came from."""
-        headers = dlq_headers(reason, (tp.topic, tp.partition), message.offset, error, _ERROR_CHARS)
+        headers = dlq_headers(reason, (tp.topic, tp.partition), message.offset, self._redactor.redact(error),
+                              _ERROR_CHARS)
         headers += [("sink", self.sink.name.encode()), ("attempts", str(attempts).encode())]
         await self._dlq.publish(self._dlq_topic, message.key, message.value or b"", headers)
         self._metrics.dlq.labels(self.sink.name, reason).inc()

@@ -8,13 +8,15 @@ record that is not an analysis event at all raises `BadNotice` with a short reas
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from analysis.errors import BadInput
 
-__all__ = ["EVENT_TYPE", "BadNotice", "Notice", "issue_key", "parse_notice"]
+__all__ = ["EVENT_TYPE", "BadNotice", "Notice", "issue_key", "parse_notice", "read_event"]
 
 EVENT_TYPE = "logagent.analysis.v1"
 _MAX_EVENT_BYTES = 4 * 1024 * 1024
@@ -99,8 +101,10 @@ class _Envelope(_View):
     data: Notice
 
 
-def parse_notice(raw: bytes | None) -> Notice | None:
-    """The analysis a record carries; None for a well-formed event of another type (not ours to send).
+def read_event(raw: bytes | None, redact: Callable[[Any], Any] | None = None) -> tuple[Notice | None, bytes]:
+    """The analysis a record carries (None for a well-formed event of another type, not ours to send),
+    and the bytes to forward: the record with every string passed through `redact`, byte for byte the
+    original when that changed nothing.
 
     Raises BadNotice for anything that is not a CloudEvent carrying a readable analysis.
     """
@@ -116,13 +120,21 @@ def parse_notice(raw: bytes | None) -> Notice | None:
         raise BadNotice("not_object")
     kind = doc.get("type")
     if isinstance(kind, str) and kind != EVENT_TYPE:
-        return None
+        return None, raw
+    if redact is not None:
+        clean = redact(doc)
+        raw, doc = (raw, doc) if clean == doc else (orjson.dumps(clean), clean)
     try:
-        return _Envelope.model_validate(doc).data
+        return _Envelope.model_validate(doc).data, raw
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise BadNotice("bad_event", f"{where}: {first['msg']}") from None
+
+
+def parse_notice(raw: bytes | None) -> Notice | None:
+    """The analysis a record carries, as `read_event` reads it (no redaction)."""
+    return read_event(raw)[0]
 
 
 def issue_key(notice: Notice) -> str:

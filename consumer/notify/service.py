@@ -10,10 +10,12 @@ import asyncio
 import logging
 import signal
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 from pydantic import SecretStr
 
+from analysis.intake.redact import Redactor, redact_value
 from consumer.http import serve_http
 from consumer.kafka import EventSink, make_producer, start_with_retry
 from consumer.logs import configure_logging, log_fields
@@ -157,11 +159,12 @@ class NotifyService:
                 return
             stack.push_async_callback(producer.stop)
             dlq = EventSink(producer)
+            redactor = Redactor(settings.redaction)
             for sink in sinks:
                 kafka = settings.kafka.model_copy(update={
                     "input_topic": settings.kafka.output_topic, "group_id": self.group_id(sink.name)})
                 route = settings.notify.sinks()[sink.name]
-                self.lanes.append(SinkLane(sink, route, kafka, settings.notify, dlq, self.metrics))
+                self.lanes.append(SinkLane(sink, route, kafka, settings.notify, dlq, self.metrics, redactor))
             self.health.lanes = self.lanes
             log.info("notify started", extra=log_fields(sinks=[sink.name for sink in sinks],
                                                         topic=settings.kafka.output_topic))
@@ -172,7 +175,8 @@ class NotifyService:
 
 def run_notify(settings: Settings) -> int:
     """`logagent notify`: deliver until SIGTERM or SIGINT, then stop cleanly and return 0."""
-    configure_logging(settings.log_level)
+    # Logs leave the process too: every value through the same redaction as the analysing service's.
+    configure_logging(settings.log_level, partial(redact_value, redactor=Redactor(settings.redaction)))
     return asyncio.run(_serve(settings))
 
 

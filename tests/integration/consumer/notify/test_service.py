@@ -12,7 +12,7 @@ import pytest
 
 from consumer.notify import NotifyService
 from consumer.notify.notice import issue_key, parse_notice
-from tests.conftest import KafkaIO, SettingsFactory, run_until
+from tests.conftest import SECRETS, KafkaIO, SettingsFactory, run_until
 from tests.integration.consumer.notify.rig import REPO, all_handled, handled, rig
 from tests.notify_events import COMMIT, T0, event_bytes, make_analysis
 from tests.protocol_server import Fault
@@ -110,6 +110,28 @@ class TestEverySinkDelivers:
             assert {record.value for record in dlq} == {b"{not json"}
             for lane in service.lanes:
                 assert lane.stats.outcomes == {"failed": 1, "delivered": 1, "skipped": 1}, lane.sink.name
+
+
+class TestRedaction:
+    def test_a_secret_in_an_unredacted_event_reaches_no_sink(self, settings_factory: SettingsFactory,
+                                                               kafka_io: KafkaIO, tmp_path: Path) -> None:
+        """An event some producer did not redact (a token in the root cause, an email in a sample, a key in
+        an unknown field) leaves redacted to Slack, the webhook, GitHub and GitLab; a clean event is
+        forwarded byte for byte (the first test)."""
+        planted = {SECRETS["github"], SECRETS["email"], SECRETS["aws"]}
+        analysis = make_analysis(root_cause=f"token {SECRETS['github']} in the config")
+        doc = orjson.loads(event_bytes(analysis))
+        doc["data"]["cluster"]["sample_messages"] = [f"mail to {SECRETS['email']} failed"]
+        doc["data"]["deploy"] = {"aws": SECRETS["aws"]}
+        with rig(settings_factory, tmp_path) as r:
+            _produce(kafka_io, r.topic, [orjson.dumps(doc)])
+            service = NotifyService(r.settings)
+            asyncio.run(run_until(service, all_handled(service, 1)))
+            sent = [q.body.decode() for server in (r.slack, r.hook, r.github, r.gitlab) for q in server.requests]
+            assert len(sent) >= 5
+            leaks = [secret for secret in planted for body in sent if secret in body]
+            assert not leaks, leaks
+            assert "in the config" in "".join(sent)
 
 
 class TestRouting:
