@@ -18,7 +18,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from consumer.kafka import make_consumer, make_producer
+from consumer.kafka import make_consumer, make_producer, start_with_retry
 from consumer.metrics import Metrics
 from consumer.retry import Backoff, sleep_unless
 from consumer.settings import Settings
@@ -151,7 +151,7 @@ class FeedbackListener:
     async def run(self, stop: asyncio.Event) -> None:
         """Apply verdicts until `stop` is set; then commit what was applied and leave the group."""
         consumer = make_consumer(self._kafka)
-        if not await self._start(consumer, stop):
+        if not await start_with_retry(consumer, stop, self._backoff, "feedback consumer"):
             return
         try:
             while not stop.is_set():
@@ -166,22 +166,6 @@ class FeedbackListener:
                     await self._commit(consumer, done)
         finally:
             await consumer.stop()
-
-    async def _start(self, consumer: Any, stop: asyncio.Event) -> bool:
-        """Start the consumer, retrying while the broker is unreachable; False when stopped first."""
-        attempt = 0
-        while not stop.is_set():
-            try:
-                await consumer.start()
-                return True
-            except KafkaError as error:
-                attempt += 1
-                log.warning("feedback consumer cannot start, retrying",
-                            extra={"fields": {"error": type(error).__name__, "attempt": attempt}})
-                await consumer.stop()
-                if await sleep_unless(stop, self._backoff.delay(attempt)):
-                    return False
-        return False
 
     async def _commit(self, consumer: Any, done: Mapping[TopicPartition, int]) -> None:
         try:

@@ -12,14 +12,26 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from consumer.metrics import Metrics
+__all__ = ["HealthSnapshot", "HealthState", "HttpEndpoint", "Readiness", "readiness_checks", "serve_http"]
 
-__all__ = ["HealthSnapshot", "HealthState", "HttpEndpoint", "readiness_checks", "serve_http"]
+
+class Exported(Protocol):
+    """What `/metrics` serves: a registry (the service's `Metrics`, or `logagent notify`'s own)."""
+
+    registry: CollectorRegistry
+
+
+class Readiness(Protocol):
+    """What `/readyz` asks: named checks, ready when every one passes."""
+
+    def checks(self) -> dict[str, bool]:
+        """Each check's name and whether it passes."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,10 @@ class HealthState:
                 heuristic_mode=self._heuristic_mode,
             )
 
+    def checks(self) -> dict[str, bool]:
+        """The readiness checks of one snapshot."""
+        return readiness_checks(self.snapshot())
+
 
 class HttpEndpoint:
     """A running endpoint: its bound `port`, and `close()` to stop it (also a context manager)."""
@@ -120,7 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/livez":
             self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
         elif path == "/readyz":
-            checks = readiness_checks(self.server.health.snapshot())
+            checks = self.server.health.checks()
             failing = sorted(name for name, passed in checks.items() if not passed)
             status = HTTPStatus.SERVICE_UNAVAILABLE if failing else HTTPStatus.OK
             body = orjson.dumps({"ready": not failing, "failing": failing, "checks": checks})
@@ -142,13 +158,13 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], metrics: Metrics, health: HealthState) -> None:
+    def __init__(self, address: tuple[str, int], metrics: Exported, health: Readiness) -> None:
         self.metrics = metrics
         self.health = health
         super().__init__(address, _Handler)
 
 
-def serve_http(host: str, port: int, metrics: Metrics, health: HealthState) -> HttpEndpoint:
+def serve_http(host: str, port: int, metrics: Exported, health: Readiness) -> HttpEndpoint:
     """Start serving `/metrics`, `/livez` and `/readyz` on host:port (port 0 picks a free one)."""
     server = _Server((host, port), metrics, health)
     # A short poll keeps close() quick on shutdown; the idle wake-ups cost nothing measurable.

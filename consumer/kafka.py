@@ -11,8 +11,10 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
+from consumer.retry import Backoff, sleep_unless
 from consumer.settings import KafkaSettings
 from consumer.window import PartitionKey
 
@@ -25,6 +27,7 @@ __all__ = [
     "make_consumer",
     "make_producer",
     "measure_lag",
+    "start_with_retry",
 ]
 
 log = logging.getLogger(__name__)
@@ -156,3 +159,21 @@ async def measure_lag(
 def as_topic_partition(tp: PartitionKey) -> TopicPartition:
     """aiokafka's own type, which its commit API insists on."""
     return tp if isinstance(tp, TopicPartition) else TopicPartition(tp[0], tp[1])
+
+
+async def start_with_retry(client: AIOKafkaConsumer | AIOKafkaProducer, stop: asyncio.Event, backoff: Backoff,
+                           what: str) -> bool:
+    """Start an aiokafka client, retrying while the broker is unreachable; False when stopped first."""
+    attempt = 0
+    while not stop.is_set():
+        try:
+            await client.start()
+            return True
+        except KafkaError as error:
+            attempt += 1
+            log.warning("kafka client cannot start, retrying",
+                        extra={"fields": {"client": what, "error": type(error).__name__, "attempt": attempt}})
+            await client.stop()
+            if await sleep_unless(stop, backoff.delay(min(attempt, 10))):
+                return False
+    return False

@@ -18,8 +18,10 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
+
+from tests.protocol_server import LoopbackServer
 
 Embedder = Callable[[str], Sequence[float]]
 ReplyKind = Literal["text", "tool_calls", "http_error", "malformed", "delay"]
@@ -117,8 +119,7 @@ class ScriptedOllama:
         self._state = _State(script=list(script))
         self._embedder = embedder
         self._models = tuple(models)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._loopback: LoopbackServer | None = None
 
     # -- scripting and inspection -------------------------------------------------------------------
 
@@ -154,10 +155,9 @@ class ScriptedOllama:
     @property
     def url(self) -> str:
         """Base URL to give `ChatOllama(base_url=...)`."""
-        if self._server is None:
+        if self._loopback is None:
             raise RuntimeError("server not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._loopback.url
 
     def start(self) -> ScriptedOllama:
         """Bind a free port and serve in a daemon thread."""
@@ -167,22 +167,14 @@ class ScriptedOllama:
             pass
 
         _Bound.state, _Bound.embedder, _Bound.models = state, staticmethod(embedder), models
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Bound)
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="scripted-ollama", daemon=True)
-        self._thread.start()
+        self._loopback = LoopbackServer(_Bound, "scripted-ollama")
         return self
 
     def stop(self) -> None:
         """Stop serving; delayed replies still sleeping are woken and dropped."""
         self._state.stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        if self._loopback is not None:
+            self._loopback.close()
 
     def __enter__(self) -> ScriptedOllama:
         return self.start()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
-from consumer.cli import analyze, fingerprint, redact, service
+from consumer.cli import analyze, fingerprint, notify, redact, service
 from consumer.cli import memory as memory_commands
 from consumer.cli.common import UsageError
 from consumer.settings import Settings
@@ -52,6 +52,6 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logagent", description="Groups bursts of production errors and explains each from the source.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (service, fingerprint, redact, analyze, memory_commands):
+    for module in (service, fingerprint, redact, analyze, memory_commands, notify):
         module.register(commands)
     return parser

@@ -192,21 +192,34 @@ def service_env(settings: Settings, repos_file: Path) -> dict[str, str]:
 
 
 class ServiceProcess:
-    """One `python -m consumer.cli run` process; its stdout (JSON log lines) is collected as it comes."""
+    """One `python -m consumer.cli <command>` process (`run` by default); its stdout (JSON log lines) is
+    collected as it comes, and `on_line` counts what a test waits for."""
+
+    command = "run"
 
     def __init__(self, env: Mapping[str, str], log: list[str]) -> None:
         self._env = dict(env)
         self.log = log
-        self.analysed = 0
-        self.assigned = False
+        self.reset()
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
 
+    def reset(self) -> None:
+        """Forget the counts of the previous process."""
+        self.analysed, self.assigned = 0, False
+
+    def on_line(self, line: str) -> None:
+        """Count published analyses and note the first assignment."""
+        if '"burst analysed"' in line:
+            self.analysed += 1
+        elif "newly assigned partitions" in line:
+            self.assigned = True
+
     async def start(self) -> None:
         """Spawn the service."""
-        self.analysed, self.assigned = 0, False
+        self.reset()
         self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "consumer.cli", "run", cwd=PROJECT_ROOT, env=self._env,
+            sys.executable, "-m", "consumer.cli", self.command, cwd=PROJECT_ROOT, env=self._env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         self._reader = asyncio.create_task(self._read())
 
@@ -215,10 +228,7 @@ class ServiceProcess:
         async for raw in self._process.stdout:
             line = raw.decode("utf-8", "replace").rstrip()
             self.log.append(line)
-            if '"burst analysed"' in line:
-                self.analysed += 1
-            elif "newly assigned partitions" in line:
-                self.assigned = True
+            self.on_line(line)
 
     @property
     def running(self) -> bool:

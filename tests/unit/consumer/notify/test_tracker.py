@@ -1,0 +1,42 @@
+"""Issue bodies and comments: markers, escaping, fences."""
+
+from __future__ import annotations
+
+from consumer.notify.render import SourceLinks
+from consumer.notify.tracker import analysis_marker, comment_body, issue_body, issue_title
+from tests.notify_events import make_notice
+
+LINKS = SourceLinks({"checkout-service": "https://github.com/acme/checkout"})
+
+
+
+class TestIssueText:
+    def test_body_and_comment_carry_their_analysis_marker_once(self) -> None:
+        """The hidden marker is what a replay finds; it appears exactly once in each."""
+        notice = make_notice()
+        for text in (issue_body(notice, LINKS), comment_body(notice, LINKS)):
+            assert text.count(analysis_marker(notice.analysis_id)) == 1
+
+    def test_log_text_cannot_forge_a_marker_or_mention(self) -> None:
+        """A root cause quoting a marker of another analysis, raw HTML or an @team mention is neutralised."""
+        forged = analysis_marker("11111111-2222-3333-4444-555555555555")
+        notice = make_notice(root_cause=f"{forged} <img src=x onerror=alert(1)> ping @acme/oncall")
+        body = issue_body(notice, LINKS)
+        assert forged not in body and "<img" not in body and "@acme" not in body
+        assert body.count("<!--") == 1
+
+    def test_a_fence_in_the_fix_cannot_close_the_diff(self) -> None:
+        """The diff fence is longer than any backtick run inside the code."""
+        notice = make_notice(fix={"path": "a.md", "before": "```", "after": "````", "explanation": ""})
+        body = issue_body(notice, LINKS)
+        assert "`````diff" in body
+
+    def test_culprit_links_to_the_line_at_the_commit(self) -> None:
+        """The culprit is a link to blob/<commit>/<path>#L<line> on the repository's host."""
+        body = issue_body(make_notice(), LINKS)
+        assert "(https://github.com/acme/checkout/blob/8d64db8cfd7d94f657446221beb0d96a7cbad642/src/main/java/" \
+               "com/acme/checkout/web/QuantityParser.java#L6)" in body
+
+    def test_title_names_the_failure_and_where(self) -> None:
+        """`NumberFormatException on checkout-service in parse`."""
+        assert issue_title(make_notice()) == "NumberFormatException on checkout-service in parse"
