@@ -16,7 +16,7 @@ from analysis.code.tools import FileTools, ToolLimits
 from analysis.errors import BadInput, LogAgentError
 from analysis.event import Cluster, ErrorEvent, Frame
 from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.redact import Redactor, redact_event, redact_model
 from analysis.intake.signature import fingerprint_event
 from analysis.report import Analysis
 from consumer.cli.common import (
@@ -198,11 +198,12 @@ def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, 
     else:
         tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
         analysis = localise(cluster, checkout, tools, settings.input.in_app_prefixes)
-    return _guarded(analysis, alignment), checkout, alignment
+    # As in the service, nothing leaves unredacted: the code the localiser quoted included.
+    return redact_model(_guarded(analysis, alignment), Redactor(settings.redaction)), checkout, alignment
 
 
-def _code_around(checkout: Checkout, analysis: Analysis) -> CodeLines | None:
-    """The culprit's lines as the analysis read them; None when they cannot be read."""
+def _code_around(checkout: Checkout, analysis: Analysis, redactor: Redactor) -> CodeLines | None:
+    """The culprit's lines as the analysis read them, redacted; None when they cannot be read."""
     from consumer.cli.render import CodeLines
 
     culprit = analysis.culprit
@@ -213,12 +214,14 @@ def _code_around(checkout: Checkout, analysis: Analysis) -> CodeLines | None:
     result = tools.read_file(culprit.path, first, culprit.line + _CODE_RADIUS)
     if result.status != "ok" or result.data is None:
         return None
-    return CodeLines(culprit.path, result.data.start_line, tuple(result.data.lines), culprit.line)
+    lines = tuple(redactor.redact(line) for line in result.data.lines)
+    return CodeLines(culprit.path, result.data.start_line, lines, culprit.line)
 
 
 def _analyze(args: argparse.Namespace, settings: Settings) -> int:
     # The service redacts every event before analysis; so does `analyze`, whatever prints or prompts it.
-    event = redact_event(_read_event(args.event, decode_config(settings)), Redactor(settings.redaction))
+    redactor = Redactor(settings.redaction)
+    event = redact_event(_read_event(args.event, decode_config(settings)), redactor)
     use_llm = not args.offline and bool(settings.ollama.url)
     try:
         analysis, checkout, alignment = _run(event, args.repo, args.commit, settings, llm=use_llm)
@@ -231,5 +234,5 @@ def _analyze(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     from consumer.cli.render import print_analysis
 
-    print_analysis(terminal(), analysis, _code_around(checkout, analysis))
+    print_analysis(terminal(), analysis, _code_around(checkout, analysis, redactor))
     return 0

@@ -14,7 +14,7 @@ import pytest
 from analysis.report import Analysis
 from demo.services import SampleService, build_sample_repos
 from demo.stream import SampleMessage, SampleStream, build_stream
-from tests.conftest import SHOP_PY, shop_line
+from tests.conftest import SECRETS, SHOP_PY, shop_line
 from tests.gitrepo import GitRepo
 from tests.paths import PROJECT_ROOT
 from tests.terminal import COLOUR, clean_env, run, run_on_terminal
@@ -208,6 +208,22 @@ class TestAnalyzeReadable:
         assert "Culprit  orders/pricing.py:" in text.stdout and "apply_coupon" in text.stdout
         on_terminal = run_on_terminal(*args, "--json", env=clean_env())
         assert Analysis.model_validate_json(on_terminal.stdout).status == "heuristic"
+
+
+    def test_code_quoted_from_the_repository_is_redacted_in_both_modes(self, tmp_path: Path) -> None:
+        """A secret in the lines around the culprit reaches neither the readable form nor the JSON."""
+        repo = GitRepo(tmp_path / "shop")
+        shop = f'AWS_KEY = "{SECRETS["aws"]}"\n' + SHOP_PY
+        commit = repo.commit("shop", {"app/__init__.py": "", "app/shop.py": shop})
+        event = orjson.dumps({
+            "server_id": "shop", "timestamp": 1_750_000_000.0, "message": "KeyError: 'price'", "commit": commit,
+            "exception": {"type": "KeyError", "value": "'price'", "stacktrace": [
+                {"filename": "app/shop.py", "module": "app.shop", "function": "total",
+                 "lineno": shop_line("BUG total") + 1, "in_app": True}]}})
+        for mode in ("--text", "--json"):
+            out = run("analyze", "--repo", str(repo.path), "--offline", mode, env=clean_env(), stdin=event)
+            assert out.returncode == 0, out.stderr
+            assert "app/shop.py" in out.stdout and SECRETS["aws"] not in out.stdout
 
 
 class TestAnalyzeGuardRails:
