@@ -62,6 +62,12 @@ class ErrorEvent:
         root = self.root_cause
         return root.type if root else ""
 
+    @property
+    def exception_message(self) -> str:
+        """The root cause's message, or the log message when it has none (message-only errors too)."""
+        root = self.root_cause
+        return (root.value if root else "") or self.message
+
 
 # ---------------------------------------------------------------- fast construction
 # A frozen dataclass sets each field through `object.__setattr__`: about 0.1 µs a field, which made
@@ -140,6 +146,16 @@ def new_event(
 
 
 @dataclass(frozen=True, slots=True)
+class MessageTally:
+    """One distinct exception message of a burst, its variable parts masked, and how many events had it."""
+
+    message: str
+    count: int
+    example: str = ""
+    """The first message, as logged (already redacted), that masked to `message`."""
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
     """A closed burst: every event one server logged with one signature inside one window."""
 
@@ -153,6 +169,9 @@ class Cluster:
     commits: tuple[str, ...]
     samples: tuple[ErrorEvent, ...]
     """A bounded sample of the burst's events, the first one first."""
+    messages: tuple[MessageTally, ...] = ()
+    """The distinct exception messages of all the burst's events, most frequent first; empty when the
+    burst was not counted (a report then counts its samples)."""
 
     @property
     def representative(self) -> ErrorEvent:

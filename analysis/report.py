@@ -63,6 +63,14 @@ class AgentAnswer(_Model):
     citations: list[CitationRef] = Field(default_factory=list)
 
 
+class ExceptionMessage(_Model):
+    """One distinct exception message of a burst (variable parts masked) and the events that carried it."""
+
+    message: str
+    count: int = Field(ge=1)
+    example: str = Field("", description="The first such message as logged (redacted).")
+
+
 class ClusterInfo(_Model):
     """The burst the analysis explains."""
 
@@ -74,14 +82,21 @@ class ClusterInfo(_Model):
     last_seen: float
     count: int = Field(ge=1)
     sample_messages: list[str] = Field(default_factory=list)
+    exception_messages: list[ExceptionMessage] = Field(
+        default_factory=list, description="The distinct exception messages of the burst, most frequent first.")
 
 
 class PastCaseRef(_Model):
-    """A recalled memory case the analysis was given."""
+    """A recalled memory case the analysis was given, with what people said about it."""
 
     memory_id: str
     score: float
     stale: bool
+    stale_reasons: list[str] = Field(default_factory=list, description="Why the case is stale.")
+    verdict: Literal["correct", "wrong"] | None = Field(
+        None, description="The net human verdict on the case; null when nobody judged it (or verdicts cancel).")
+    trust: float | None = Field(None, ge=0.0, le=1.0, description="The case's trust when it was recalled.")
+    note: str = Field("", description="The note left with the latest verdict.")
 
 
 class SuspectCommit(_Model):

@@ -331,7 +331,9 @@ def _identifiers(cluster: Cluster) -> tuple[str, ...]:
 
 
 def _ref(case: PastCase) -> PastCaseRef:
-    return PastCaseRef(memory_id=case.memory_id, score=round(case.score, 6), stale=case.stale)
+    return PastCaseRef(memory_id=case.memory_id, score=round(case.score, 6), stale=case.stale,
+                       stale_reasons=list(case.stale_reasons), verdict=case.verdict,
+                       trust=round(min(max(case.trust, 0.0), 1.0), 6), note=case.note)
 
 
 def _prompt_case(case: PastCase, redactor: Redactor) -> Mapping[str, Any]:
@@ -346,6 +348,9 @@ def _prompt_case(case: PastCase, redactor: Redactor) -> Mapping[str, Any]:
         "root_cause": redactor.redact(str(analysis.get("root_cause", ""))),
         "culprit": redactor.redact(orjson.dumps(culprit).decode()),
         "fix": redactor.redact(str(fix.get("explanation", ""))),
+        "verdict": case.verdict,
+        "note": redactor.redact(case.note),
+        "trust": round(case.trust, 2),
     }
 
 

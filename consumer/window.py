@@ -19,9 +19,10 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from analysis.event import Cluster, ErrorEvent
+from analysis.event import Cluster, ErrorEvent, MessageTally
+from analysis.intake.tally import message_template, tally_messages
 
 if TYPE_CHECKING:
     from analysis.intake.signature import Signature
@@ -37,6 +38,9 @@ Position = tuple[PartitionKey, int]
 _BurstKey = tuple[str, str, str]
 # Distinct commits kept per burst: a burst spanning more deploys than this is already unusual.
 _MAX_COMMITS = 16
+# Distinct messages counted as logged per burst; past that (an id in every message), new ones are counted
+# by template (`_count_by_template`), up to as many templates again; the rest go uncounted.
+_MAX_MESSAGES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +72,10 @@ class _Burst:
         "last_offsets",
         "last_seen",
         "last_wall",
+        "messages",
         "offsets",
         "tail",
+        "templates",
         "token",
     )
 
@@ -86,8 +92,29 @@ class _Burst:
         self.last_commit: str | None = None  # the last key of `commits`, checked without an iterator
         self.head: list[ErrorEvent] = []
         self.tail: deque[ErrorEvent] = deque(maxlen=tail_size)
+        self.messages: dict[str, int] = {}
+        self.templates: dict[bytes, list[Any]] | None = None  # template -> [count, first message]
         self.offsets: dict[PartitionKey, int] = {}
         self.last_offsets: dict[PartitionKey, int] = {}
+
+
+def _count_by_template(burst: _Burst, message: str) -> None:
+    """Count `message` under its template, a cheap stand-in for its masked form (no regex per event)."""
+    if burst.templates is None:
+        burst.templates = {}
+    key = message_template(message)
+    entry = burst.templates.get(key)
+    if entry is not None:
+        entry[0] += 1
+    elif len(burst.templates) < _MAX_MESSAGES:
+        burst.templates[key] = [1, message]
+
+
+def _tally(burst: _Burst) -> tuple[MessageTally, ...]:
+    counts = dict(burst.messages)
+    for count, example in (burst.templates or {}).values():
+        counts[example] = counts.get(example, 0) + count
+    return tally_messages(counts)
 
 
 class BurstWindow:
@@ -168,6 +195,16 @@ class BurstWindow:
                 del commits[next(iter(commits))]
             commits[commit] = None
             burst.last_commit = commit
+        chain = event.exceptions  # `event.exception_message`, inlined
+        message = (chain[-1].value if chain else "") or event.message
+        messages = burst.messages
+        seen = messages.get(message)
+        if seen is not None:
+            messages[message] = seen + 1
+        elif len(messages) < _MAX_MESSAGES:
+            messages[message] = 1
+        else:
+            _count_by_template(burst, message)
         head = burst.head
         if len(head) < self._head_size:
             head.append(event)
@@ -251,6 +288,7 @@ class BurstWindow:
             count=burst.count,
             commits=tuple(burst.commits),
             samples=(*burst.head, *burst.tail),
+            messages=_tally(burst),
         )
         spans = {tp: (first, burst.last_offsets[tp]) for tp, first in burst.offsets.items()}
         return ClosedBurst(cluster=cluster, reason=reason, offsets=dict(burst.offsets), token=burst.token,

@@ -2,7 +2,8 @@
 
 It starts tansu on a free loopback port, creates the topics, builds the sample services' git repos,
 produces their error stream, runs the real `Service` until the stream is drained, reads what came out,
-and stops everything it started (the broker too, on error and Ctrl-C).
+and stops everything it started (the broker too, on error and Ctrl-C). Each stage is reported as it
+ends (`demo.report`); `--keep DIR` leaves the repositories, event files and memory behind.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,16 +21,32 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
+from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.report import Analysis
 from consumer.explainer import Explainer, build_explainer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service, ServiceStats
 from consumer.settings import Settings
 from demo.broker import EmbeddedBroker, create_topics
+from demo.report import (
+    ConsoleProgress,
+    Progress,
+    QuietProgress,
+    analyses_line,
+    broker_line,
+    bursts,
+    consumed_line,
+    dlq_line,
+    kept_lines,
+    produced_line,
+    repos_line,
+    summarize,
+)
 from demo.services import SampleService, build_sample_repos
 from demo.stream import SampleStream, build_stream
 
-__all__ = ["DEMO_IN_APP_PREFIXES", "DemoResult", "demo_settings", "execute_demo", "run_demo", "summarize"]
+__all__ = ["DEMO_IN_APP_PREFIXES", "DemoResult", "demo_settings", "execute_demo", "run_demo", "summarize",
+           "write_events"]
 
 DEMO_IN_APP_PREFIXES = ("com.acme", "github.com/acme", "orders")
 """The sample services' own code, as an operator would configure it."""
@@ -78,19 +94,28 @@ def make_analyzer(settings: Settings, repos: RepoConfig, metrics: Metrics) -> Ex
 
 
 async def execute_demo(
-    settings: Settings, workdir: Path, *, events: int = 3_000, seed: int = 7, timeout_s: float = 120.0
+    settings: Settings, workdir: Path, *, events: int = 3_000, seed: int = 7, timeout_s: float = 120.0,
+    progress: Progress | None = None, keep: Path | None = None,
 ) -> DemoResult:
-    """Run the demo in `workdir` (repos, clones) and return what happened; the broker is stopped on return."""
+    """Run the demo in `workdir` (repos, clones, memory; an absolute path) and return what happened; the
+    broker is stopped on return. `progress` hears of each stage. `keep` (workdir as the user named it,
+    for display) also writes the event files `write_events` makes."""
+    progress = progress or QuietProgress()
     started = time.monotonic()
     with EmbeddedBroker() as broker:
+        progress.stage(broker_line(broker.bootstrap_servers))
         settings = demo_settings(settings, broker.bootstrap_servers, workdir)
         kafka = settings.kafka
         topics = [kafka.input_topic, kafka.output_topic, kafka.dlq_topic, kafka.review_topic,
                   kafka.feedback_topic]
         await create_topics(broker.bootstrap_servers, topics, {kafka.input_topic: _INPUT_PARTITIONS})
         services = build_sample_repos(workdir / "samples")
+        progress.stage(repos_line(services, keep / "samples" if keep is not None else None))
         stream = build_stream(services, events, seed, settings.input.max_message_bytes)
+        if keep is not None:
+            write_events(workdir, stream)
         await _produce(broker.bootstrap_servers, kafka.input_topic, stream)
+        progress.stage(produced_line(stream))
         repos = RepoConfig(cache_dir=workdir / "cache", servers={
             server_id: RepoSpec(url=service.repo.resolve().as_uri())
             for server_id, service in services.items()
@@ -98,14 +123,34 @@ async def execute_demo(
         metrics = Metrics()
         explainer = make_analyzer(settings, repos, metrics)
         service = Service(settings, explainer, metrics)
-        drained = await _run_until_drained(service, len(stream.messages), timeout_s)
+        consuming = time.monotonic()
+        drained = await _run_until_drained(service, len(stream.messages), timeout_s, progress)
+        progress.stage(consumed_line(service.stats.events_in, time.monotonic() - consuming, drained))
         analyses = [Analysis.model_validate(orjson.loads(value)["data"])
                     for _, value in await _read_topic(broker.bootstrap_servers, kafka.output_topic)]
         dlq = [headers.get("reason", "") for headers, _ in await _read_topic(broker.bootstrap_servers,
                                                                               kafka.dlq_topic)]
+        progress.stage(analyses_line(analyses))
+        progress.stage(dlq_line(dlq))
         pid = broker.pid
     return DemoResult(services, stream, tuple(analyses), tuple(dlq), service.stats, drained,
                       time.monotonic() - started, broker.bootstrap_servers, pid)
+
+
+def write_events(workdir: Path, stream: SampleStream) -> dict[str, Path]:
+    """`events.jsonl` (every well-formed message, in produce order) and, under `events/`, one event per bug
+    named `<server>--<bug>.json` (a native one where there is one), for `logagent fingerprint|analyze`."""
+    folder = workdir / "events"
+    folder.mkdir(parents=True, exist_ok=True)
+    valid = [m for m in stream.messages if m.kind != "malformed"]
+    (workdir / "events.jsonl").write_bytes(b"".join(m.value + b"\n" for m in valid))
+    files: dict[str, Path] = {}
+    for message in sorted((m for m in valid if ":" not in m.bug), key=lambda m: m.shape != "native"):
+        name = f"{decode_message(message.value, DecodeConfig())[0].server_id}--{message.bug}"
+        if name not in files:
+            files[name] = folder / f"{name}.json"
+            files[name].write_bytes(message.value + b"\n")
+    return files
 
 
 async def _produce(bootstrap_servers: str, topic: str, stream: SampleStream) -> None:
@@ -118,7 +163,7 @@ async def _produce(bootstrap_servers: str, topic: str, stream: SampleStream) -> 
         await producer.stop()
 
 
-async def _run_until_drained(service: Service, messages: int, timeout_s: float) -> bool:
+async def _run_until_drained(service: Service, messages: int, timeout_s: float, progress: Progress) -> bool:
     """Run the service until it read every message and has nothing open or in flight (or time runs out)."""
     stop = asyncio.Event()
     task = asyncio.create_task(service.run(stop))
@@ -127,6 +172,7 @@ async def _run_until_drained(service: Service, messages: int, timeout_s: float) 
     try:
         while not task.done() and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
+            progress.consuming(service.stats.events_in, messages, service.stats.published)
             if service.stats.events_in >= messages and service.idle():
                 drained = True
                 break
@@ -159,57 +205,38 @@ async def _read_topic(bootstrap_servers: str, topic: str) -> list[tuple[dict[str
         await consumer.stop()
 
 
-def summarize(result: DemoResult) -> str:
-    """The readable report the demo prints."""
-    stream = result.stream
-    services = ", ".join(f"{s.server_id} ({s.language}, {_plural(len(s.commits), 'commit')})"
-                         for s in result.services.values())
-    statuses = Counter(a.status for a in result.analyses)
-    reasons = Counter(result.dlq_reasons)
-    lines = [
-        "Log Agent demo",
-        f"  broker     tansu at {result.bootstrap_servers} (stopped)",
-        f"  repos      {services}",
-        f"  produced   {stream.event_count} events in {len(stream.messages)} messages "
-        f"({stream.malformed_count} malformed), forming {len(stream.bursts)} bursts",
-        f"  consumed   {result.stats.events_in} messages in {result.elapsed_s:.1f}s"
-        + ("" if result.drained else "  (TIMED OUT before the stream was drained)"),
-        f"  analyses   {len(result.analyses)}: "
-        + ", ".join(f"{status} {n}" for status, n in sorted(statuses.items())),
-        f"  DLQ        {len(result.dlq_reasons)}: "
-        + ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items())),
-        "",
-    ]
-    for analysis in sorted(result.analyses, key=lambda a: (a.cluster.server, a.cluster.first_seen)):
-        cluster = analysis.cluster
-        culprit = analysis.culprit
-        where = (f"{culprit.path}:{culprit.line or '?'} {culprit.function}".rstrip() if culprit
-                 else "(no culprit)")
-        lines.append(f"* {cluster.server}  {cluster.exception_type or '(message only)'}  "
-                     f"x{cluster.count}  [{analysis.status}] at {(analysis.commit or '?')[:8]}")
-        lines.append(f"    culprit     {where}")
-        cause = analysis.root_cause or analysis.failure_reason or ""
-        if cause:
-            lines.append(f"    root cause  {_one_line(cause, 160)}")
-    return "\n".join(lines)
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def run_demo(
     settings: Settings, *, events: int = 3_000, seed: int = 7, timeout_s: float = 120.0,
-    out: TextIO | None = None,
+    out: TextIO | None = None, keep: Path | None = None,
 ) -> int:
-    """`logagent demo`: run, print the summary, return 0 when the stream was fully analysed."""
+    """`logagent demo`: run, reporting each stage, then print the bursts; 0 when the stream was fully
+    analysed, 130 on Ctrl-C (after saying so, with everything stopped)."""
     out = out or sys.stdout
-    with tempfile.TemporaryDirectory(prefix="logagent-demo-") as tmp:
-        result = asyncio.run(execute_demo(settings, Path(tmp), events=events, seed=seed, timeout_s=timeout_s))
-    print(summarize(result), file=out)
+    progress = ConsoleProgress(out)
+    print("Log Agent demo", file=out, flush=True)
+    try:
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            # Absolute: the sample programs run in their own directories.
+            result = asyncio.run(execute_demo(settings, keep.resolve(), events=events, seed=seed,
+                                              timeout_s=timeout_s, progress=progress, keep=keep))
+        else:
+            with tempfile.TemporaryDirectory(prefix="logagent-demo-") as tmp:
+                result = asyncio.run(execute_demo(settings, Path(tmp), events=events, seed=seed,
+                                                  timeout_s=timeout_s, progress=progress))
+    except KeyboardInterrupt:
+        progress.close()
+        kept = f"; what was built so far is in {keep}" if keep is not None else ""
+        print(f"logagent: demo interrupted (Ctrl-C): the service and the broker are stopped{kept}", file=sys.stderr)
+        return 130
+    finally:
+        progress.close()
+    lines = ["", *bursts(result.analyses)]
+    if keep is not None:
+        lines += kept_lines(keep, _event_files(keep))
+    print("\n".join(lines), file=out)
     return 0 if result.drained else 1
+
+
+def _event_files(keep: Path) -> dict[str, Path]:
+    return {path.stem: path for path in sorted((keep / "events").glob("*.json"))}

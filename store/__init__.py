@@ -6,6 +6,7 @@ from store.errors import EmbeddingUnavailable, IncompatibleEmbedding, RefusedCas
 from store.freshness import IsChanged
 from store.memory import MemoryStore
 from store.record import (
+    CaseDetail,
     CaseSummary,
     CitedRange,
     MaintenanceReport,
@@ -14,9 +15,13 @@ from store.record import (
     RecallQuery,
     RecallResult,
     RememberResult,
+    ServerSummary,
+    TrustPoint,
+    VerdictEntry,
 )
 
 __all__ = [
+    "CaseDetail",
     "CaseSummary",
     "CitedRange",
     "Embedder",
@@ -35,7 +40,10 @@ __all__ = [
     "RecallResult",
     "RefusedCase",
     "RememberResult",
+    "ServerSummary",
     "StorageConfig",
     "StoreError",
+    "TrustPoint",
     "TrustWeights",
+    "VerdictEntry",
 ]

@@ -11,11 +11,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import lancedb
-import orjson
 
+from store.browse import browse_filter, case_detail, server_summaries
 from store.config import MemoryConfig
 from store.embedding import Embedder
 from store.errors import RefusedCase, StoreError
@@ -24,6 +24,7 @@ from store.hygiene import contamination_reasons, summarise
 from store.indexing import maintain_table
 from store.record import (
     STORABLE_STATUSES,
+    CaseDetail,
     CaseSummary,
     MaintenanceReport,
     NewCase,
@@ -31,6 +32,9 @@ from store.record import (
     RecallQuery,
     RecallResult,
     RememberResult,
+    ServerSummary,
+    Verdict,
+    VerdictEntry,
 )
 from store.relevance import Candidate, Ranked, RankQuery, cosine, rank, select
 from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_float, sql_string, table_name
@@ -45,10 +49,11 @@ from store.table import (
     fetch_rows,
     memory_schema,
     query_rows,
+    row_analysis,
     with_retries,
 )
+from store.verdicts import append_verdict, forget_verdicts, read_verdicts
 
-Verdict = Literal["correct", "wrong"]
 T = TypeVar("T")
 _VISIBLE_POLL_S = 0.01
 _NOTE_CHARS = 500
@@ -196,8 +201,17 @@ class MemoryStore:
         where = f"id = {sql_string(analysis_id)}"
         updated = 0
         for table in self._tables_for(server):
+            before = fetch_rows(table.search().where(where).select(["trust"]), 1)
             updated += self._retry(lambda t=table: t.update(where=where, values_sql=values)).rows_updated
+            if before:
+                self._log_verdict(table.name, analysis_id, verdict, clean_note, float(before[0]["trust"]))
         return updated > 0
+
+    def _log_verdict(self, table_name: str, analysis_id: str, verdict: Verdict, note: str, before: float) -> None:
+        weights = self._config.trust
+        after = weights.human if verdict == "correct" else before * weights.wrong_factor
+        entry = VerdictEntry(time.time(), verdict, note, before, after)
+        self._retry(lambda: append_verdict(self._connection(), table_name, analysis_id, entry))
 
     def forget(self, analysis_id: str, *, server: str | None = None) -> int:
         """Delete a case by id (in `server`'s table, or in every memory table); returns rows deleted."""
@@ -206,6 +220,7 @@ class MemoryStore:
         for table in self._tables_for(server):
             if table.count_rows(where):
                 deleted += self._retry(lambda t=table: t.delete(where)).num_deleted_rows
+                self._retry(lambda t=table: forget_verdicts(self._connection(), t.name, analysis_id))
         return deleted
 
     def _tables_for(self, server: str | None) -> list[Any]:
@@ -241,7 +256,7 @@ class MemoryStore:
         admitted = post_filter(rows, server=query.server, tenant=query.tenant, scope=query.scope,
                                now=query.now)
         by_id = {str(row["id"]): row for row in admitted}
-        analyses = {memory_id: _analysis(row) for memory_id, row in by_id.items()}
+        analyses = {memory_id: row_analysis(row) for memory_id, row in by_id.items()}
         candidates = [_candidate(row, analyses[memory_id]) for memory_id, row in by_id.items()]
         wanted = RankQuery(query.fingerprint, query.exception_type, query.identifiers, vector, query.now)
         ranked = rank(wanted, candidates, self._config.ranking)
@@ -306,33 +321,50 @@ class MemoryStore:
         if not rows:
             return None
         best = max(rows, key=lambda r: (r["status"] == "analyzed", float(r["trust"]), float(r["created_at"])))
-        analysis = _analysis(best)
+        analysis = row_analysis(best)
         ranked = Ranked(_candidate(best, analysis), 1.0, True, 1.0, 1.0)
         return _past_case(ranked, best, analysis, Freshness(False), tenant)
 
-    def list_cases(self, server: str, tenant: str | None = None, limit: int = 50) -> list[CaseSummary]:
-        """Stored cases of a server (optionally one tenant), newest first."""
-        table = self._table(server, create=False)
-        if table is None:
-            return []
-        where = f"server = {sql_string(server)}"
-        if tenant is not None:
-            where += f" AND tenant = {sql_string(tenant)}"
-        rows = table.search().where(where).select(SUMMARY_COLUMNS).limit(max(1, table.count_rows())).to_list()
+    def list_cases(self, server: str | None, tenant: str | None = None, limit: int = 50) -> list[CaseSummary]:
+        """Stored cases of a server (every server without one; optionally one tenant), newest first."""
+        rows: list[dict[str, Any]] = []
+        for table in self._tables_for(server):
+            where = browse_filter(server, tenant)
+            query = table.search().select(SUMMARY_COLUMNS).limit(max(1, table.count_rows()))
+            rows += (query.where(where) if where else query).to_list()
         rows.sort(key=lambda r: -float(r["created_at"]))
         return [case_summary(row) for row in rows[:limit]]
 
-    def search(self, server: str, tenant: str | None, text: str, k: int = 10) -> list[CaseSummary]:
-        """Cases of a server (optionally one tenant) most similar to `text`; `score` is the cosine."""
-        table = self._table(server, create=False)
-        if table is None:
+    def search(self, server: str | None, tenant: str | None, text: str, k: int = 10) -> list[CaseSummary]:
+        """Cases of a server (every server without one; optionally one tenant) most similar to `text`,
+        best first; `score` is the cosine."""
+        tables = self._tables_for(server)
+        if not tables:
             return []
         vector = self._embed_one(text)
-        where = f"server = {sql_string(server)}"
-        if tenant is not None:
-            where += f" AND tenant = {sql_string(tenant)}"
-        rows = fetch_rows(table.search(vector).distance_type("cosine").where(where, prefilter=True), k)
-        return [case_summary(row, cosine(vector, row["vector"])) for row in rows]
+        where = browse_filter(server, tenant)
+        found: list[CaseSummary] = []
+        for table in tables:
+            query = table.search(vector).distance_type("cosine")
+            rows = fetch_rows(query.where(where, prefilter=True) if where else query, k)
+            found += [case_summary(row, cosine(vector, row["vector"])) for row in rows]
+        return sorted(found, key=lambda case: -(case.score or 0.0))[:k]
+
+    def servers(self, now: float) -> list[ServerSummary]:
+        """What the memory holds per server and tenant: cases, the newest, how many expired."""
+        return [summary for table in self._all_tables() for summary in server_summaries(table, now)]
+
+    def show(self, memory_id: str, now: float, *, server: str | None = None, commit: str | None = None,
+             is_changed: IsChanged | None = None) -> CaseDetail | None:
+        """One case in full (`server`'s table, or every one), with its verdicts; None when no case has
+        that id. With `commit` and `is_changed`, staleness also compares its cited lines with `commit`."""
+        where = f"id = {sql_string(memory_id)}"
+        for table in self._tables_for(server):
+            rows = fetch_rows(table.search().where(where), 1)
+            if rows:
+                verdicts = read_verdicts(self._connection(), table.name, memory_id)
+                return case_detail(rows[0], verdicts, self._config, now, commit=commit, is_changed=is_changed)
+        return None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -350,14 +382,6 @@ class MemoryStore:
             if built:
                 indexed.append(table.name)
         return MaintenanceReport(expired, tuple(names), tuple(indexed))
-
-
-def _analysis(row: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        value = orjson.loads(row.get("analysis_json") or "{}")
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _candidate(row: Mapping[str, Any], analysis: Mapping[str, Any]) -> Candidate:
@@ -383,4 +407,5 @@ def _past_case(item: Ranked, row: Mapping[str, Any], analysis: dict[str, Any], v
         summary=summarise(analysis), exact_fingerprint=item.exact_fingerprint, cited_files=cited_ranges(row),
         stale_reasons=verdict.reasons, contaminated=contamination_reasons(text, tenant),
         citations_checked=verdict.checked, stale_citations=verdict.stale_citations,
+        note=str(row.get("feedback_note") or ""),
     )

@@ -8,6 +8,14 @@ from typing import Any, Literal
 
 StorableStatus = Literal["analyzed", "heuristic"]
 STORABLE_STATUSES: frozenset[str] = frozenset({"analyzed", "heuristic"})
+Verdict = Literal["correct", "wrong"]
+
+
+def net_verdict(feedback: float) -> Verdict | None:
+    """The verdict a case's feedback score adds up to: None when nobody judged it or verdicts cancel."""
+    if feedback > 0:
+        return "correct"
+    return "wrong" if feedback < 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +105,13 @@ class PastCase:
     contaminated: tuple[str, ...] = ()
     citations_checked: int = 0
     stale_citations: int = 0
+    note: str = ""
+    """The note left with the latest human verdict."""
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The net human verdict on the case."""
+        return net_verdict(self.feedback)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +153,63 @@ class CaseSummary:
     expires_at: float
     commit: str | None
     score: float | None = None
+    root_cause: str = ""
+    """The first line of the stored root cause."""
+    culprit: str = ""
+    """`path:line function` of the stored culprit."""
+    verdict: Verdict | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSummary:
+    """What the memory holds for one server and tenant (`logagent memory servers`)."""
+
+    server: str
+    tenant: str
+    cases: int
+    newest_at: float
+    expired: int
+    """Cases past their TTL that maintenance has not compacted away yet (never recalled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictEntry:
+    """One human verdict on a case, as the verdict log keeps it."""
+
+    at: float
+    verdict: Verdict
+    note: str
+    trust_before: float
+    trust_after: float
+
+
+@dataclass(frozen=True, slots=True)
+class TrustPoint:
+    """The trust of a case from `at` on, and what set it (its analyzer, or a verdict)."""
+
+    at: float
+    trust: float
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class CaseDetail:
+    """One stored case in full (`logagent memory show`): the analysis, its verdicts, its trust over time,
+    and whether it is still fresh (by age, and by its cited lines when a repository was given)."""
+
+    summary: CaseSummary
+    error_text: str
+    analysis: Mapping[str, Any]
+    verdicts: tuple[VerdictEntry, ...]
+    trust_history: tuple[TrustPoint, ...]
+    age_s: float
+    max_age_s: float
+    expired: bool
+    stale: bool
+    stale_reasons: tuple[str, ...] = ()
+    checked_against: str | None = None
+    """The commit the cited lines were compared with; None when they were not compared."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import orjson
 import pyarrow as pa
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from store.errors import IncompatibleEmbedding, StoreError
-from store.record import CaseSummary, CitedRange, NewCase
+from store.record import CaseSummary, CitedRange, NewCase, net_verdict
 
 META_DIM = b"logagent.embedding_dim"
 META_EMBEDDER = b"logagent.embedder"
@@ -25,12 +26,12 @@ _CITED = pa.struct([
 ])
 
 SUMMARY_COLUMNS = ["id", "server", "tenant", "scope", "fingerprint", "exception_type", "status", "analyzer",
-                   "trust", "feedback", "created_at", "expires_at", "commit"]
+                   "trust", "feedback", "created_at", "expires_at", "commit", "analysis_json", "feedback_note"]
 
-# Everything recall ranks, filters and returns: every column but the operator's feedback note.
+# Everything recall ranks, filters and returns (the feedback note travels with the verdict).
 RECALL_COLUMNS = ["id", "server", "tenant", "scope", "fingerprint", "exception_type", "error_text",
                   "analysis_json", "analyzer", "status", "trust", "commit", "cited_files", "created_at",
-                  "expires_at", "feedback", "vector"]
+                  "expires_at", "feedback", "feedback_note", "vector"]
 
 T = TypeVar("T")
 
@@ -108,15 +109,39 @@ def cited_ranges(row: Mapping[str, Any]) -> tuple[CitedRange, ...]:
     )
 
 
+def row_analysis(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored analysis of a row as a dict; empty when it is missing or unreadable."""
+    try:
+        value = orjson.loads(row.get("analysis_json") or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def culprit_text(analysis: Mapping[str, Any]) -> str:
+    """`path:line function` of an analysis's culprit; empty when it has none."""
+    culprit = analysis.get("culprit")
+    if not isinstance(culprit, Mapping) or not culprit.get("path"):
+        return ""
+    line = culprit.get("line")
+    where = f"{culprit['path']}:{line}" if isinstance(line, int) else str(culprit["path"])
+    return f"{where} {culprit.get('function') or ''}".strip()
+
+
 def case_summary(row: Mapping[str, Any], score: float | None = None) -> CaseSummary:
-    """The operator view of a stored row."""
+    """The operator view of a stored row, with the first line of its root cause and its culprit."""
+    analysis = row_analysis(row)
+    root_cause = str(analysis.get("root_cause") or "").strip()
+    feedback = float(row.get("feedback") or 0.0)
     return CaseSummary(
         memory_id=str(row["id"]), server=str(row["server"]), tenant=str(row["tenant"]),
         scope=str(row["scope"]), fingerprint=str(row["fingerprint"]),
         exception_type=str(row.get("exception_type") or ""), status=str(row.get("status") or ""),
         analyzer=str(row.get("analyzer") or ""), trust=float(row.get("trust") or 0.0),
-        feedback=float(row.get("feedback") or 0.0), created_at=float(row["created_at"]),
+        feedback=feedback, created_at=float(row["created_at"]),
         expires_at=float(row["expires_at"]), commit=row.get("commit"), score=score,
+        root_cause=root_cause.splitlines()[0] if root_cause else "", culprit=culprit_text(analysis),
+        verdict=net_verdict(feedback), note=str(row.get("feedback_note") or ""),
     )
 
 

@@ -67,6 +67,13 @@ def past_case_refs(cases: Sequence[Mapping[str, Any]]) -> list[PastCaseRef]:
     refs: list[PastCaseRef] = []
     for case in cases:
         memory_id, score = case.get("memory_id"), case.get("score")
-        if isinstance(memory_id, str) and isinstance(score, int | float):
-            refs.append(PastCaseRef(memory_id=memory_id, score=float(score), stale=bool(case.get("stale"))))
+        if not (isinstance(memory_id, str) and isinstance(score, int | float)):
+            continue
+        verdict, trust, note = case.get("verdict"), case.get("trust"), case.get("note")
+        refs.append(PastCaseRef(
+            memory_id=memory_id, score=float(score), stale=bool(case.get("stale")),
+            verdict=verdict if verdict in ("correct", "wrong") else None,
+            trust=min(max(float(trust), 0.0), 1.0) if isinstance(trust, int | float) else None,
+            note=note if isinstance(note, str) else "",
+        ))
     return refs

@@ -24,6 +24,7 @@ _MAX_FRAMES_PER_EXCEPTION = 40
 _MAX_SAMPLES = 5
 _SAMPLE_CHARS = 600
 _PAST_CASE_CHARS = 700
+_VERDICT_NOTE_CHARS = 200
 _ERROR_CHARS = 1500
 # Anything that looks like our delimiter inside data is defused so it cannot end the block early.
 _DELIMITER_LOOKALIKE = re.compile(r"<{2,}|>{2,}")
@@ -205,7 +206,8 @@ def _render(
         listed = "\n".join(_past_case(case) for case in cases)
         parts += [
             "",
-            "## Past cases on this server (untrusted memory data; STALE ones may no longer apply)",
+            "## Past cases on this server (untrusted memory data; STALE ones may no longer apply; "
+            "a person judged the ones MARKED WRONG incorrect: do not repeat their conclusion)",
             quote_data("past_cases", redactor.redact(listed), nonce),
         ]
     parts += ["", "Investigate with the tools, then give the final JSON answer."]
@@ -244,10 +246,20 @@ def _past_case(case: Mapping[str, Any]) -> str:
     score = case.get("score")
     score_text = f"{float(score):.2f}" if isinstance(score, int | float) else "?"
     text = (
-        f"- memory {case.get('memory_id', '?')} (score {score_text}){stale}: root cause: "
+        f"- memory {case.get('memory_id', '?')} (score {score_text}){stale}{_verdict(case)}: root cause: "
         f"{case.get('root_cause', '')}; culprit: {where}; fix: {fix or 'none recorded'}"
     )
     return _truncate(_one_line(text), _PAST_CASE_CHARS)
+
+
+def _verdict(case: Mapping[str, Any]) -> str:
+    """What a person said about a past case (placed before the root cause, so truncation keeps it)."""
+    note = _truncate(_one_line(str(case.get("note") or "")), _VERDICT_NOTE_CHARS)
+    if case.get("verdict") == "wrong":
+        return " [MARKED WRONG by a person" + (f", because: {note}]" if note else "]")
+    if case.get("verdict") == "correct":
+        return " [confirmed correct by a person" + (f": {note}]" if note else "]")
+    return ""
 
 
 def _trace_text(event: ErrorEvent) -> str:

@@ -26,7 +26,16 @@ from analysis.code.suspects import (
 from analysis.code.tools import FileTools
 from analysis.code.validate import validate_citations
 from analysis.event import Cluster, ErrorEvent, Frame
-from analysis.report import Analysis, CitationRef, ClusterInfo, Location, Suspect, SuspectCommit
+from analysis.intake.tally import count_messages
+from analysis.report import (
+    Analysis,
+    CitationRef,
+    ClusterInfo,
+    ExceptionMessage,
+    Location,
+    Suspect,
+    SuspectCommit,
+)
 
 _NAMESPACE = uuid.UUID("6f0b7a52-3c1e-5d4b-9a8e-2b1f0c9d7e61")
 _EXCERPT_RADIUS = 6
@@ -43,7 +52,8 @@ def analysis_id(server: str, fingerprint: str, first_seen: float) -> str:
 
 
 def cluster_info(cluster: Cluster) -> ClusterInfo:
-    """The report's view of a burst, with the first few sample messages."""
+    """The report's view of a burst, with the first few sample messages and its distinct exception
+    messages (counted by the window, else over the samples)."""
     messages: list[str] = []
     for sample in cluster.samples:
         text = sample.message[:_MAX_MESSAGE_CHARS]
@@ -60,6 +70,8 @@ def cluster_info(cluster: Cluster) -> ClusterInfo:
         last_seen=cluster.last_seen,
         count=max(cluster.count, 1),
         sample_messages=messages,
+        exception_messages=[ExceptionMessage(message=m.message, count=m.count, example=m.example)
+                            for m in cluster.messages or count_messages(cluster.samples)],
     )
 
 

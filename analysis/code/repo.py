@@ -94,6 +94,15 @@ def _safe_revision(requested: str) -> bool:
     return bool(_SAFE_REVISION.match(requested)) and ".." not in requested
 
 
+def resolve_revision(repo_dir: Path, revision: str) -> str | None:
+    """The full sha `revision` names in the repository at `repo_dir`; None when it is not there (or is
+    not a plain revision: it may come from a log)."""
+    if not _safe_revision(revision):
+        return None
+    with git.Repo(repo_dir) as repo:
+        return _resolve_commit(repo, revision)
+
+
 def _resolve_commit(repo: git.Repo, revision: str) -> str | None:
     """The full sha `revision` names in `repo`, or None when it is not there (or not a commit)."""
     try:

@@ -6,16 +6,14 @@ Everything here reads the commit's tree, not the worktree, so a citation is pinn
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import git
 
+from analysis.code.linemap import file_hunks
 from analysis.code.repo import Checkout
 from analysis.report import Citation, CitationRef, Fix, Location
-
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.MULTILINE)
 
 
 def normalise_path(path: str, root: Path | None = None) -> str | None:
@@ -164,25 +162,14 @@ def citation_changed(
     True when a diff hunk touches the range, the file is gone, or either commit is unknown (unverifiable
     citations count as changed).
     """
-    repo = git.Repo(repo_dir)
-    try:
-        try:
-            old = repo.commit(from_commit).tree / path
-            new = repo.commit(to_commit).tree / path
-        except (KeyError, ValueError, git.BadName, git.GitCommandError):
-            return True
-        if old.hexsha == new.hexsha:
-            return False
-        diff = repo.git.diff("-U0", "--no-color", "--no-ext-diff", old.hexsha, new.hexsha)
-    finally:
-        repo.close()
-    for hunk in _HUNK.finditer(str(diff)):
-        old_start = int(hunk.group(1))
-        old_count = 1 if hunk.group(2) is None else int(hunk.group(2))
-        if old_count == 0:
+    hunks = file_hunks(repo_dir, path, from_commit, to_commit)
+    if hunks is None:
+        return True
+    for hunk in hunks:
+        if hunk.old_count == 0:
             # Pure insertion after line old_start: it changes the range only when it lands inside it.
-            if start <= old_start < end:
+            if start <= hunk.old_start < end:
                 return True
-        elif old_start <= end and old_start + old_count - 1 >= start:
+        elif hunk.old_start <= end and hunk.old_start + hunk.old_count - 1 >= start:
             return True
     return False

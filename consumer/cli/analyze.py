@@ -3,37 +3,65 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from analysis.code.filemap import FileIndex
+from analysis.code.linemap import Hunk, file_hunks, map_line
 from analysis.code.localiser import localise
-from analysis.code.repo import Checkout, RepoError, open_local
+from analysis.code.repo import Checkout, RepoError, RepoSync, open_local, resolve_revision
 from analysis.code.tools import FileTools, ToolLimits
 from analysis.errors import BadInput, LogAgentError
-from analysis.event import Cluster, ErrorEvent
+from analysis.event import Cluster, ErrorEvent, Frame
 from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.redact import Redactor, redact_event, redact_model
 from analysis.intake.signature import fingerprint_event
 from analysis.report import Analysis
-from consumer.cli.common import UsageError, decode_config, open_binary
+from consumer.cli.common import (
+    UsageError,
+    add_command,
+    add_output_flags,
+    decode_config,
+    open_binary,
+    readable,
+    say,
+    terminal,
+)
 from consumer.settings import Settings
+
+if TYPE_CHECKING:
+    from consumer.cli.render import CodeLines
 
 __all__ = ["analyze_event", "explain_event", "register"]
 
 _MAX_EVENT_BYTES = 16 * 1_048_576  # `analyze` reads one event; anything bigger is not one
+_CODE_RADIUS = 4
+_UNVERIFIED = "culprit line unverified"
 
 
 def register(commands: Any) -> None:
     """Add `analyze` to the subcommands."""
-    analyze = commands.add_parser("analyze", help="analyse one event against a local repository")
+    analyze = add_command(
+        commands, "analyze", summary="analyse one event against a local repository",
+        description="Analyses one error event (any of the four input shapes, or a JSON line the service "
+                    "would read) against a git repository on this machine, as the service would: the "
+                    "heuristic localiser, then the LLM at LOGAGENT_OLLAMA_URL when it is set. The memory is "
+                    "neither read nor written. On a terminal the analysis is printed readably; --json (or a "
+                    "pipe) gives the analysis event's data as one JSON line. When the analysed commit is not "
+                    "the one the event was logged at, the trace's line numbers are mapped through the diff "
+                    "between the two, and a culprit line that cannot be mapped is marked unverified.",
+        examples=["logagent analyze --repo ~/src/checkout --event error.json",
+                  "kubectl logs deploy/checkout | grep ERROR | tail -1 | logagent analyze --repo . --offline",
+                  "logagent analyze --repo . --commit HEAD --event error.json --json | jq .culprit"])
     analyze.add_argument("--repo", required=True, type=Path, help="path of the service's git repository")
     analyze.add_argument("--commit", help="commit to analyse at (default: the event's, else the work tree)")
     analyze.add_argument("--event", default="-", help="file holding one event, or - for stdin (default)")
     analyze.add_argument("--offline", action="store_true",
                          help="heuristic localiser only; without it the LLM at LOGAGENT_OLLAMA_URL is used "
                               "when set (the heuristic answer, with a note, when it cannot be reached)")
+    add_output_flags(analyze)
     analyze.set_defaults(handler=_analyze)
 
 
@@ -51,22 +79,83 @@ def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
     return events[0]
 
 
-def _checkout(repo: Path, commit: str | None, event_commit: str | None) -> tuple[Checkout, list[str]]:
-    """The checkout to read: `--commit`, else the event's commit when the repo has it, else the tree."""
+def _checkout(repo: Path, commit: str | None, event_commit: str | None) -> Checkout:
+    """The checkout to read: `--commit`, else the event's commit when the repo has it, else the tree
+    (`_align` then says what that means for the trace's lines)."""
     if not repo.is_dir():
         raise UsageError(f"no such repository directory: {repo}")
     try:
         if commit is not None:
-            return open_local(repo, commit), []
+            return open_local(repo, commit)
         if event_commit:
             try:
-                return open_local(repo, event_commit), []
+                return open_local(repo, event_commit)
             except RepoError:
-                note = f"the event's commit {event_commit[:40]} is not in the repository; read the work tree"
-                return open_local(repo), [note]
-        return open_local(repo), []
+                pass
+        return open_local(repo)
     except RepoError as exc:
         raise UsageError(str(exc)) from exc
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Alignment:
+    """How the trace's line numbers relate to the analysed commit."""
+
+    notes: tuple[str, ...] = ()
+    changed: frozenset[tuple[str, int]] = frozenset()
+    """(path, line) of trace lines whose code changed between the event's commit and the analysed one."""
+    unverified: str = ""
+    """Why no line of the trace can be trusted at the analysed commit, when none can."""
+
+
+def _align(event: ErrorEvent, checkout: Checkout, limits: ToolLimits) -> tuple[ErrorEvent, _Alignment]:
+    """`event` with its frames' lines moved to where that code is at the analysed commit."""
+    if not event.commit:
+        return event, _Alignment()
+    logged = resolve_revision(checkout.repo_dir, event.commit)
+    if logged == checkout.commit:
+        return event, _Alignment()
+    at = checkout.commit[:12]
+    if logged is None:
+        why = (f"the event was logged at commit {event.commit[:40]}, which the repository does not have; "
+               f"its line numbers were read at {at} as they are")
+        return event, _Alignment((why,), unverified=why)
+    index = FileIndex.build(checkout.root, limits.skip_dirs)
+    hunks: dict[str, list[Hunk] | None] = {}
+    changed: set[tuple[str, int]] = set()
+    moved = 0
+
+    def move(frame: Frame) -> Frame:
+        nonlocal moved
+        match = index.locate(frame) if frame.lineno else None
+        if match is None or frame.lineno is None:
+            return frame
+        if match.path not in hunks:
+            hunks[match.path] = file_hunks(checkout.repo_dir, match.path, logged, checkout.commit)
+        diff = hunks[match.path]
+        line = map_line(diff, frame.lineno) if diff is not None else None
+        if line is None:
+            changed.add((match.path, frame.lineno))
+            return frame
+        moved += line != frame.lineno
+        return dataclasses.replace(frame, lineno=line)
+
+    chain = tuple(dataclasses.replace(exc, frames=tuple(move(f) for f in exc.frames)) for exc in event.exceptions)
+    note = (f"analysed at {at}, not at the event's commit {logged[:12]}: the trace's lines were mapped through "
+            f"the diff ({moved} moved, {len(changed)} changed)")
+    return dataclasses.replace(event, exceptions=chain), _Alignment((note,), frozenset(changed))
+
+
+def _guarded(analysis: Analysis, alignment: _Alignment) -> Analysis:
+    """`analysis` with the alignment's notes, and its culprit marked unverified when its line may be wrong."""
+    culprit = analysis.culprit
+    why = alignment.unverified
+    if culprit is not None and culprit.line is not None and (culprit.path, culprit.line) in alignment.changed:
+        why = f"{culprit.path}:{culprit.line} changed since the event's commit"
+    update: dict[str, Any] = {"notes": [*analysis.notes, *alignment.notes]}
+    if why and culprit is not None:
+        update |= {"needs_review": True, "review_reasons": [*analysis.review_reasons, f"{_UNVERIFIED}: {why}"]}
+    return analysis.model_copy(update=update)
 
 
 def _single_burst(event: ErrorEvent, checkout: Checkout, settings: Settings) -> Cluster:
@@ -81,11 +170,7 @@ def _single_burst(event: ErrorEvent, checkout: Checkout, settings: Settings) -> 
 
 def analyze_event(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings) -> Analysis:
     """The heuristic analysis of one event as a burst of one, read from `repo`."""
-    checkout, notes = _checkout(repo, commit, event.commit)
-    cluster = _single_burst(event, checkout, settings)
-    tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
-    analysis = localise(cluster, checkout, tools, settings.input.in_app_prefixes)
-    return _with_notes(analysis, notes)
+    return _run(event, repo, commit, settings, llm=False)[0]
 
 
 def explain_event(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings) -> Analysis:
@@ -94,32 +179,60 @@ def explain_event(event: ErrorEvent, repo: Path, commit: str | None, settings: S
     The memory is left alone: an ad-hoc run neither recalls nor stores. When Ollama cannot answer, the
     heuristic analysis comes back with a note saying so.
     """
-    from analysis.code.repo import RepoSync
-    from consumer.explainer import build_explainer
-    from consumer.metrics import Metrics
+    return _run(event, repo, commit, settings, llm=True)[0]
 
-    checkout, notes = _checkout(repo, commit, event.commit)
+
+def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, *,
+         llm: bool) -> tuple[Analysis, Checkout, _Alignment]:
+    """The analysis of `event`, the checkout it read, and how the trace's lines were aligned to it."""
+    checkout = _checkout(repo, commit, event.commit)
+    event, alignment = _align(event, checkout, settings.tools)
     cluster = _single_burst(event, checkout, settings)
-    # No server map is read: the repository is the one given on the command line.
-    repo_sync = RepoSync(settings.repo.model_copy(update={"servers": {}}))
-    explainer = build_explainer(settings, Metrics(), repo_sync, with_memory=False)
-    return _with_notes(explainer.explain(cluster, checkout), notes)
+    if llm:
+        from consumer.explainer import build_explainer
+        from consumer.metrics import Metrics
+
+        # No server map is read: the repository is the one given on the command line.
+        repo_sync = RepoSync(settings.repo.model_copy(update={"servers": {}}))
+        analysis = build_explainer(settings, Metrics(), repo_sync, with_memory=False).explain(cluster, checkout)
+    else:
+        tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
+        analysis = localise(cluster, checkout, tools, settings.input.in_app_prefixes)
+    # As in the service, nothing leaves unredacted: the code the localiser quoted included.
+    return redact_model(_guarded(analysis, alignment), Redactor(settings.redaction)), checkout, alignment
 
 
-def _with_notes(analysis: Analysis, notes: Sequence[str]) -> Analysis:
-    return analysis.model_copy(update={"notes": [*analysis.notes, *notes]}) if notes else analysis
+def _code_around(checkout: Checkout, analysis: Analysis, redactor: Redactor) -> CodeLines | None:
+    """The culprit's lines as the analysis read them, redacted; None when they cannot be read."""
+    from consumer.cli.render import CodeLines
+
+    culprit = analysis.culprit
+    if culprit is None or culprit.line is None:
+        return None
+    tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
+    first = max(1, culprit.line - _CODE_RADIUS)
+    result = tools.read_file(culprit.path, first, culprit.line + _CODE_RADIUS)
+    if result.status != "ok" or result.data is None:
+        return None
+    lines = tuple(redactor.redact(line) for line in result.data.lines)
+    return CodeLines(culprit.path, result.data.start_line, lines, culprit.line)
 
 
 def _analyze(args: argparse.Namespace, settings: Settings) -> int:
     # The service redacts every event before analysis; so does `analyze`, whatever prints or prompts it.
-    event = redact_event(_read_event(args.event, decode_config(settings)), Redactor(settings.redaction))
+    redactor = Redactor(settings.redaction)
+    event = redact_event(_read_event(args.event, decode_config(settings)), redactor)
     use_llm = not args.offline and bool(settings.ollama.url)
     try:
-        if use_llm:
-            analysis = explain_event(event, args.repo, args.commit, settings)
-        else:
-            analysis = analyze_event(event, args.repo, args.commit, settings)
+        analysis, checkout, alignment = _run(event, args.repo, args.commit, settings, llm=use_llm)
     except LogAgentError as exc:
         raise UsageError(f"analysis failed: {exc}") from exc
-    sys.stdout.write(analysis.model_dump_json() + "\n")
+    for note in alignment.notes:  # said before the answer, whatever the output mode: it qualifies the lines
+        say(note)
+    if not readable(args):
+        sys.stdout.write(analysis.model_dump_json() + "\n")
+        return 0
+    from consumer.cli.render import print_analysis
+
+    print_analysis(terminal(), analysis, _code_around(checkout, analysis, redactor))
     return 0

@@ -1,22 +1,75 @@
-"""What every subcommand shares: the user-error exception, input files, decoder limits."""
+"""What every subcommand shares: the user-error exception, help with examples, output modes, input files,
+decoder limits."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+import textwrap
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from analysis.intake.decode import DecodeConfig
 from consumer.settings import Settings
 
-__all__ = ["UsageError", "decode_config", "first_line", "open_binary", "positive_int"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = [
+    "UsageError", "add_command", "add_output_flags", "decode_config", "first_line", "open_binary",
+    "positive_int", "readable", "say", "terminal",
+]  # fmt: skip
+
+
+_HELP_WIDTH = 100
 
 
 class UsageError(Exception):
     """A mistake the user can fix; printed as one line, exit code 2."""
+
+
+def add_command(commands: Any, name: str, *, summary: str, description: str, examples: Sequence[str],
+                epilog: str = "") -> argparse.ArgumentParser:
+    """A subcommand whose `--help` has a description and examples (every command has both); `epilog`
+    goes before the examples, as it is written."""
+    listed = "examples:\n" + "\n".join(f"  {example}" for example in examples)
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=summary, description=textwrap.fill(description, _HELP_WIDTH),
+        epilog=f"{epilog}\n\n{listed}" if epilog else listed, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """`--json` / `--text`: without either, a terminal gets the readable form and a pipe gets JSON."""
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--json", dest="output", action="store_const", const="json",
+                      help="print JSON (the default when stdout is not a terminal)")
+    mode.add_argument("--text", dest="output", action="store_const", const="text",
+                      help="print the readable form even into a pipe (without colour)")
+
+
+def readable(args: argparse.Namespace, stream: TextIO | None = None) -> bool:
+    """Whether to print the readable form: `--text`, or a terminal without `--json`."""
+    output = getattr(args, "output", None)
+    if output is not None:
+        return bool(output == "text")
+    return (stream or sys.stdout).isatty()
+
+
+def terminal(stream: TextIO | None = None) -> Console:
+    """A rich console on `stream` (stdout): colour only when it is a terminal, and never under NO_COLOR
+    (rich reads it)."""
+    from rich.console import Console  # rich loads only for the commands that print readably
+
+    out = stream or sys.stdout
+    return Console(file=out, force_terminal=out.isatty(), highlight=False, soft_wrap=False)
+
+
+def say(message: str) -> None:
+    """A one-line remark on stderr that is no error (an empty result, say); stdout stays data only."""
+    print(f"logagent: {message}", file=sys.stderr)
 
 
 def positive_int(text: str) -> int:

@@ -12,7 +12,7 @@ import orjson
 from analysis.errors import BadInput
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.signature import describe, fingerprint_event
-from consumer.cli.common import decode_config, open_binary
+from consumer.cli.common import add_command, decode_config, open_binary
 from consumer.settings import Settings
 
 __all__ = ["fingerprint_line", "register"]
@@ -20,11 +20,14 @@ __all__ = ["fingerprint_line", "register"]
 
 def register(commands: Any) -> None:
     """Add `fingerprint` to the subcommands."""
-    fingerprint = commands.add_parser(
-        "fingerprint", help="print the signature of each event (JSON lines in, JSON lines out)",
-        description="One output line per input line, in order: the signature, or {\"error\": reason} for a "
-                    "line that is not a valid event. For an OpenTelemetry line carrying several records, the "
-                    "first record's signature is printed with \"records\": N.")
+    fingerprint = add_command(
+        commands, "fingerprint", summary="print the signature of each event (JSON lines in, JSON lines out)",
+        description="One output line per input line, in order: the signature (fingerprint, basis, exception "
+                    "type, normalised frames), or {\"error\": reason} for a line that is not a valid event. For "
+                    "an OpenTelemetry line carrying several records, the first record's signature is printed "
+                    "with \"records\": N. Events with the same fingerprint land in the same burst.",
+        examples=["logagent fingerprint errors.jsonl", "kafkacat -C -t errors -e | logagent fingerprint | "
+                  "jq -r .fingerprint | sort | uniq -c | sort -rn"])
     fingerprint.add_argument("file", nargs="?", default="-", help="JSON lines file, or - for stdin (default)")
     fingerprint.set_defaults(handler=_fingerprint)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from consumer.cli.common import UsageError, open_binary
+from consumer.cli.common import UsageError, add_command, open_binary
 from consumer.settings import Settings
 
 __all__ = ["register"]
@@ -17,8 +17,11 @@ __all__ = ["register"]
 
 def register(commands: Any) -> None:
     """Add `notify` to the subcommands."""
-    notify = commands.add_parser(
-        "notify", help="deliver analyses to Slack, webhooks and issue trackers",
+    notify = add_command(
+        commands, "notify", summary="deliver analyses to Slack, webhooks and issue trackers",
+        examples=["LOGAGENT_NOTIFY__SLACK__ENABLED=true LOGAGENT_NOTIFY__SLACK__WEBHOOK_URL_FILE=/run/secrets/slack "
+                  "logagent notify",
+                  "logagent analyze --repo . --event error.json --json | logagent notify --preview"],
         description="Consumes the analyses topic (LOGAGENT_KAFKA__OUTPUT_TOPIC) in consumer groups of its own, "
                     "one per enabled sink (LOGAGENT_NOTIFY__*), and delivers each analysis its routes take. "
                     "With --preview it reads analysis events (or `logagent analyze` output) and prints the "

@@ -16,7 +16,7 @@ import orjson
 from analysis.errors import BadInput
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.redact import Redactor, redact_event
-from consumer.cli.common import decode_config, open_binary
+from consumer.cli.common import add_command, decode_config, open_binary
 from consumer.settings import Settings
 
 __all__ = ["redact_line", "register"]
@@ -24,11 +24,12 @@ __all__ = ["redact_line", "register"]
 
 def register(commands: Any) -> None:
     """Add `redact` to the subcommands."""
-    redact = commands.add_parser(
-        "redact", help="print what the service lets leave of each line (JSON events or plain text)",
+    redact = add_command(
+        commands, "redact", summary="print what the service lets leave of each line (JSON events or plain text)",
         description="One output line per input line, in order. A JSON error event comes out as the redacted "
                     "event the service analyses and publishes from (an OpenTelemetry batch as a JSON array); "
-                    "any other line comes out redacted as text. Decided line by line.")
+                    "any other line comes out redacted as text. Decided line by line.",
+        examples=["logagent redact errors.jsonl", "echo 'login failed for jane@example.com' | logagent redact"])
     redact.add_argument("file", nargs="?", default="-", help="input file, or - for stdin (default)")
     redact.set_defaults(handler=_redact)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,10 @@ import pytest
 from analysis.report import Analysis
 from demo.services import SampleService, build_sample_repos
 from demo.stream import SampleMessage, SampleStream, build_stream
+from tests.conftest import SECRETS, SHOP_PY, shop_line
+from tests.gitrepo import GitRepo
 from tests.paths import PROJECT_ROOT
+from tests.terminal import COLOUR, clean_env, run, run_on_terminal
 
 pytestmark = pytest.mark.integration
 
@@ -149,6 +153,133 @@ class TestAnalyze:
         line = _one_error_line(logagent("analyze", "--repo", str(services["orders-service"].repo),
                                         "--commit", "0" * 40, "--offline", stdin=message.value))
         assert "not found" in line
+
+
+def _event_file(tmp_path: Path, message: SampleMessage | bytes, **changes: object) -> Path:
+    """The message (with `changes` to its top-level fields) in a file, for `--event`."""
+    value = message if isinstance(message, bytes) else message.value
+    path = tmp_path / "event.json"
+    path.write_bytes(orjson.dumps({**orjson.loads(value), **changes}))
+    return path
+
+
+class TestAnalyzeReadable:
+    def test_a_terminal_gets_the_readable_analysis_in_colour(self, services: dict[str, SampleService],
+                                                             stream: SampleStream, tmp_path: Path) -> None:
+        """On a terminal: status, server, the exception, the culprit as path:line function with its code,
+        the root cause and the suspects, coloured."""
+        checkout = services["checkout-service"]
+        message = _first(stream, "customer-npe", "native")
+        trace = checkout.trace("customer-npe", orjson.loads(message.value)["commit"])
+        assert trace is not None
+        out = run_on_terminal("analyze", "--repo", str(checkout.repo), "--offline", "--event",
+                              str(_event_file(tmp_path, message)), env=clean_env())
+        assert out.returncode == 0, out.stderr
+        bug = checkout.bug("customer-npe")
+        assert COLOUR.search(out.stdout)
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.stdout)
+        assert "heuristic" in plain and "checkout-service" in plain and "1 event" in plain
+        assert "java.lang.NullPointerException: Cannot invoke" in plain
+        assert f"{bug.culprit_path}:{trace.culprit_line} {bug.culprit_function}" in plain
+        assert re.search(rf"❱ {trace.culprit_line} │ .*getAddress\(\)", plain)
+        assert "Root cause" in plain and "Suspects, most likely first" in plain
+        assert not out.stdout.lstrip().startswith("{")
+
+    def test_no_color_on_a_terminal_keeps_the_text_without_colour(self, services: dict[str, SampleService],
+                                                                  stream: SampleStream, tmp_path: Path) -> None:
+        """NO_COLOR is respected: the same readable text, no colour escapes."""
+        checkout = services["checkout-service"]
+        event = _event_file(tmp_path, _first(stream, "customer-npe", "native"))
+        out = run_on_terminal("analyze", "--repo", str(checkout.repo), "--offline", "--event", str(event),
+                              env=clean_env(NO_COLOR="1"))
+        assert out.returncode == 0, out.stderr
+        assert not COLOUR.search(out.stdout)
+        assert "Culprit" in out.stdout and checkout.bug("customer-npe").culprit_path in out.stdout
+
+    def test_text_into_a_pipe_and_json_on_a_terminal_on_request(
+            self, services: dict[str, SampleService], stream: SampleStream, tmp_path: Path) -> None:
+        """--text gives the readable form into a pipe, without any escape; --json on a terminal gives JSON
+        (a pipe gets JSON by default: TestAnalyze)."""
+        orders = services["orders-service"]
+        event = str(_event_file(tmp_path, _first(stream, "unknown-coupon", "native")))
+        args = ("analyze", "--repo", str(orders.repo), "--offline", "--event", event)
+        text = run(*args, "--text", env=clean_env())
+        assert text.returncode == 0 and "\x1b" not in text.stdout
+        assert "Culprit  orders/pricing.py:" in text.stdout and "apply_coupon" in text.stdout
+        on_terminal = run_on_terminal(*args, "--json", env=clean_env())
+        assert Analysis.model_validate_json(on_terminal.stdout).status == "heuristic"
+
+
+    def test_code_quoted_from_the_repository_is_redacted_in_both_modes(self, tmp_path: Path) -> None:
+        """A secret in the lines around the culprit reaches neither the readable form nor the JSON."""
+        repo = GitRepo(tmp_path / "shop")
+        shop = f'AWS_KEY = "{SECRETS["aws"]}"\n' + SHOP_PY
+        commit = repo.commit("shop", {"app/__init__.py": "", "app/shop.py": shop})
+        event = orjson.dumps({
+            "server_id": "shop", "timestamp": 1_750_000_000.0, "message": "KeyError: 'price'", "commit": commit,
+            "exception": {"type": "KeyError", "value": "'price'", "stacktrace": [
+                {"filename": "app/shop.py", "module": "app.shop", "function": "total",
+                 "lineno": shop_line("BUG total") + 1, "in_app": True}]}})
+        for mode in ("--text", "--json"):
+            out = run("analyze", "--repo", str(repo.path), "--offline", mode, env=clean_env(), stdin=event)
+            assert out.returncode == 0, out.stderr
+            assert "app/shop.py" in out.stdout and SECRETS["aws"] not in out.stdout
+
+
+class TestAnalyzeGuardRails:
+    def test_another_commit_maps_the_trace_through_the_diff(self, services: dict[str, SampleService],
+                                                            stream: SampleStream, tmp_path: Path) -> None:
+        """An event logged at one commit, analysed at a later one where the failing line moved: the culprit is
+        the moved line, and a note says the commits differ and the lines were mapped."""
+        checkout = services["checkout-service"]
+        old, new = checkout.commits[1], checkout.commits[2]
+        before, after = checkout.trace("customer-npe", old), checkout.trace("customer-npe", new)
+        assert before is not None and after is not None and before.culprit_line != after.culprit_line
+        message = next(m for m in stream.messages if m.bug == "customer-npe" and m.shape == "native"
+                       and orjson.loads(m.value)["commit"] == old)
+        proc = logagent("analyze", "--repo", str(checkout.repo), "--offline", "--commit", new,
+                        stdin=message.value)
+        assert proc.returncode == 0, proc.stderr
+        analysis = Analysis.model_validate_json(proc.stdout)
+        assert analysis.commit == new
+        assert analysis.culprit is not None and analysis.culprit.line == after.culprit_line
+        assert any(f"not at the event's commit {old[:12]}" in note and "mapped through the diff" in note
+                   for note in analysis.notes)
+        assert not any("unverified" in reason for reason in analysis.review_reasons)
+        assert f"not at the event's commit {old[:12]}" in proc.stderr.decode()  # said, whatever the output
+
+    def test_an_unknown_event_commit_marks_the_culprit_line_unverified(
+            self, services: dict[str, SampleService], stream: SampleStream) -> None:
+        """The repository lacks the event's commit: the lines are read as they are, and the culprit line is
+        marked unverified (review reason), with or without --commit."""
+        orders = services["orders-service"]
+        value = orjson.loads(_first(stream, "unknown-coupon", "native").value)
+        event = orjson.dumps({**value, "commit": "f" * 40})
+        for extra in ((), ("--commit", "HEAD")):
+            proc = logagent("analyze", "--repo", str(orders.repo), "--offline", *extra, stdin=event)
+            analysis = Analysis.model_validate_json(proc.stdout)
+            assert analysis.needs_review
+            assert any(r.startswith("culprit line unverified: the event was logged at commit " + "f" * 40)
+                       for r in analysis.review_reasons), analysis.review_reasons
+
+    def test_a_culprit_line_that_changed_is_unverified(self, tmp_path: Path) -> None:
+        """The failing line itself was edited between the event's commit and --commit: it cannot be mapped,
+        so the culprit is kept at the trace's line and marked unverified."""
+        repo = GitRepo(tmp_path / "shop")
+        old = repo.commit("shop", {"app/__init__.py": "", "app/shop.py": SHOP_PY})
+        edited = SHOP_PY.replace('order["price"] * order["qty"]', 'order.get("price", 0) * order["qty"]')
+        new = repo.commit("default the price", {"app/shop.py": edited})
+        line = shop_line("BUG total")
+        event = orjson.dumps({
+            "server_id": "shop", "timestamp": 1_750_000_000.0, "message": "KeyError: 'price'", "commit": old,
+            "exception": {"type": "KeyError", "value": "'price'", "stacktrace": [
+                {"filename": "app/shop.py", "module": "app.shop", "function": "total", "lineno": line,
+                 "in_app": True}]}})
+        proc = logagent("analyze", "--repo", str(repo.path), "--offline", "--commit", new, stdin=event)
+        analysis = Analysis.model_validate_json(proc.stdout)
+        assert analysis.culprit is not None and analysis.culprit.line == line
+        assert f"culprit line unverified: app/shop.py:{line} changed since the event's commit" in (
+            analysis.review_reasons)
 
 
 class TestOtherCommands:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,16 +19,17 @@ import pytest
 
 from analysis.report import Analysis
 from demo.broker import EmbeddedBroker
-from store import MemoryConfig, MemoryStore, NewCase, OnnxEmbedder
+from store import CitedRange, MemoryConfig, MemoryStore, NewCase, OnnxEmbedder
 from tests.conftest import SHOP_PY, KafkaIO, TopicFactory, shop_line
 from tests.gitrepo import GitRepo
 from tests.ollama_server import Reply, ScriptedOllama
 from tests.paths import PROJECT_ROOT
+from tests.terminal import COLOUR, clean_env, run_on_terminal
 
 pytestmark = pytest.mark.integration
 
 _ROOT = PROJECT_ROOT
-NOW = 1_750_000_000.0
+NOW = float(int(time.time()))  # now: TTLs and max ages count from the real clock
 
 
 def logagent(*args: str, data_dir: Path, env: dict[str, str] | None = None,
@@ -64,12 +67,15 @@ class _TinyEmbedder:
 
 
 def case(memory_id: str, *, tenant: str = "acme", error: str, age_s: float = 0.0, server: str = "orders",
-         root_cause: str = "") -> NewCase:
+         root_cause: str = "", culprit: dict[str, Any] | None = None, commit: str = "c1",
+         cited: tuple[CitedRange, ...] = ()) -> NewCase:
     """An LLM-made case of `server`."""
-    analysis = {"root_cause": root_cause or f"root cause of {memory_id}"}
+    analysis: dict[str, Any] = {"root_cause": root_cause or f"root cause of {memory_id}"}
+    if culprit is not None:
+        analysis["culprit"] = culprit
     return NewCase(id=memory_id, server=server, tenant=tenant, scope="default", fingerprint=f"fp-{memory_id}",
                    exception_type=error.split(":", 1)[0], error_text=error, analysis_json=json.dumps(analysis),
-                   analyzer="llm", commit="c1", created_at=NOW - age_s)
+                   analyzer="llm", commit=commit, created_at=NOW - age_s, cited_files=cited)
 
 
 @pytest.fixture
@@ -98,9 +104,110 @@ class TestMemoryList:
                                    data_dir=data_dir))
         assert [r["memory_id"] for r in rows] == ["key-price"]
 
-    def test_an_unknown_server_lists_nothing(self, data_dir: Path) -> None:
-        """A server without memory prints no line and still exits 0."""
-        assert json_lines(logagent("memory", "list", "--server", "nobody", data_dir=data_dir)) == []
+    def test_an_unknown_server_lists_nothing_and_says_where_it_looked(self, data_dir: Path) -> None:
+        """A server or tenant without memory prints no line, exits 0, and says on stderr which server,
+        tenant and store it looked in."""
+        proc = logagent("memory", "search", "anything", "--server", "orders", "--tenant", "initech",
+                        data_dir=data_dir)
+        assert json_lines(proc) == []
+        said = proc.stderr.decode()
+        assert "no cases" in said and "'orders'" in said and "'initech'" in said and str(data_dir / "memory") in said
+
+    def test_a_missing_memory_directory_is_named(self, tmp_path: Path) -> None:
+        """No memory directory at all: nothing on stdout, exit 0, and stderr names the directory."""
+        for action in (("list",), ("servers",)):
+            proc = logagent("memory", *action, data_dir=tmp_path / "nowhere")
+            assert json_lines(proc) == []
+            assert f"no memory at {tmp_path / 'nowhere' / 'memory'}" in proc.stderr.decode()
+        assert not (tmp_path / "nowhere").exists()
+
+    def test_every_server_without_server_and_the_culprit_and_root_cause(self, data_dir: Path,
+                                                                         embedder: OnnxEmbedder) -> None:
+        """Without --server every server's cases are listed; each row has the root cause's first line and
+        the culprit as `path:line function`; the readable form shows both."""
+        memory = MemoryStore(MemoryConfig(uri=str(data_dir / "memory")), embedder)
+        memory.remember(case("with-culprit", error="KeyError: 'qty'", root_cause="No qty.\nMore detail.",
+                             culprit={"path": "app/shop.py", "line": 2, "function": "total"}))
+        rows = json_lines(logagent("memory", "list", data_dir=data_dir))
+        assert {r["server"] for r in rows} == {"orders", "billing"} and len(rows) == 5
+        row = next(r for r in rows if r["memory_id"] == "with-culprit")
+        assert (row["root_cause"], row["culprit"], row["verdict"]) == ("No qty.", "app/shop.py:2 total", None)
+        text = logagent("memory", "list", "--text", data_dir=data_dir).stdout.decode()
+        assert "culprit     app/shop.py:2 total" in text and "root cause  No qty." in text
+        assert "More detail" not in text
+
+
+class TestMemoryServers:
+    def test_servers_and_tenants_with_counts_newest_and_expired(self, data_dir: Path,
+                                                                embedder: OnnxEmbedder) -> None:
+        """One row per server and tenant: case count, newest case, cases past their TTL."""
+        memory = MemoryStore(MemoryConfig(uri=str(data_dir / "memory")), embedder)
+        memory.remember(case("ancient", error="KeyError: 'x'", age_s=40 * 86_400))  # the TTL is 30 days
+        rows = json_lines(logagent("memory", "servers", data_dir=data_dir))
+        counts = {(r["server"], r["tenant"]): (r["cases"], r["expired"]) for r in rows}
+        assert counts == {("billing", "acme"): (1, 0), ("orders", "acme"): (3, 1), ("orders", "globex"): (1, 0)}
+        orders = next(r for r in rows if (r["server"], r["tenant"]) == ("orders", "acme"))
+        assert orders["newest_at"] == pytest.approx(NOW - 3600)
+
+    def test_a_terminal_gets_a_table(self, data_dir: Path) -> None:
+        """On a terminal the servers are a table with named columns."""
+        out = run_on_terminal("memory", "servers", env=clean_env(LOGAGENT_DATA_DIR=str(data_dir)))
+        assert out.returncode == 0, out.stderr
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.stdout)
+        assert re.search(r"server\s+tenant\s+cases\s+newest case\s+expired", plain)
+        newest = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(NOW))
+        assert re.search(rf"orders\s+globex\s+1\s+{newest} UTC\s+0", plain)
+
+
+class TestMemoryShow:
+    def test_the_whole_case_with_verdicts_notes_and_trust_history(self, data_dir: Path,
+                                                                  embedder: OnnxEmbedder) -> None:
+        """`show` after two verdicts: the analysis, both verdicts with their notes, trust 0.70 → 0.35 →
+        1.00, and its freshness."""
+        memory = MemoryStore(MemoryConfig(uri=str(data_dir / "memory")), embedder)
+        assert memory.feedback(None, "npe-old", "wrong", "it was the cache")
+        assert memory.feedback("orders", "npe-old", "correct", "on second look, right")
+        (detail,) = json_lines(logagent("memory", "show", "npe-old", data_dir=data_dir))
+        assert detail["summary"]["memory_id"] == "npe-old" and detail["analysis"]["root_cause"] == (
+            "root cause of npe-old")
+        assert [(v["verdict"], v["note"]) for v in detail["verdicts"]] == [
+            ("wrong", "it was the cache"), ("correct", "on second look, right")]
+        assert [round(p["trust"], 2) for p in detail["trust_history"]] == [0.7, 0.35, 1.0]
+        assert detail["stale"] is False and detail["checked_against"] is None
+        assert detail["error_text"].startswith("NullPointerException")
+
+    def test_a_terminal_shows_it_readably(self, data_dir: Path, embedder: OnnxEmbedder) -> None:
+        """On a terminal: the verdict with its note, the trust history, freshness and the stored analysis,
+        in colour."""
+        memory = MemoryStore(MemoryConfig(uri=str(data_dir / "memory")), embedder)
+        assert memory.feedback(None, "key-price", "wrong", "price is optional")
+        out = run_on_terminal("memory", "show", "key-price", env=clean_env(LOGAGENT_DATA_DIR=str(data_dir)))
+        assert out.returncode == 0, out.stderr
+        assert COLOUR.search(out.stdout)
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.stdout)
+        assert "marked wrong" in plain and '"price is optional"' in plain
+        assert re.search(r"0\.70\s+stored \(llm analysis\)", plain) and re.search(r"0\.35\s+verdict wrong", plain)
+        assert "fresh:" in plain and "root cause of key-price" in plain
+
+    def test_staleness_against_a_repository(self, data_dir: Path, embedder: OnnxEmbedder, tmp_path: Path) -> None:
+        """With --repo, a case whose cited line changed since its commit is stale, and says which lines."""
+        repo = GitRepo(tmp_path / "shop")
+        old = repo.commit("shop", {"app/__init__.py": "", "app/shop.py": SHOP_PY})
+        repo.commit("edit total", {"app/shop.py": SHOP_PY.replace('order["qty"]', 'order.get("qty", 1)')})
+        line = shop_line("BUG total")
+        memory = MemoryStore(MemoryConfig(uri=str(data_dir / "memory")), embedder)
+        memory.remember(case("cited", error="KeyError: 'qty'", commit=old,
+                             cited=(CitedRange("app/shop.py", line, line),)))
+        (fresh,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), "--commit", old,
+                                       data_dir=data_dir))
+        assert fresh["stale"] is False and fresh["checked_against"] == old
+        (stale,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), data_dir=data_dir))
+        assert stale["stale"] is True and stale["stale_reasons"] == [f"changed app/shop.py:{line}-{line}"]
+
+    def test_an_unknown_id_exits_1(self, data_dir: Path) -> None:
+        """No such case: exit 1 and one line naming the id and the store."""
+        line = one_error_line(logagent("memory", "show", "nope", data_dir=data_dir), 1)
+        assert "'nope'" in line and str(data_dir / "memory") in line
 
     def test_a_store_error_is_one_line_and_exit_2(self, tmp_path: Path) -> None:
         """A memory built with another embedding model is refused in one line, exit code 2."""
@@ -117,6 +224,9 @@ class TestMemorySearch:
                                    "KeyError price missing in shop total", data_dir=data_dir))
         assert [r["memory_id"] for r in rows] == ["key-price", "npe-old"]
         assert rows[0]["score"] > rows[1]["score"]
+        text = logagent("memory", "search", "KeyError price missing in shop total", "-k", "1", "--text",
+                        data_dir=data_dir).stdout.decode()
+        assert text.startswith("key-price  orders / acme") and re.search(r"similarity\s+0\.\d\d", text)
 
 
 class TestMemoryForget:
@@ -127,6 +237,8 @@ class TestMemoryForget:
         rows = json_lines(logagent("memory", "list", "--server", "orders", data_dir=data_dir))
         assert "key-price" not in [r["memory_id"] for r in rows] and len(rows) == 2
         assert "key-price" in one_error_line(logagent("memory", "forget", "key-price", data_dir=data_dir), 1)
+        text = logagent("memory", "forget", "npe-old", "--text", data_dir=data_dir).stdout.decode()
+        assert text.strip() == "forgot npe-old and its verdicts"
 
 
 class TestFeedbackCommand:
@@ -147,6 +259,12 @@ class TestFeedbackCommand:
                             env=env))
         rows = json_lines(logagent("memory", "list", "--server", "orders", data_dir=data_dir))
         assert "npe-old" not in [r["memory_id"] for r in rows]
+
+    def test_the_readable_answer_says_what_changed(self, data_dir: Path) -> None:
+        """`--text` (or a terminal) says the verdict was recorded and how the trust moved."""
+        proc = logagent("feedback", "npe-old", "--verdict", "wrong", "--text", data_dir=data_dir)
+        assert proc.returncode == 0
+        assert "recorded 'wrong' on npe-old (orders / acme): trust 0.70 → 0.35" in proc.stdout.decode()
 
     def test_an_unknown_id_exits_1(self, data_dir: Path) -> None:
         """A verdict on an id the memory does not hold is one line and exit code 1."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from store.scope import table_name
 from tests.conftest import SECRETS, SHOP_PY, shop_line
 from tests.gitrepo import GitRepo
 from tests.ollama_server import Reply, ScriptedOllama
+from tests.terminal import clean_env, run
 
 pytestmark = pytest.mark.integration
 
@@ -260,6 +262,32 @@ class TestPrompt:
 
         second_prompt = user_messages(rig.ollama.chat_calls[1:])[0]
         assert ROOT_CAUSE in past_cases_block(second_prompt)
+
+
+class TestVerdicts:
+    def test_a_wrong_verdict_changes_the_next_prompt_and_event(self, rig_factory: RigFactory) -> None:
+        """Marked wrong with `logagent feedback`, a case no longer answers a repeat of its failure as a
+        recurrence: the repeat goes to the model, whose prompt says the case was MARKED WRONG and why, and
+        the event's `past_cases` carry the verdict, the note and the lowered trust."""
+        rig = rig_factory()
+        assert rig.ollama is not None and rig.memory is not None
+        rig.ollama.add(Reply.json(answer()), Reply.json(answer("the cart drops the price")))
+        first = rig.run(burst(rig.commits["base"], T0))
+        cluster = burst(rig.commits["base"], T0 + 600)
+        assert rig.memory.find_recurrence(SERVER, "acme", cluster.fingerprint, rig.commits["base"],
+                                          time.time()) is not None  # without a verdict: a recurrence
+        note = "the price is dropped by the cart service, not in total"
+
+        verdict = run("feedback", first.analysis_id, "--verdict", "wrong", "--note", note,
+                      env=clean_env(LOGAGENT_MEMORY__URI=str(rig.memory_uri)))
+        assert verdict.returncode == 0, verdict.stderr
+
+        after = rig.run(cluster)
+        assert after.status == "analyzed" and after.recurrence_of is None and len(rig.ollama.chat_calls) == 2
+        assert [(c.memory_id, c.verdict, c.note) for c in after.past_cases] == [(first.analysis_id, "wrong", note)]
+        assert after.past_cases[0].trust == pytest.approx(0.35)
+        block = past_cases_block(user_messages(rig.ollama.chat_calls)[-1])
+        assert f"{first.analysis_id} (score" in block and f"[MARKED WRONG by a person, because: {note}]" in block
 
 
 class TestTenantIsolation:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -120,13 +121,42 @@ class TestDemoRun:
 
 
 class TestDemoCommand:
-    def test_logagent_demo_exits_zero_and_prints_the_summary(self) -> None:
-        """`logagent demo` runs the whole flow as a process and exits 0."""
-        proc = subprocess.run([*_logagent_argv(), "demo", "--events", "400"], capture_output=True, text=True,
-                              cwd=_ROOT, env=_clean_env(), timeout=180, check=False)
+    def test_logagent_demo_reports_each_stage_and_keeps_what_it_built(self, tmp_path: Path) -> None:
+        """`logagent demo --keep DIR` prints one line per stage in order, then the bursts, exits 0, and leaves
+        the repositories, event files and memory that the next commands it prints can read."""
+        keep = tmp_path / "run"
+        proc = subprocess.run([*_logagent_argv(), "demo", "--events", "400", "--keep", str(keep)],
+                              capture_output=True, text=True, cwd=_ROOT, env=_clean_env(), timeout=180, check=False)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "Log Agent demo" in proc.stdout
+        lines = proc.stdout.splitlines()
+        stages = [next(i for i, line in enumerate(lines) if line.startswith(f"  {stage} "))
+                  for stage in ("broker", "repos", "produced", "consumed", "analyses", "DLQ")]
+        assert stages == sorted(stages) and lines[0] == "Log Agent demo"
+        assert "tansu up on 127.0.0.1:" in lines[stages[0]] and "(stopped)" not in proc.stdout
         assert "culprit     orders/pricing.py:" in proc.stdout
+        assert {p.name for p in (keep / "samples").iterdir()} == {"checkout-service", "orders-service",
+                                                                  "payments-service"}
+        assert (keep / "events.jsonl").stat().st_size > 0
+        event = keep / "events" / "orders-service--unknown-coupon.json"
+        assert event.is_file() and f"logagent analyze --repo {keep / 'samples'}" in proc.stdout
+        analyze = subprocess.run([*_logagent_argv(), "analyze", "--repo", str(keep / "samples" / "orders-service"),
+                                  "--event", str(event), "--offline"], capture_output=True, text=True, cwd=_ROOT,
+                                 env=_clean_env(), timeout=60, check=False)
+        culprit = Analysis.model_validate_json(analyze.stdout).culprit
+        assert culprit is not None and culprit.path == "orders/pricing.py"
+        servers = subprocess.run([*_logagent_argv(), "memory", "servers"], capture_output=True, text=True,
+                                 cwd=_ROOT, env={**_clean_env(), "LOGAGENT_DATA_DIR": str(keep)}, timeout=60,
+                                 check=False)
+        assert {json.loads(line)["server"] for line in servers.stdout.splitlines()} == {
+            "checkout-service", "orders-service", "payments-service"}
+
+    def test_keep_refuses_a_directory_with_files(self, tmp_path: Path) -> None:
+        """--keep on a non-empty directory is a user error (exit 2, one line): nothing there is overwritten."""
+        (tmp_path / "precious.txt").write_text("mine")
+        proc = subprocess.run([*_logagent_argv(), "demo", "--keep", str(tmp_path)], capture_output=True, text=True,
+                              cwd=_ROOT, env=_clean_env(), timeout=60, check=False)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+        assert "empty directory" in proc.stderr and (tmp_path / "precious.txt").read_text() == "mine"
 
     def test_ctrl_c_stops_the_broker(self) -> None:
         """SIGINT in the middle of the demo still terminates the broker it started; exit code 130."""
@@ -141,6 +171,7 @@ class TestDemoCommand:
             if demo.poll() is None:
                 demo.kill()
         assert demo.returncode == 130, stderr.decode()[-2000:]
+        assert "demo interrupted (Ctrl-C): the service and the broker are stopped" in stderr.decode()
         deadline = time.monotonic() + 10
         while not _gone(broker) and time.monotonic() < deadline:
             time.sleep(0.1)

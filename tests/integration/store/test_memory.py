@@ -496,6 +496,30 @@ class TestOperatorViews:
         assert memory.forget("old") == 0
 
 
+    def test_servers_show_and_the_verdict_log(self, memory: MemoryStore) -> None:
+        """servers counts per server and tenant; show returns the case with each verdict, its note and
+        the trust it moved; the recalled case carries the net verdict and the latest note; forget takes
+        the verdicts with the case."""
+        memory.remember(case("a"))
+        memory.remember(case("b", tenant="globex", created_at=NOW - 40 * 86_400))  # past the 30-day TTL
+        memory.remember(case("c", server="billing"))
+        assert [(s.server, s.tenant, s.cases, s.expired) for s in memory.servers(NOW + 60)] == [
+            ("billing", "acme", 1, 0), ("orders", "acme", 1, 0), ("orders", "globex", 1, 1)]
+        assert memory.feedback(None, "a", "wrong", "the cache returns null")
+        assert memory.feedback("orders", "a", "wrong", "still wrong")
+        detail = memory.show("a", NOW + 60)
+        assert detail is not None and detail.summary.verdict == "wrong" and detail.summary.note == "still wrong"
+        assert [(v.verdict, v.note, round(v.trust_before, 3), round(v.trust_after, 3)) for v in detail.verdicts] == [
+            ("wrong", "the cache returns null", 0.7, 0.35), ("wrong", "still wrong", 0.35, 0.175)]
+        assert [round(p.trust, 3) for p in detail.trust_history] == [0.7, 0.35, 0.175]
+        (recalled,) = [c for c in memory.recall(recall_query()).cases if c.memory_id == "a"]
+        assert (recalled.verdict, recalled.note) == ("wrong", "still wrong")
+        assert memory.forget("a") == 1 and memory.show("a", NOW) is None
+        memory.remember(case("a"))  # the same id again: a new case, with no history of the old one
+        detail = memory.show("a", NOW + 60, server="orders")
+        assert detail is not None and detail.verdicts == ()
+
+
 _WRITER = textwrap.dedent("""
     import sys
     from dataclasses import replace

@@ -222,3 +222,27 @@ class TestBurstWindow:
         assert closed.reason == "rebalance"
         assert closed.cluster.count == 2
         assert window.open_count == 0
+
+
+class TestDistinctMessages:
+    def test_two_messages_on_the_same_frames_are_counted_apart(self) -> None:
+        """One signature, two null dereferences: the burst stays one, its cluster tallies both messages,
+        most frequent first, with an example as logged."""
+        window = _window(FakeClock())
+        for i in range(10):
+            message = f"customer {1000 + i} is null" if i < 7 else "cart is null"
+            _add(window, _event(100.0 + i, message=message), offset=i)
+        (closed,) = window.flush()
+        assert closed.cluster.count == 10
+        tallies = [(m.message, m.count) for m in closed.cluster.messages]
+        assert tallies == [("customer <*> is null", 7), ("cart is null", 3)]
+        assert closed.cluster.messages[0].example == "customer 1000 is null"
+
+    def test_an_id_in_every_message_still_counts_every_event(self) -> None:
+        """Past the cap of messages counted as logged, the rest are counted by template (ids of 2 and 3
+        digits make two): one masked message, every event counted."""
+        window = _window(FakeClock(), length=10_000.0)
+        for i in range(300):
+            _add(window, _event(100.0 + i * 0.01, message=f"order {i} not found"), offset=i)
+        (closed,) = window.flush()
+        assert [(m.message, m.count) for m in closed.cluster.messages] == [("order <*> not found", 300)]

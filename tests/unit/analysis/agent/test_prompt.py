@@ -124,6 +124,23 @@ class TestBuildUserMessage:
         assert "seed the table" in first
         assert "[STALE]" not in second
 
+    def test_a_case_marked_wrong_says_so_and_why(self, redactor: Redactor) -> None:
+        """A person's verdict travels into the prompt: a wrong case is marked with its note (redacted), ahead
+        of its root cause; a confirmed one is marked too; an unjudged one carries no verdict."""
+        long_root_cause = "cache miss " * 200
+        past = [{"memory_id": "m1", "score": 0.9, "stale": False, "root_cause": long_root_cause,
+                 "verdict": "wrong", "note": f"the null comes from the cache, ask {EMAIL}"},
+                {"memory_id": "m2", "score": 0.8, "stale": False, "root_cause": "x", "verdict": "correct"},
+                {"memory_id": "m3", "score": 0.7, "stale": False, "root_cause": "y", "verdict": None}]
+        text = build_user_message(_inputs(past=past), redactor, nonce=NONCE)
+        wrong, right, unjudged = _blocks(text)["past_cases"].splitlines()
+        assert "[MARKED WRONG by a person, because: the null comes from the cache" in wrong
+        assert EMAIL not in text
+        assert "[confirmed correct by a person]" in right
+        assert "MARKED WRONG" not in unjudged and "confirmed" not in unjudged
+        header = next(line for line in text.splitlines() if line.startswith("## Past cases"))
+        assert "MARKED WRONG" in header and "do not repeat their conclusion" in header
+
     def test_budget_drops_past_cases_then_samples_then_cuts_the_trace(self, redactor: Redactor) -> None:
         """Over budget, past cases go first, then samples, and the trace is cut last."""
         past = [{"memory_id": f"m{i}", "score": 0.5, "stale": False, "root_cause": "r" * 300}

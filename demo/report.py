@@ -1,0 +1,173 @@
+"""What the demo prints: one line per stage as it happens (a live count while consuming), then the bursts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+from analysis.report import Analysis
+from demo.services import SampleService
+from demo.stream import SampleStream
+
+if TYPE_CHECKING:
+    from rich.status import Status
+
+    from demo.run import DemoResult
+
+__all__ = [
+    "ConsoleProgress", "Progress", "analyses_line", "broker_line", "bursts", "consumed_line", "dlq_line",
+    "kept_lines", "produced_line", "repos_line", "summarize",
+]  # fmt: skip
+
+
+class Progress(Protocol):
+    """Where the demo reports its stages as they happen."""
+
+    def stage(self, line: str) -> None:
+        """One stage is done: `line` says what it did."""
+        ...
+
+    def consuming(self, read: int, total: int, published: int) -> None:
+        """The live count while the service consumes (called a few times a second)."""
+        ...
+
+
+class QuietProgress:
+    """Reports nothing (tests, and callers that print the summary only)."""
+
+    def stage(self, line: str) -> None:
+        """Nothing."""
+
+    def consuming(self, read: int, total: int, published: int) -> None:
+        """Nothing."""
+
+
+class ConsoleProgress:
+    """Stage lines on `out`; on a terminal a live count while consuming (rich), elsewhere none."""
+
+    def __init__(self, out: TextIO) -> None:
+        from rich.console import Console  # rich loads only when the demo prints
+
+        self._console = Console(file=out, force_terminal=out.isatty(), highlight=False, markup=False,
+                                emoji=False, soft_wrap=True)
+        self._status: Status | None = None
+
+    def stage(self, line: str) -> None:
+        """Print `line`, ending the live count if one is showing."""
+        self.close()
+        self._console.print(line)
+
+    def consuming(self, read: int, total: int, published: int) -> None:
+        """Update the live count (terminal only)."""
+        if not self._console.is_terminal:
+            return
+        text = f"consuming  {read}/{total} messages read, {published} analyses published"
+        if self._status is None:
+            self._status = self._console.status(text)
+            self._status.start()
+        else:
+            self._status.update(text)
+
+    def close(self) -> None:
+        """Remove the live count."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _counts(values: Iterable[str]) -> str:
+    return ", ".join(f"{value} {n}" for value, n in sorted(Counter(values).items()))
+
+
+def broker_line(bootstrap_servers: str) -> str:
+    """The broker stage."""
+    return f"  broker     tansu up on {bootstrap_servers} (embedded, in memory; stopped when the demo ends)"
+
+
+def repos_line(services: Mapping[str, SampleService], where: Path | None = None) -> str:
+    """The repositories stage."""
+    listed = ", ".join(f"{s.server_id} ({s.language}, {_plural(len(s.commits), 'commit')})"
+                       for s in services.values())
+    return f"  repos      {listed}" + (f" in {where}" if where else "")
+
+
+def produced_line(stream: SampleStream) -> str:
+    """The producing stage."""
+    return (f"  produced   {stream.event_count} events in {len(stream.messages)} messages "
+            f"({stream.malformed_count} malformed), forming {len(stream.bursts)} bursts")
+
+
+def consumed_line(read: int, elapsed_s: float, drained: bool) -> str:
+    """The consuming stage, once over."""
+    return (f"  consumed   {read} messages in {elapsed_s:.1f}s"
+            + ("" if drained else "  (TIMED OUT before the stream was drained)"))
+
+
+def analyses_line(analyses: Sequence[Analysis]) -> str:
+    """The analyses, by status."""
+    return f"  analyses   {len(analyses)}: {_counts(a.status for a in analyses)}"
+
+
+def dlq_line(reasons: Sequence[str]) -> str:
+    """The dead-letter queue, by reason."""
+    return f"  DLQ        {len(reasons)}: {_counts(reasons)}"
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def bursts(analyses: Sequence[Analysis]) -> list[str]:
+    """Each burst's analysis in a few lines: server, type, count, status, culprit and root cause."""
+    lines: list[str] = []
+    for analysis in sorted(analyses, key=lambda a: (a.cluster.server, a.cluster.first_seen)):
+        cluster = analysis.cluster
+        culprit = analysis.culprit
+        where = (f"{culprit.path}:{culprit.line or '?'} {culprit.function}".rstrip() if culprit
+                 else "(no culprit)")
+        distinct = len(cluster.exception_messages)
+        messages = f", {distinct} distinct messages" if distinct > 1 else ""
+        lines.append(f"* {cluster.server}  {cluster.exception_type or '(message only)'}  "
+                     f"x{cluster.count}{messages}  [{analysis.status}] at {(analysis.commit or '?')[:8]}")
+        lines.append(f"    culprit     {where}")
+        # The heuristic localiser appends its code excerpt to the root cause; the culprit line says where.
+        cause = analysis.root_cause.split("\n\nCode at ", 1)[0] or analysis.failure_reason or ""
+        if cause:
+            lines.append(f"    root cause  {_one_line(cause, 160)}")
+    return lines
+
+
+def kept_lines(keep: Path, events: Mapping[str, Path]) -> list[str]:
+    """Where the kept files are, and the commands that read them next."""
+    first = next(iter(sorted(events.items())), None)
+    lines = ["", f"Kept in {keep}: the sample repositories (samples/), one event per bug (events/), every "
+                 "event produced (events.jsonl) and the memory (memory/). Next:"]
+    if first is not None:
+        server = first[0].split("--", 1)[0]
+        lines.append(f"  logagent analyze --repo {keep / 'samples' / server} --event {first[1]}")
+    lines += [f"  LOGAGENT_DATA_DIR={keep} logagent memory servers",
+              f"  LOGAGENT_DATA_DIR={keep} logagent memory list"]
+    return lines
+
+
+def summarize(result: DemoResult) -> str:
+    """The whole report of one run, as `logagent demo` prints it (stage lines, then the bursts)."""
+    lines = [
+        "Log Agent demo",
+        broker_line(result.bootstrap_servers),
+        repos_line(result.services),
+        produced_line(result.stream),
+        consumed_line(result.stats.events_in, result.elapsed_s, result.drained),
+        analyses_line(result.analyses),
+        dlq_line(result.dlq_reasons),
+        "",
+        *bursts(result.analyses),
+    ]
+    return "\n".join(lines)
