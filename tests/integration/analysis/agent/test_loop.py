@@ -14,7 +14,8 @@ from typing import Any
 import ollama
 import pytest
 
-from analysis.agent.loop import Agent, AgentConfig, AgentOutcome, LlmUnavailable
+from analysis.agent.config import AgentConfig
+from analysis.agent.loop import Agent, AgentOutcome, LlmUnavailable
 from analysis.agent.prompt import SYSTEM_PROMPT
 from analysis.code.localiser import localise
 from analysis.code.repo import Checkout, open_local
