@@ -63,7 +63,8 @@ _DOTNET_LAMBDA = re.compile(r"^<(\w+)>[bgu]__\w+(?:\|\w+)?$")  # <Main>b__0_0, <
 
 # ---------------------------------------------------------------- Python, Go, Ruby
 _PY_SYNTHETIC = frozenset({"<lambda>", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"})
-_PY_PREFIX = re.compile(r"^.*?(?:/site-packages/|/dist-packages/|\.pyz/|\.zip/|\.egg/|/lib/python\d[\d.]*/)")
+_PY_PACKAGES = ("/site-packages/", "/dist-packages/")
+_PY_PREFIX = re.compile(r"^.*?(?:\.pyz/|\.zip/|\.egg/|/lib/python\d[\d.]*/)")  # zipapps, eggs, the stdlib
 _GO_RULES = tuple(
     (re.compile(pattern), replacement)
     for pattern, replacement in (
@@ -233,7 +234,13 @@ def _python_parts(frame: Frame) -> tuple[str, str, str] | None:
     path = (frame.abs_path or frame.filename).replace("\\", "/")
     if path.startswith("<"):
         return path, function, ":"
-    path = _PY_PREFIX.sub("", path)
+    for marker in _PY_PACKAGES:  # an installed package: its import path, whatever the venv's prefix
+        cut = path.rfind(marker)
+        if cut >= 0:
+            path = path[cut + len(marker) :]
+            break
+    else:
+        path = _PY_PREFIX.sub("", path)
     if not path and frame.module:
         return ".".join(frame.module.split(".")[-2:]), function, ":"
     return path_tail(path, _PY_EXTENSIONS).replace("/", "."), function, ":"

@@ -56,7 +56,8 @@ def fingerprint_event(event: ErrorEvent, in_app_prefixes: Sequence[str] = ()) ->
     if not chain:
         return _message_signature("", event.message)
     root = chain[-1]
-    message = root.value or event.message
+    # A trace logged as the message itself adds nothing beyond its own header line.
+    message = root.value or ("" if event.raw_trace and event.message == event.raw_trace else event.message)
     signature = _stack_signature_of(chain, in_app_prefixes if type(in_app_prefixes) is tuple
                                     else tuple(in_app_prefixes))
     if signature is None:

@@ -125,8 +125,10 @@ def token_spans(template: str) -> tuple[tuple[int, int], ...]:
     route = False
     for match in _TOKEN.finditer(template):
         token = match.group()
-        if token.isalpha():  # the usual word: nothing to mask (and no HTTP method if it is lower case)
-            route = token.isupper() and token in _METHODS
+        if token.isalpha():  # the usual word: nothing to mask, unless it is an id of hex letters only
+            route = token.isupper() and token.translate(_TEMPLATE) in _METHODS
+            if len(token) >= 8 and _HEX_LETTERS.issuperset(token):
+                spans.append(match.span())
             continue
         base = match.start()
         if token.isdigit():
@@ -135,7 +137,7 @@ def token_spans(template: str) -> tuple[tuple[int, int], ...]:
             spans.extend(_route(token, base))
         else:
             spans.extend((base + start, base + end) for start, end in _token(token))
-        route = token.lstrip(_QUOTES) in _METHODS
+        route = token.lstrip(_QUOTES).translate(_TEMPLATE) in _METHODS
     return tuple(spans)
 
 
@@ -174,9 +176,9 @@ def _token(token: str) -> list[tuple[int, int]]:
             position += len(item) + 1
         return spans
     colon = core.find(":")
-    if 0 < colon < len(core) - 1 and core[colon + 1] != ":" and _KEY.fullmatch(core, 0, colon):
+    if 0 < colon < len(core) - 1 and core[colon + 1] not in ":/\\" and _KEY.fullmatch(core, 0, colon):
         value = core[colon + 1 :]
-        if not (value.isdigit() and len(value) <= 5):  # host:port and File.java:12 are one value
+        if not (value.isdigit() and len(value) <= 5 and "." in core[:colon]):  # host.name:443, File.java:12
             return [(start + colon + 1 + a, start + colon + 1 + b) for a, b in _token(value)]
     if _is_path(core) or _has_digit(core) or (len(core) >= 8 and _HEX_LETTERS.issuperset(core)):
         return [(start, end)]
