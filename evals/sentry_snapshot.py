@@ -19,8 +19,8 @@ from typing import Any
 EMPTY_HASH = "d41d8cd98f00b204e9800998ecf8427e"
 """MD5 of nothing: Sentry's hash for an event that left nothing to group on."""
 
-_NODE = re.compile(r"([\w-]+)(\*)?(?: \((.*)\))?$")
-_LEAF = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+')
+_NODE = re.compile(r"^([\w-]+)(\*)?(?: \((.*)\))?$")
+_LEAF = re.compile(r'^(?:"(?:[^"\\]|\\.)*"|-?\d+)$')
 
 
 @dataclass

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent
+from analysis.intake import decode
 from analysis.intake.decode import BAD_INPUT_REASONS, DecodeConfig, decode_message
 from analysis.intake.redact import Redactor
 from analysis.intake.signature import fingerprint_event, mask_message
@@ -33,7 +34,9 @@ FIELD_NAMES = [
     "stacktrace", "chained", "filename", "function", "lineno", "in_app", "module", "abs_path", "@timestamp",
     "service.name", "service", "error", "error.stack_trace", "log.level", "stack_trace", "logger_name",
     "app_name", "resourceLogs", "scopeLogs", "logRecords", "attributes", "key", "stringValue", "intValue",
-    "body", "resource", "timeUnixNano", "frames", "name",
+    "body", "resource", "timeUnixNano", "frames", "name", "log.logger", "error.type", "error.message",
+    "exception.stacktrace", "exception.type", "exception.message", "appName", "application", "HOSTNAME", "log",
+    "organization.id", "labels.tenant", "@version", "service.version",
 ]  # fmt: skip
 # Objects built from the field names decoding looks at, so fuzzing reaches deep into each shape.
 shaped_values = st.recursive(
@@ -84,6 +87,24 @@ class TestDecodeFuzz:
     def test_json_shaped_like_events(self, value: dict[str, Any]) -> None:
         """Objects that look like events of every shape, with wrong types anywhere, fail only as BadInput."""
         assert_decodes_or_bad_input(json.dumps(value).encode())
+
+
+    @FUZZ
+    @given(st.lists(st.dictionaries(st.sampled_from(FIELD_NAMES), shaped_values, max_size=8), min_size=1, max_size=4))
+    def test_the_layout_cache_changes_nothing(self, documents: list[dict[str, Any]]) -> None:
+        """Decoding with the per-layout plans cached gives what decoding with no plan cached gives."""
+        def outcome(raw: bytes) -> object:
+            try:
+                return decode_message(raw, CONFIG, received_at=0.0)
+            except BadInput as bad:
+                return bad.reason
+        raws = [json.dumps(document).encode() for document in documents]
+        warm = [outcome(raw) for raw in raws + raws]
+        cold = []
+        for raw in raws + raws:
+            decode._PLANS.clear()
+            cold.append(outcome(raw))
+        assert warm == cold
 
 
 class TestTraceFuzz:
