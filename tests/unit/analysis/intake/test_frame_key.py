@@ -46,7 +46,7 @@ ROWS = [
         js("", "/app/src/boot.js"), js("", "webpack:///./src/boot.js", module="src/boot")), "src/boot:<anonymous>"),
     Row("JavaScript", "native, eval and <anonymous> frames left out", (
         js("forEach", "[native code]"), js("Array.map", "<anonymous>"), js("run", "native"),
-        js("x", "eval code"), js("eval", "/app/src/boot.js")), ""),
+        js("x", "eval code"), js("eval", "/app/src/boot.js"), Frame("JSON.parse", "", "<anonymous>")), ""),
     Row("JavaScript", "URLs and file:// paths reduced to what names the source file", (
         js("load", "http://localhost:5000/static/js/app.js"), js("load", "https://cdn.acme.com/static/js/app.js"),
         js("load", "file:///Users/dev/shop/static/js/app.js"), js("load", "webpack:///./static/js/app.js"),
@@ -195,6 +195,14 @@ class TestAllPlatforms:
         shallow, deep = fingerprint_event(event(3)), fingerprint_event(event(300))
         assert shallow.fingerprint == deep.fingerprint
         assert shallow.frames == ("com.example.App.throwError", "com.example.App.recurFunc", "com.example.App.main")
+
+    def test_engine_frames_of_a_v8_text_trace_do_not_count(self) -> None:
+        """`at JSON.parse (<anonymous>)`, `at Array.map (native)` are left out; the service's frame keys it."""
+        text = ("TypeError: Cannot read properties of undefined (reading 'x')\n"
+                "    at JSON.parse (<anonymous>)\n    at Array.map (native)\n    at new Promise (<anonymous>)\n"
+                "    at OrderService.load (/app/src/orders/service.js:39:11)")
+        signature = fingerprint_event(ErrorEvent("s", 0, "m", exceptions=parse_trace(text)))
+        assert signature.frames == ("orders/service:load",)
 
     def test_go_goroutine_ids_and_addresses_do_not_count(self) -> None:
         """The same panic in goroutine 7 and 812, at other addresses and offsets, is one fingerprint."""
