@@ -184,3 +184,68 @@ def profile(events: int = 50_000, top: int = 25) -> str:
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
     return out.getvalue()
+
+
+# ---------------------------------------------------------------- one build against another
+# `python -m bench.grouping --baseline PATH`: this build and the build checked out at PATH (e.g. a
+# scratch `git worktree add` of main) each time `run_logagent` on the same stream, in turns, in fresh
+# processes, so both see the same machine. CPU time, best of each turn's runs.
+
+_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from bench.grouping import run_logagent
+from consumer.runner import configure_gc
+configure_gc()
+lines = open(sys.argv[2], "rb").read().split(b"\\n")
+best = float("inf")
+for _ in range(int(sys.argv[3])):
+    started = time.process_time()
+    run_logagent(lines)
+    best = min(best, time.process_time() - started)
+print(best)
+"""
+
+
+def compare(baseline: str, events: int = 20_000, turns: int = 4, runs: int = 3) -> str:
+    """Events per CPU second of this build and of the build at `baseline`, in turns, on the grouping stream
+    and on the distinct-failure stream."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    this = str(Path(__file__).resolve().parents[1])
+    streams = {
+        "grouping stream": generate(WorkloadSpec(events=events)),
+        "distinct-failure stream": generate(WorkloadSpec(events=events // 2, failures_per_server=events // 30,
+                                                         burst_min=1, burst_max=3, concurrent_bursts=50)),
+    }
+    parts = []
+    for name, stream in streams.items():
+        seconds: dict[str, list[float]] = {this: [], baseline: []}
+        with tempfile.NamedTemporaryFile("wb", suffix=".jsonl") as lines:
+            lines.write(b"\n".join(event.line for event in stream))
+            lines.flush()
+            for _ in range(turns):
+                for build in (baseline, this):
+                    out = subprocess.run([sys.executable, "-c", _CHILD, build, lines.name, str(runs)], check=True,
+                                         capture_output=True, text=True, cwd=build,
+                                         env={"PYTHONPATH": build, "PATH": "/usr/bin:/bin"}).stdout  # fmt: skip
+                    seconds[build].append(float(out))
+        ours, theirs = (len(stream) / min(seconds[build]) for build in (this, baseline))
+        per_turn = ", ".join(f"{a / b:.2f}" for a, b in zip(seconds[baseline], seconds[this], strict=True))
+        parts.append(f"{name}: {ours / 1000:.1f}k vs {theirs / 1000:.1f}k events per CPU second = {ours / theirs:.2f}x "
+                     f"(best of {turns} turns; per turn {per_turn}; {len(stream)} events)")
+    return "grouping, this build vs baseline: " + "; ".join(parts)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.grouping", description="this build against another")
+    parser.add_argument("--baseline", required=True, help="path of the other build's checkout")
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--turns", type=int, default=4)
+    arguments = parser.parse_args()
+    print(compare(arguments.baseline, arguments.events, arguments.turns))

@@ -82,6 +82,7 @@ class Service:
             max_depth=settings.input.max_depth,
             commit_field=settings.input.commit_field,
             in_app_prefixes=tuple(settings.input.in_app_prefixes),
+            server_id_fields=tuple(settings.input.server_id_fields),
         )
         self._in_app_prefixes = tuple(settings.input.in_app_prefixes)
         self._redactor = Redactor(settings.redaction)

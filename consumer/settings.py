@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from analysis.agent.config import AgentConfig
 from analysis.code.repo import RepoConfig, RepoSpec
 from analysis.code.tools import ToolLimits
+from analysis.intake.decode import DEFAULT_SERVER_ID_FIELDS
 from analysis.intake.redact import RedactionConfig
 from analysis.report import Status
 from store import MemoryConfig
@@ -63,6 +64,10 @@ class InputSettings(BaseModel):
     max_depth: int = 64
     commit_field: str | None = Field(None, description="Extra dotted field naming the deployed commit.")
     in_app_prefixes: list[str] = Field(default_factory=list, description="Module/package prefixes in-app.")
+    server_id_fields: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SERVER_ID_FIELDS),
+        description="Fields naming the server when `server_id` is absent, first match wins (JSON list).",
+    )
 
 
 class PipelineSettings(BaseModel):

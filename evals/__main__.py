@@ -1,8 +1,9 @@
 """`python -m evals [--small] [--live] [--corpora PATH] [--peers]`: grouping, localisation and redaction
 quality, printed as tables.
 
-`--corpora` names the folder of public corpora redaction is also measured on (default
-`../shared/corpora` beside the project, skipped when absent); `--peers` scores detect-secrets and
+`--corpora` names the folder of public corpora grouping and redaction are also measured on (default
+`../shared/corpora` beside the project, skipped when absent; without `--small`, grouping reads Sentry's
+fixtures, loghub and Defects4J from it, see `evals.public`); `--peers` scores detect-secrets and
 Kingfisher on the redaction corpus when they are installed (`make bench-deps`).
 
 `--live` re-records the agent's cassettes against the real Ollama at LOGAGENT_OLLAMA__URL, with the
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 from consumer.settings import Settings
-from evals import grouping, localisation, redaction
+from evals import grouping, localisation, public, redaction
 
 _CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--live", action="store_true", help="re-record cassettes against a real Ollama")
     parser.add_argument("--corpora", type=Path, default=_CORPORA, help="public corpora folder (loghub, sentry, ...)")
     parser.add_argument("--peers", action="store_true", help="also score detect-secrets and Kingfisher")
+    public.add_arguments(parser)
     args = parser.parse_args(argv)
     live_url = None
     model = "qwen2.5-coder:7b"
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--live needs LOGAGENT_OLLAMA__URL")
         live_url, model = settings.ollama.url, settings.agent.model
     print_grouping(grouping.evaluate(small=args.small))
+    if not args.small:
+        public.run(args)
     print()
     print_localisation(localisation.evaluate(small=args.small, live_url=live_url, model=model))
     print()

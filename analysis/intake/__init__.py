@@ -5,6 +5,7 @@ Submodules are listed rather than imported, so importing one of them loads only 
 """
 
 __all__ = [
-    "decode", "field", "otlp", "redact", "signature", "stacktrace", "tally",
+    "decode", "field", "frame_key", "otlp", "redact", "signature", "stacktrace", "structured", "tally",
+    "template",
     "trace_dialect", "trace_go", "trace_java", "trace_node", "trace_python",
 ]  # fmt: skip

@@ -1,9 +1,15 @@
-"""Kafka message bytes → `ErrorEvent`s, for the four input shapes of the design (native, ECS, OTLP, logstash).
+"""Kafka message bytes → `ErrorEvent`s, whatever mix of the four conventions' fields a message uses.
+
+The design names four input shapes (native, Elastic Common Schema, OpenTelemetry OTLP/JSON,
+logstash-logback-encoder), but producers mix them: a logback document with a nested custom `service`
+object, a native event with a text `stack_trace`. So every field is read from the first of its known
+spellings across all four (`SPELLINGS`, the table in the README's Input section), whatever shape the
+message looks like; an explicit `server_id` always wins. OTLP batches (`resourceLogs`) are unpacked in
+`analysis.intake.otlp` and read the same way. `shape` only labels which convention a message resembles.
 
 Anything that can never become an event raises `BadInput` with one bounded reason code, so the consumer
-can route it to the DLQ. Decoding is the hot path: no pydantic, no regex per event, a field costs one type
-check, and the frames of a repeated trace are built once and shared (which also lets the fingerprint cache
-hit by identity). OTLP lives in `analysis.intake.otlp`, typed field reads in `analysis.intake.field`.
+can route it to the DLQ. Decoding is the hot path: no pydantic, no regex per event, a field costs one
+type check, and the spellings present in a message layout are looked up once per layout.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from analysis.errors import BadInput
-from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
+from analysis.event import ErrorEvent, ExceptionInfo, Shape, new_event
 from analysis.intake.field import get_path, identifier, level, require, text, text_chain, timestamp
 from analysis.intake.otlp import decode_otlp
+from analysis.intake.stacktrace import parse_trace
+from analysis.intake.structured import structured_chain
 
 BAD_INPUT_REASONS = (
     "too_large", "invalid_utf8", "not_json", "not_object", "too_deep", "wrong_type", "no_error",
@@ -26,27 +34,28 @@ BAD_INPUT_REASONS = (
 )  # fmt: skip
 """Every reason `decode_message` can raise; the DLQ metric's `reason` label takes only these values."""
 
-_MAX_CHAIN = 64
-_FRAMES_CACHE_SIZE = 2048
-_FRAMES_CACHE_MAX_KEY = 64 * 1024
-_FRAMES_KEY_TAIL = 64
+DEFAULT_SERVER_ID_FIELDS = ("service.name", "service", "app_name", "appName", "application", "HOSTNAME")
+"""Where the server id is read when `server_id` is absent, in order (the `server_id_fields` setting)."""
 
-_NATIVE_KEYS = frozenset({"server_id", "timestamp", "level", "logger", "message", "commit", "tenant", "exception"})
-_ECS_KEYS = frozenset({
-    "@timestamp", "message", "service.name", "service.version", "log.level", "log.logger", "error", "log",
-    "error.type", "error.message", "error.stack_trace", "organization.id", "labels.tenant", "tenant",
-})  # fmt: skip
-_ECS_MARKERS = frozenset({"ecs.version", "log.level", "service.name", "error.stack_trace", "error.type", "ecs"})
-# ECS fields may also come nested (`"error": {"type": …}`): parent object → the fields read from it.
-_ECS_NESTED = {
-    "error": ("stack_trace", "type", "message"), "service": ("name", "version"), "log": ("level", "logger"),
-    "organization": ("id",), "labels": ("tenant",),
-}  # fmt: skip
-_ECS_PARENTS = frozenset(_ECS_NESTED)
+SPELLINGS: dict[str, tuple[str, ...]] = {
+    "timestamp": ("timestamp", "@timestamp"),
+    "level": ("level", "log.level"),
+    "logger": ("logger", "log.logger", "logger_name"),
+    "message": ("message",),
+    "exception_type": ("error.type", "exception.type"),
+    "exception_value": ("error.message", "exception.message"),
+    "trace": ("exception", "stack_trace", "error.stack_trace", "exception.stacktrace"),
+    "commit": ("commit", "service.version"),
+    "tenant": ("tenant", "organization.id", "labels.tenant"),
+}
+"""Each field's spellings across the conventions, first match wins (OTLP reads its attributes alike)."""
+
+_WHOLLY_READ = frozenset({"error", "log"})  # read whole when they are objects, kept when they are not
+_ECS_MARKERS = frozenset({"ecs.version", "ecs", "log.level", "log", "service.name", "error.stack_trace", "error",
+                          "error.type"})  # fmt: skip
 _LOGSTASH_MARKERS = frozenset({"logger_name", "stack_trace", "level_value", "@version", "thread_name"})
-_FOREIGN_MARKERS = _ECS_MARKERS | _LOGSTASH_MARKERS
-_LOGSTASH_KEYS = frozenset({"@timestamp", "message", "logger_name", "level", "stack_trace", "tenant", "commit"})
-_LOGSTASH_SERVER_FIELDS = ("app_name", "service", "service.name", "appName", "application", "HOSTNAME")
+_PLANS: OrderedDict[tuple[str, ...], tuple[Any, ...]] = OrderedDict()
+_PLANS_SIZE = 1024
 
 
 class DecodeConfig(BaseModel):
@@ -59,6 +68,10 @@ class DecodeConfig(BaseModel):
     commit_field: str | None = Field(default=None, description="Dotted path of the deployed commit field.")
     max_frames: int = Field(default=2000, ge=1, description="Frames kept per exception, innermost first.")
     in_app_prefixes: tuple[str, ...] = Field(default=(), description="Module or path prefixes of own code.")
+    server_id_fields: tuple[str, ...] = Field(
+        default=DEFAULT_SERVER_ID_FIELDS, description="Fields naming the server after `server_id`, in order."
+    )
+    default_server_id: str = Field(default="", description="The server of an event that names none.")
 
 
 def decode_message(raw: bytes, config: DecodeConfig, received_at: float | None = None) -> list[ErrorEvent]:
@@ -78,15 +91,7 @@ def decode_message(raw: bytes, config: DecodeConfig, received_at: float | None =
             raise BadInput("too_deep", f"nesting over {config.max_depth}")
         raise BadInput("not_object", type(doc).__name__)
     fallback = received_at if received_at is not None else time.time()
-    if "resourceLogs" in doc:
-        events = decode_otlp(doc, config.commit_field, config.max_frames, fallback)
-    elif "@timestamp" in doc or not _FOREIGN_MARKERS.isdisjoint(doc):
-        if not _ECS_MARKERS.isdisjoint(doc) or type(doc.get("service")) is dict:
-            events = [_decode_ecs(doc, config, fallback)]
-        else:
-            events = [_decode_logstash(doc, config, fallback)]
-    else:
-        events = [_decode_native(doc, config, fallback)]
+    events = decode_otlp(doc, config, fallback) if "resourceLogs" in doc else [_decode_record(doc, config, fallback)]
     for event in events:  # interpreted fields are type-checked; only the kept unknown ones can nest
         for value in event.extra.values():
             if type(value) is dict or type(value) is list:  # the usual extra holds scalars only
@@ -94,6 +99,135 @@ def decode_message(raw: bytes, config: DecodeConfig, received_at: float | None =
                     raise BadInput("too_deep", f"nesting over {config.max_depth}")
                 break
     return events
+
+
+def _plan(doc: dict[str, Any], config: DecodeConfig) -> tuple[Any, ...]:
+    """What to read in this layout of keys, computed once per layout.
+
+    Per field (`SPELLINGS` order, then the server): None when no spelling can be present, the key when
+    exactly one key that cannot also be nested is, else the spellings to try in order. Then the keys
+    left out of `extra`, the objects read whole when they are objects, the shape, and the server fields
+    the plan was made for.
+    """
+    layout = tuple(doc)
+    plan = _PLANS.get(layout)
+    if plan is None or plan[-1] is not config.server_id_fields:  # one plan per layout and server fields
+        keys = set(doc)
+        specs: list[Any] = []
+        for names in (*SPELLINGS.values(), ("server_id", *config.server_id_fields)):
+            present = tuple(name for name in names if name in keys or name.partition(".")[0] in keys)
+            # One spelling, flat: a plain `get`. A dotted key may also be nested, unless its parent is absent.
+            single = len(present) == 1 and present[0] in keys and present[0].partition(".")[0] not in keys
+            specs.append(None if not present else present[0] if single else present)
+        consumed = frozenset(name for names in SPELLINGS.values() for name in names if name in keys) | {
+            "exception", "server_id"}
+        plan = (*specs, consumed - _WHOLLY_READ, tuple(_WHOLLY_READ & keys), _shape(doc), config.server_id_fields)
+        if len(_PLANS) >= _PLANS_SIZE:
+            _PLANS.popitem(last=False)
+        _PLANS[layout] = plan
+    return plan
+
+
+def _first(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> tuple[str, Any]:
+    """(spelling, value) of the first spelling that holds a value; ("", None) when none does."""
+    if spec is None:
+        return "", None
+    if type(spec) is str:
+        return spec, doc.get(spec)
+    for name in spec:
+        value = doc.get(name)
+        if value is None and "." in name:
+            value = get_path(doc, name)
+        if value is not None:
+            return name, value
+    return "", None
+
+
+def server_id_of(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> tuple[str, str]:
+    """(spelling, server id) of the first spelling holding a non-empty string; a custom object in one
+    of the fields (`"service": {...}`) is not a name."""
+    for name in (spec,) if type(spec) is str else spec or ():
+        value = doc.get(name)
+        if value is None and "." in name:
+            value = get_path(doc, name)
+        if type(value) is str and value:
+            return name, value
+        if name == "server_id" and value is not None and type(value) is not str:
+            raise BadInput("wrong_type", f"server_id is {type(value).__name__}, expected string")
+    return "", ""
+
+
+def _decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float) -> ErrorEvent:
+    plan = _PLANS.get(tuple(doc))
+    if plan is None or plan[-1] is not config.server_id_fields:
+        plan = _plan(doc, config)
+    (times, levels, loggers, messages, types, values, traces, commits, tenants, servers, consumed, wholly,
+     shape, _) = plan  # fmt: skip
+    get = doc.get
+    chain: tuple[ExceptionInfo, ...] = ()
+    raw_trace = ""
+    if traces is not None:
+        trace_field, trace = (traces, get(traces)) if type(traces) is str else _first(doc, traces)
+        if type(trace) is dict and trace_field == "exception":
+            chain = structured_chain(trace, config.max_frames)
+        elif trace is not None:
+            raw_trace = trace if type(trace) is str else text(trace, trace_field)
+    message = get("message") if messages is not None else None
+    if type(message) is not str:
+        message = text(message, "message")
+    if not chain:
+        if raw_trace or types is not None or values is not None:
+            chain = text_chain(raw_trace, text(_first(doc, types)[1], "exception type"),
+                               text(_first(doc, values)[1], "exception message"), config.max_frames)
+        if not chain and "\n" in message:  # a trace logged as the message itself
+            chain = parse_trace(message, config.max_frames)
+            raw_trace = message if chain else ""
+    server_id = get(servers) if type(servers) is str else None
+    if type(server_id) is str and server_id:
+        server_field = servers
+    else:
+        server_field, server_id = server_id_of(doc, servers)
+    if not server_id:
+        server_id = config.default_server_id
+    if not message or not server_id:
+        message = require(shape, server_id, message, chain)
+    if config.commit_field:
+        commit = get_path(doc, config.commit_field)
+    else:
+        commit = get(commits) if type(commits) is str else None if commits is None else _first(doc, commits)[1]
+    logger = get(loggers) if type(loggers) is str else None if loggers is None else _first(doc, loggers)[1]
+    if type(logger) is not str:
+        logger = text(logger, "logger")
+    extra = {key: value for key, value in doc.items() if key not in consumed}
+    if server_field not in consumed and server_field in extra:
+        del extra[server_field]
+    for key in wholly:
+        if type(extra.get(key)) is dict:
+            del extra[key]
+    return new_event(
+        server_id,
+        timestamp(get(times) if type(times) is str else None if times is None else _first(doc, times)[1], fallback),
+        message,
+        level(get(levels) if type(levels) is str else None if levels is None else _first(doc, levels)[1], "level"),
+        logger,
+        identifier(commit, "commit") or None,
+        identifier(get(tenants) if type(tenants) is str else None if tenants is None else _first(doc, tenants)[1],
+                   "tenant") or "default",
+        chain,
+        raw_trace,
+        shape,
+        extra,
+    )
+
+
+def _shape(doc: dict[str, Any]) -> Shape:
+    """Which convention the message resembles most; decoding does not depend on it."""
+    if "server_id" not in doc:
+        if not _ECS_MARKERS.isdisjoint(doc) or type(doc.get("service")) is dict:
+            return "ecs"
+        if not _LOGSTASH_MARKERS.isdisjoint(doc) or "@timestamp" in doc:
+            return "logstash"
+    return "native"
 
 
 def _undecodable(raw: bytes, message: str) -> BadInput:
@@ -126,196 +260,3 @@ def _too_deep(root: Any, limit: int) -> bool:
                 stack.append((child, depth + 1))
     return False
 
-
-# ---------------------------------------------------------------- native frames
-
-
-_FRAMES_CACHE: OrderedDict[tuple[int, bytes, int], list[tuple[bytes, tuple[Frame, ...]]]] = OrderedDict()
-
-
-def _native_frames(value: Any, max_frames: int) -> tuple[Frame, ...]:
-    """Structured frames, caller first as sent, returned innermost first; shared for a repeated trace."""
-    if value is None:
-        return ()
-    if type(value) is dict:  # Sentry's own layout: {"frames": [...]}
-        value = value.get("frames")
-    if type(value) is not list:
-        raise BadInput("wrong_type", "exception.stacktrace is not a list")
-    if not value:
-        return ()
-    try:
-        # The JSON text is an exact key (1 and 1.0 and true differ, unlike ==). Hashing a fresh
-        # multi-kilobyte key costs more than the rest: bucket on length and tail, then compare (a memcmp).
-        dumped = orjson.dumps(value)
-    except orjson.JSONEncodeError:  # nesting past the encoder's limit: validation below says why
-        dumped = b""
-    key = (len(dumped), dumped[-_FRAMES_KEY_TAIL:], max_frames)
-    bucket = _FRAMES_CACHE.get(key) if dumped else None
-    if bucket is not None:
-        for cached_json, cached in bucket:
-            if cached_json == dumped:
-                return cached
-    frames = tuple([_native_frame(item) for item in reversed(value[-max_frames:])])
-    if dumped and len(dumped) <= _FRAMES_CACHE_MAX_KEY:
-        if bucket is None:
-            if len(_FRAMES_CACHE) >= _FRAMES_CACHE_SIZE:
-                _FRAMES_CACHE.popitem(last=False)  # O(1), unlike a dict's first key after deletions
-            _FRAMES_CACHE[key] = [(dumped, frames)]
-        else:
-            bucket.append((dumped, frames))
-            del bucket[:-8]
-    return frames
-
-
-def _native_frame(item: Any) -> Frame:
-    if type(item) is not dict:
-        raise BadInput("wrong_type", "a stack frame is not an object")
-    lineno = item.get("lineno")
-    if lineno is not None and type(lineno) is not int:
-        raise BadInput("wrong_type", "frame lineno is not an integer")
-    in_app = item.get("in_app")
-    if in_app is not None and type(in_app) is not bool:
-        raise BadInput("wrong_type", "frame in_app is not a boolean")
-    return Frame(
-        text(item.get("function"), "frame function"),
-        text(item.get("filename"), "frame filename"),
-        text(item.get("abs_path"), "frame abs_path"),
-        text(item.get("module"), "frame module"),
-        lineno,
-        in_app,
-    )
-
-
-def _native_exception(value: Any, max_frames: int) -> ExceptionInfo | None:
-    if type(value) is not dict:
-        raise BadInput("wrong_type", "exception is not an object")
-    info = new_exception(
-        text(value.get("type"), "exception.type"),
-        text(value.get("value"), "exception.value"),
-        _native_frames(value.get("stacktrace"), max_frames),
-    )
-    return info if info.type or info.value or info.frames else None
-
-
-# ---------------------------------------------------------------- shapes
-# Positional ErrorEvent calls (field order server_id … extra): keyword calls cost a third more per event.
-
-
-def _decode_native(doc: dict[str, Any], config: DecodeConfig, fallback: float) -> ErrorEvent:
-    chain: tuple[ExceptionInfo, ...] = ()
-    exception = doc.get("exception")
-    if exception is not None:
-        outer = _native_exception(exception, config.max_frames)
-        chained = exception.get("chained") or []
-        if type(chained) is not list:
-            raise BadInput("wrong_type", "exception.chained is not a list")
-        if chained:
-            causes = [_native_exception(cause, config.max_frames) for cause in chained[: _MAX_CHAIN - 1]]
-            chain = tuple([info for info in (outer, *causes) if info is not None])
-        elif outer is not None:
-            chain = (outer,)
-    get = doc.get
-    server_id = get("server_id")
-    if type(server_id) is not str:
-        server_id = text(server_id, "server_id")
-    message = get("message")
-    if type(message) is not str or not message or not server_id:
-        message = require("native", server_id, text(message, "message"), chain)
-    return new_event(
-        server_id,
-        timestamp(get("timestamp"), fallback),
-        message,
-        level(get("level"), "level"),
-        text(get("logger"), "logger"),
-        _commit(doc, config, "commit"),
-        identifier(get("tenant"), "tenant") or "default",
-        chain,
-        "",
-        "native",
-        {key: value for key, value in doc.items() if key not in _NATIVE_KEYS},
-    )
-
-
-def _commit(doc: dict[str, Any], config: DecodeConfig, default_field: str) -> str | None:
-    field = config.commit_field or default_field
-    return identifier(get_path(doc, field), field) or None
-
-
-def _flatten_ecs(doc: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `doc` where nested ECS fields are also under their dotted names (a dotted value wins)."""
-    flat = dict(doc)
-    for parent, keys in _ECS_NESTED.items():
-        nested = doc.get(parent)
-        if type(nested) is dict:
-            for key in keys:
-                dotted = f"{parent}.{key}"
-                if doc.get(dotted) is None:
-                    flat[dotted] = nested.get(key)
-    return flat
-
-
-def _decode_ecs(doc: dict[str, Any], config: DecodeConfig, fallback: float) -> ErrorEvent:
-    fields = doc if _ECS_PARENTS.isdisjoint(doc) else _flatten_ecs(doc)
-    get = fields.get
-    trace = get("error.stack_trace")
-    if type(trace) is not str:
-        trace = text(trace, "error.stack_trace")
-    chain = text_chain(
-        trace,
-        text(get("error.type"), "error.type"),
-        text(get("error.message"), "error.message"),
-        config.max_frames,
-    )
-    server_id = get("service.name")
-    if type(server_id) is not str:
-        server_id = text(server_id, "service.name")
-    message = get("message")
-    if type(message) is not str or not message or not server_id:
-        message = require("ecs", server_id, text(message, "message"), chain)
-    commit = get_path(doc, config.commit_field) if config.commit_field else get("service.version")
-    tenant = get("organization.id") or get("labels.tenant") or get("tenant")
-    return new_event(
-        server_id,
-        timestamp(get("@timestamp"), fallback),
-        message,
-        level(get("log.level"), "log.level"),
-        text(get("log.logger"), "log.logger"),
-        identifier(commit, "commit") or None,
-        identifier(tenant, "tenant") or "default",
-        chain,
-        trace,
-        "ecs",
-        {key: value for key, value in doc.items() if key not in _ECS_KEYS},
-    )
-
-
-def _decode_logstash(doc: dict[str, Any], config: DecodeConfig, fallback: float) -> ErrorEvent:
-    get = doc.get
-    trace = get("stack_trace")
-    if type(trace) is not str:
-        trace = text(trace, "stack_trace")
-    server_id = ""
-    for field in _LOGSTASH_SERVER_FIELDS:
-        candidate = get(field)
-        if candidate is None and "." in field:
-            candidate = get_path(doc, field)
-        if type(candidate) is str and candidate:  # custom fields vary; a non-string one is not the name
-            server_id = candidate
-            break
-    chain = text_chain(trace, "", "", config.max_frames)
-    message = get("message")
-    if type(message) is not str or not message or not server_id:
-        message = require("logstash", server_id, text(message, "message"), chain)
-    return new_event(
-        server_id,
-        timestamp(get("@timestamp"), fallback),
-        message,
-        level(get("level"), "level"),
-        text(get("logger_name"), "logger_name"),
-        _commit(doc, config, "commit"),
-        identifier(get("tenant"), "tenant") or "default",
-        chain,
-        trace,
-        "logstash",
-        {key: value for key, value in doc.items() if key not in _LOGSTASH_KEYS},
-    )

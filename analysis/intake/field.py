@@ -102,8 +102,13 @@ _PLAIN_SECONDS: dict[str, float] = {}
 
 
 def level(value: Any, field: str) -> str:
-    """A log level, lower case; 'error' when absent."""
+    """A log level, lower case; 'error' when absent. Numeric levels are read on the pino/bunyan scale."""
+    if type(value) is int:
+        return next((name for floor, name in _NUMERIC_LEVELS if value >= floor), "trace")
     return text(value, field).lower() or "error"
+
+
+_NUMERIC_LEVELS = ((60, "fatal"), (50, "error"), (40, "warn"), (30, "info"), (20, "debug"))
 
 
 def summary(chain: tuple[ExceptionInfo, ...]) -> str:

@@ -6,23 +6,27 @@ One message is `resourceLogs → scopeLogs → logRecords` and may carry many re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, new_event
 from analysis.intake.field import identifier, require, text, text_chain, timestamp
+from analysis.intake.stacktrace import parse_trace
+
+if TYPE_CHECKING:
+    from analysis.intake.decode import DecodeConfig
 
 _COMMIT_ATTRIBUTES = (
     "vcs.ref.head.revision", "vcs.revision", "git.commit.sha", "deployment.commit", "commit",
     "service.version",
 )  # fmt: skip
-_CONSUMED = frozenset({"exception.type", "exception.message", "exception.stacktrace"})
-_RESOURCE_CONSUMED = frozenset({"service.name", "tenant"})
+_CONSUMED = frozenset({"exception.type", "exception.message", "exception.stacktrace", "server_id"})
+_RESOURCE_CONSUMED = frozenset({"service.name", "tenant", "server_id"})
 _SEVERITY = ((21, "fatal"), (17, "error"), (13, "warn"), (9, "info"), (5, "debug"), (1, "trace"))
 _MAX_DEPTH = 64
 
 
-def decode_otlp(doc: dict[str, Any], commit_field: str | None, max_frames: int, fallback: float) -> list[ErrorEvent]:
+def decode_otlp(doc: dict[str, Any], config: DecodeConfig, fallback: float) -> list[ErrorEvent]:
     """Every log record of an OTLP/JSON export request, in order; `fallback` stands in for a missing time."""
     events: list[ErrorEvent] = []
     for item in _list(doc.get("resourceLogs"), "resourceLogs"):
@@ -35,7 +39,7 @@ def decode_otlp(doc: dict[str, Any], commit_field: str | None, max_frames: int, 
             logger = text(scope.get("name"), "scope.name")
             for record in _list(scope_logs.get("logRecords"), "logRecords"):
                 record = _object(record, "logRecords[]")
-                events.append(_record(record, resource, logger, commit_field, max_frames, fallback))
+                events.append(_record(record, resource, logger, config, fallback))
     if not events:
         raise BadInput("no_error", "OTLP message without log records")
     return events
@@ -93,12 +97,7 @@ def _object(value: Any, field: str) -> dict[str, Any]:
 
 
 def _record(
-    record: dict[str, Any],
-    resource: dict[str, Any],
-    logger: str,
-    commit_field: str | None,
-    max_frames: int,
-    fallback: float,
+    record: dict[str, Any], resource: dict[str, Any], logger: str, config: DecodeConfig, fallback: float
 ) -> ErrorEvent:
     attributes = attributes_of(record.get("attributes"))
     trace = text(attributes.get("exception.stacktrace"), "exception.stacktrace")
@@ -106,14 +105,18 @@ def _record(
         trace,
         text(attributes.get("exception.type"), "exception.type"),
         text(attributes.get("exception.message"), "exception.message"),
-        max_frames,
+        config.max_frames,
     )
     extra = {key: value for key, value in attributes.items() if key not in _CONSUMED}
     extra.update((f"resource.{k}", v) for k, v in resource.items() if k not in _RESOURCE_CONSUMED)
     body = any_value(record["body"]) if record.get("body") else None
     if body is not None and type(body) is not str:
         extra["body"] = body
-    commit_fields = (commit_field,) if commit_field else _COMMIT_ATTRIBUTES
+    message = body if type(body) is str else ""
+    if not chain and "\n" in message:  # a trace logged as the body itself
+        chain = parse_trace(message, config.max_frames)
+        trace = message if chain else trace
+    commit_fields = (config.commit_field,) if config.commit_field else _COMMIT_ATTRIBUTES
     commit = next((v for f in commit_fields for v in (attributes.get(f), resource.get(f)) if v), None)
     severity = text(record.get("severityText"), "severityText").lower()
     number = record.get("severityNumber")
@@ -125,8 +128,8 @@ def _record(
     time = record.get("timeUnixNano") or None
     if time in (None, "0", 0):
         time = record.get("observedTimeUnixNano") or None
-    server_id = text(resource.get("service.name") or attributes.get("service.name"), "service.name")
-    message = require("otel", server_id, body if type(body) is str else "", chain)
+    server_id = _server_id(resource, attributes, config) or config.default_server_id
+    message = require("otel", server_id, message, chain)
     return new_event(
         server_id,
         fallback if time in (None, "0", 0) else timestamp(time, fallback),
@@ -140,3 +143,15 @@ def _record(
         "otel",
         extra,
     )
+
+
+def _server_id(resource: dict[str, Any], attributes: dict[str, Any], config: DecodeConfig) -> str:
+    """An explicit `server_id` attribute, else the configured fields, resource attributes first."""
+    for name in ("server_id", *config.server_id_fields):
+        for source in (resource, attributes):
+            value = source.get(name)
+            if type(value) is str and value:
+                return value
+            if name == "server_id" and value is not None:
+                raise BadInput("wrong_type", f"server_id is {type(value).__name__}, expected string")
+    return ""

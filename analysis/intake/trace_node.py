@@ -43,10 +43,13 @@ def _node_frame(line: str) -> Frame:
         elif len(column) < 10:
             path, lineno = head, int(column)
     if lineno is None and "/" not in path and "\\" not in path:
-        path = ""  # `native`, `index 0`, `<anonymous>`: no source file
+        # `native`, `<anonymous>`, `index 0`: no source file; the engine's own marker stays as abs_path,
+        # so frame keys can leave such frames out
+        return Frame(function or "<anonymous>", "", path if path in _NO_SOURCE else "", "", None)
     return Frame(function or "<anonymous>", path, path, "", lineno)
 
 
+_NO_SOURCE = frozenset({"<anonymous>", "native", "[native code]"})
 _TYPES: dict[str, bool] = {}  # error names repeat across a burst: match each once
 
 

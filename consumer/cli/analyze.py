@@ -57,6 +57,7 @@ def register(commands: Any) -> None:
                   "logagent analyze --repo . --commit HEAD --event error.json --json | jq .culprit"])
     analyze.add_argument("--repo", required=True, type=Path, help="path of the service's git repository")
     analyze.add_argument("--commit", help="commit to analyse at (default: the event's, else the work tree)")
+    analyze.add_argument("--server", help="the server id (default: the event's, else the repository's name)")
     analyze.add_argument("--event", default="-", help="file holding one event, or - for stdin (default)")
     analyze.add_argument("--offline", action="store_true",
                          help="heuristic localiser only; without it the LLM at LOGAGENT_OLLAMA_URL is used "
@@ -221,7 +222,11 @@ def _code_around(checkout: Checkout, analysis: Analysis, redactor: Redactor) -> 
 def _analyze(args: argparse.Namespace, settings: Settings) -> int:
     # The service redacts every event before analysis; so does `analyze`, whatever prints or prompts it.
     redactor = Redactor(settings.redaction)
-    event = redact_event(_read_event(args.event, decode_config(settings)), redactor)
+    server = args.server or args.repo.resolve().name
+    event = _read_event(args.event, decode_config(settings, default_server_id=server))
+    if args.server and event.server_id != args.server:
+        event = dataclasses.replace(event, server_id=args.server)
+    event = redact_event(event, redactor)
     use_llm = not args.offline and bool(settings.ollama.url)
     try:
         analysis, checkout, alignment = _run(event, args.repo, args.commit, settings, llm=use_llm)

@@ -94,11 +94,12 @@ def open_binary(name: str) -> Iterator[BinaryIO]:
         yield handle
 
 
-def decode_config(settings: Settings) -> DecodeConfig:
-    """The decoder limits from the settings."""
+def decode_config(settings: Settings, default_server_id: str = "") -> DecodeConfig:
+    """The decoder limits and field choices from the settings."""
     limits = settings.input
     return DecodeConfig(max_message_bytes=limits.max_message_bytes, max_depth=limits.max_depth,
-                        commit_field=limits.commit_field)
+                        commit_field=limits.commit_field, server_id_fields=tuple(limits.server_id_fields),
+                        default_server_id=default_server_id)
 
 
 def first_line(error: BaseException) -> str:

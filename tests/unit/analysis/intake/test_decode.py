@@ -264,7 +264,7 @@ class TestBadInput:
             {"server_id": "s", "message": 42},
             {"server_id": "s", "exception": {"type": "E", "stacktrace": "at x"}},
             {"server_id": "s", "exception": {"type": "E", "stacktrace": [{"function": "f", "lineno": "12"}]}},
-            {"server_id": "s", "exception": "boom"},
+            {"server_id": "s", "exception": ["boom"]},
             {"server_id": "s", "message": "m", "timestamp": [1]},
             {"@timestamp": "2024-05-02T10:14:03Z", "service.name": "s", "message": "m", "error.stack_trace": 7},
             {"resourceLogs": {"not": "a list"}},

@@ -11,7 +11,6 @@ from analysis.event import ErrorEvent, ExceptionInfo, Frame
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.signature import (
     Signature,
-    _remember,
     describe,
     fingerprint_event,
     is_in_app,
@@ -19,6 +18,7 @@ from analysis.intake.signature import (
     normalise_frame,
 )
 from analysis.intake.stacktrace import parse_trace
+from analysis.intake.template import remember
 from tests.paths import TRACES
 
 TRACES = TRACES
@@ -337,7 +337,7 @@ class TestCaches:
         """The signature caches hold at most their size and forget the oldest entries first."""
         cache: OrderedDict[int, int] = OrderedDict()
         for key in range(110):
-            _remember(cache, key, key * 2, size=100)
+            remember(cache, key, key * 2, size=100)
         assert len(cache) == 100 and next(iter(cache)) == 10 and cache[109] == 218
 
     def test_distinct_traces_past_the_cache_sizes_keep_their_fingerprints(self) -> None:
@@ -355,12 +355,13 @@ class TestCaches:
 
 class TestMaskAndDescribe:
     def test_mask_message_replaces_each_variable_kind(self) -> None:
-        """Numbers, hex, UUIDs, IPs, emails, paths, quoted strings and timestamps become `<*>`."""
+        """Numbers, hex, UUIDs, IPs, emails, paths, quoted strings and timestamps become `<*>`; a run of
+        masked values is one `<*>`."""
         masked = mask_message(
-            "user 42 at 0x7ffd 6a1f0c2e-9b7d-4c31-8e0a-55d2c4f1b9aa from 10.1.2.3 bob@x.io "
+            "order 42 at 0x7ffd 6a1f0c2e-9b7d-4c31-8e0a-55d2c4f1b9aa from 10.1.2.3 bob@x.io "
             "/etc/app.conf 'secret' 2024-05-02T10:14:03.551Z"
         )
-        assert masked == "user <*> at <*> <*> from <*> <*> <*> <*> <*>"
+        assert masked == "order <*> at <*> from <*>"
 
     def test_describe_is_the_cli_line(self) -> None:
         """`describe` gives exactly the keys of the `logagent fingerprint` output line."""

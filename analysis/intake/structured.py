@@ -1,0 +1,100 @@
+"""Structured exceptions (the native shape's `exception` object): type, value, frames and chained causes.
+
+Frames arrive caller first, as SDKs send them, and are returned innermost first. The frames of a
+repeated trace are built once and shared, which also lets the fingerprint cache hit by identity.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+
+from analysis.errors import BadInput
+from analysis.event import ExceptionInfo, Frame, new_exception
+from analysis.intake.field import text
+
+_MAX_CHAIN = 64
+_FRAMES_CACHE_SIZE = 2048
+_FRAMES_CACHE_MAX_KEY = 64 * 1024
+_FRAMES_KEY_TAIL = 64
+
+
+def structured_chain(exception: dict[str, Any], max_frames: int) -> tuple[ExceptionInfo, ...]:
+    """The chain of a structured exception, outermost first: the exception, then its `chained` causes."""
+    outer = _exception(exception, max_frames)
+    chained = exception.get("chained") or []
+    if type(chained) is not list:
+        raise BadInput("wrong_type", "exception.chained is not a list")
+    if chained:
+        causes = [_exception(cause, max_frames) for cause in chained[: _MAX_CHAIN - 1]]
+        return tuple([info for info in (outer, *causes) if info is not None])
+    return (outer,) if outer is not None else ()
+
+
+_FRAMES_CACHE: OrderedDict[tuple[int, bytes, int], list[tuple[bytes, tuple[Frame, ...]]]] = OrderedDict()
+
+
+def _frames(value: Any, max_frames: int) -> tuple[Frame, ...]:
+    """Structured frames, caller first as sent, returned innermost first; shared for a repeated trace."""
+    if value is None:
+        return ()
+    if type(value) is dict:  # Sentry's own layout: {"frames": [...]}
+        value = value.get("frames")
+    if type(value) is not list:
+        raise BadInput("wrong_type", "exception.stacktrace is not a list")
+    if not value:
+        return ()
+    try:
+        # The JSON text is an exact key (1 and 1.0 and true differ, unlike ==). Hashing a fresh
+        # multi-kilobyte key costs more than the rest: bucket on length and tail, then compare (a memcmp).
+        dumped = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # nesting past the encoder's limit: validation below says why
+        dumped = b""
+    key = (len(dumped), dumped[-_FRAMES_KEY_TAIL:], max_frames)
+    bucket = _FRAMES_CACHE.get(key) if dumped else None
+    if bucket is not None:
+        for cached_json, cached in bucket:
+            if cached_json == dumped:
+                return cached
+    frames = tuple([_frame(item) for item in reversed(value[-max_frames:])])
+    if dumped and len(dumped) <= _FRAMES_CACHE_MAX_KEY:
+        if bucket is None:
+            if len(_FRAMES_CACHE) >= _FRAMES_CACHE_SIZE:
+                _FRAMES_CACHE.popitem(last=False)  # O(1), unlike a dict's first key after deletions
+            _FRAMES_CACHE[key] = [(dumped, frames)]
+        else:
+            bucket.append((dumped, frames))
+            del bucket[:-8]
+    return frames
+
+
+def _frame(item: Any) -> Frame:
+    if type(item) is not dict:
+        raise BadInput("wrong_type", "a stack frame is not an object")
+    lineno = item.get("lineno")
+    if lineno is not None and type(lineno) is not int:
+        raise BadInput("wrong_type", "frame lineno is not an integer")
+    in_app = item.get("in_app")
+    if in_app is not None and type(in_app) is not bool:
+        raise BadInput("wrong_type", "frame in_app is not a boolean")
+    return Frame(
+        text(item.get("function"), "frame function"),
+        text(item.get("filename"), "frame filename"),
+        text(item.get("abs_path"), "frame abs_path"),
+        text(item.get("module"), "frame module"),
+        lineno,
+        in_app,
+    )
+
+
+def _exception(value: Any, max_frames: int) -> ExceptionInfo | None:
+    if type(value) is not dict:
+        raise BadInput("wrong_type", "exception is not an object")
+    info = new_exception(
+        text(value.get("type"), "exception.type"),
+        text(value.get("value"), "exception.value"),
+        _frames(value.get("stacktrace"), max_frames),
+    )
+    return info if info.type or info.value or info.frames else None
