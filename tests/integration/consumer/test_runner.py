@@ -21,6 +21,7 @@ import pytest
 
 from consumer.settings import Settings
 from tests.conftest import SettingsFactory
+from tests.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -89,6 +90,15 @@ class TestLogagentRun:
             status, metrics = _get(port, "/metrics")
             assert status == 200 and "logagent_open_bursts" in metrics
             assert 'logagent_build_info{commit="' in metrics and "logagent_heuristic_mode 1.0" in metrics
+            # The chart's `helm test` script, run as its pod would, against this replica and a dead one.
+            script = PROJECT_ROOT / "deploy" / "helm" / "logagent" / "files" / "check_endpoints.py"
+            checked = subprocess.run([sys.executable, str(script)], env={"TARGETS": f"http://127.0.0.1:{port}"},
+                                     capture_output=True, text=True, timeout=30, check=False)
+            assert checked.returncode == 0 and "ready, metrics served" in checked.stdout, checked.stdout
+            dead = subprocess.run([sys.executable, str(script)],
+                                  env={"TARGETS": f"http://127.0.0.1:{port} http://127.0.0.1:{_free_port()}"},
+                                  capture_output=True, text=True, timeout=30, check=False)
+            assert dead.returncode == 1 and "unreachable" in dead.stdout, dead.stdout
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=30) == 0
         finally:
