@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from consumer.runner import serve
-from consumer.settings import Settings
-from tests.conftest import SettingsFactory
+from consumer.settings import ReadinessSettings, Settings
+from demo.broker import EmbeddedBroker
+from tests.conftest import SettingsFactory, make_settings
 
 pytestmark = pytest.mark.integration
 
@@ -115,3 +116,43 @@ class TestRollingUpdate:
 
         asyncio.run(scenario())
         assert seen_standby, "one replica had no partition and was ready all the same"
+
+
+class TestBrokerLoss:
+    def test_a_broker_gone_past_the_grace_period_makes_the_replica_unready(self, tmp_path: Path) -> None:
+        """The metadata probe notices a broker that stopped answering: ready while it answers, 503 naming
+        broker_reachable once the grace period has passed without an answer."""
+        port = _free_port()
+
+        async def scenario(broker: EmbeddedBroker, settings: Settings) -> list[tuple[int, dict[str, object]]]:
+            stop = asyncio.Event()
+            task = asyncio.create_task(serve(settings, stop))
+            seen: list[tuple[int, dict[str, object]]] = []
+            try:
+                deadline = time.monotonic() + _READY_WITHIN_S
+                while (await asyncio.to_thread(_readyz, port))[0] != 200:
+                    assert time.monotonic() < deadline and not task.done(), "never ready"
+                    await asyncio.sleep(0.2)
+                seen.append(await asyncio.to_thread(_readyz, port))
+                broker.stop()
+                deadline = time.monotonic() + 20
+                while True:
+                    answer = await asyncio.to_thread(_readyz, port)
+                    if answer[0] == 503:
+                        seen.append(answer)
+                        return seen
+                    assert time.monotonic() < deadline, f"still ready without a broker: {answer}"
+                    await asyncio.sleep(0.2)
+            finally:
+                stop.set()
+                await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 60)
+
+        with EmbeddedBroker() as broker:
+            base = make_settings(broker.bootstrap_servers, tmp_path / "data", partitions=1)
+            settings = base.model_copy(update={
+                "http": base.http.model_copy(update={"host": "127.0.0.1", "port": port}),
+                "readiness": ReadinessSettings(broker_grace_s=2.0, broker_probe_s=0.5),
+            })
+            ready, unready = asyncio.run(scenario(broker, settings))
+        assert ready[0] == 200
+        assert unready[1]["failing"] == ["broker_reachable"]
