@@ -23,6 +23,8 @@ from consumer.explainer import HeuristicAnalyzer
 from consumer.logs import configure_logging, log_fields, log_settings
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
+from consumer.runner import serve
+from store import MemoryStore, NewCase, OnnxEmbedder
 from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error
 
 pytestmark = pytest.mark.integration
@@ -95,3 +97,40 @@ class TestServiceLogs:
         assert "jane.doe@example.com" not in by_message["from input"]["logagent"]["error"]
         assert by_message["from settings"]["logagent"] == {"broker": "10.1.2.3:9092"}
         assert by_message["from settings"]["event.action"] == "service-started"
+
+
+class TestStartupLines:
+    def test_servers_the_memory_knows_without_a_repository_are_listed_at_start(
+        self, log_lines: io.StringIO, settings_factory: SettingsFactory, embedder: OnnxEmbedder,
+        shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """The memory holds cases of "shop" (configured) and "ghost" (not): one warning names "ghost", after
+        the start-up line that lists the servers with a repository."""
+        repos = shop_repos("shop")
+        base = settings_factory(partitions=1)
+        settings = base.model_copy(update={
+            "repo": repos.config, "http": base.http.model_copy(update={"host": "127.0.0.1", "port": 0})})
+        memory = MemoryStore(settings.memory, embedder)
+        for server in ("shop", "ghost"):
+            memory.remember(NewCase(
+                id=f"case-{server}", server=server, tenant="default", scope="default", fingerprint="f" * 16,
+                exception_type="KeyError", error_text="KeyError: 'price'", analyzer="heuristic", commit=None,
+                analysis_json=orjson.dumps({"analysis_id": f"case-{server}"}).decode(), created_at=_T0,
+                status="heuristic"))
+
+        async def scenario() -> None:
+            stop = asyncio.Event()
+            task = asyncio.create_task(serve(settings, stop))
+            for _ in range(200):
+                if '"servers-without-repository"' in log_lines.getvalue() or task.done():
+                    break
+                await asyncio.sleep(0.1)
+            stop.set()
+            await asyncio.wait_for(task, 60)
+
+        asyncio.run(scenario())
+        lines = _parsed(log_lines)
+        [started] = [line for line in lines if line.get("event.action") == "service-started"]
+        assert started["logagent"]["servers_with_repository"] == ["shop"]
+        [warning] = [line for line in lines if line.get("event.action") == "servers-without-repository"]
+        assert warning["log.level"] == "warning" and warning["logagent"] == {"servers": ["ghost"], "count": 1}
