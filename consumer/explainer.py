@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from analysis.agent.loop import Agent, AgentStats, LlmUnavailable
-from analysis.code.localiser import analysis_id, cluster_info, localise
-from analysis.code.repo import Checkout, RepoSync
+from analysis.code.localiser import analysis_id, cluster_info, localise, localise_trace
+from analysis.code.repo import Checkout, RepoError, RepoSync
 from analysis.code.tools import FileTools, ToolLimits
 from analysis.code.validate import citation_changed
 from analysis.event import Cluster
@@ -46,6 +46,7 @@ log = logging.getLogger("logagent.explainer")
 
 _INSTRUCTION_REVIEW = "recalled context looks contaminated"
 _STALE_REVIEW = "answer rests on stale past cases"
+_WARNED_SERVERS_CAP = 1024
 
 
 class Explainer:
@@ -84,6 +85,7 @@ class Explainer:
         self._llm_backoff = llm_backoff or Backoff(0.5, 8.0, attempts=2)
         self._clock = clock
         self._stop = threading.Event()
+        self._warned_no_repo: set[str] = set()
         if agent is not None:
             metrics.ollama_up.set(1)
 
@@ -108,7 +110,8 @@ class Explainer:
         self._stop.set()
 
     async def analyze(self, cluster: Cluster) -> Analysis:
-        """The analysis of one burst. Repository and store faults that may heal propagate as retriable."""
+        """The analysis of one burst; without readable source a trace-only one. Store faults that may heal
+        propagate as retriable."""
         return await asyncio.to_thread(self._analyze, cluster)
 
     def _analyze(self, cluster: Cluster) -> Analysis:
@@ -117,7 +120,12 @@ class Explainer:
         recurrence = self._recurrence(cluster, now)
         if recurrence is not None:
             return recurrence
-        checkout = self._repo_sync.checkout(cluster.server_id, cluster.commit)
+        try:
+            checkout = self._repo_sync.checkout(cluster.server_id, cluster.commit)
+        except RepoError as error:
+            return self._without_repo(cluster, error)
+        for reason in checkout.sync_errors:
+            self._metrics.repo_sync_errors.labels(reason).inc()
         if checkout.became_local_after_s is not None:
             self._metrics.index_lag.labels("repo").observe(checkout.became_local_after_s)
         return self.explain(cluster, checkout, now=now, started=started)
@@ -145,6 +153,17 @@ class Explainer:
         analysis = redact_model(analysis, self._redactor)
         self._remember(cluster, analysis, now)
         return analysis
+
+    def _without_repo(self, cluster: Cluster, error: RepoError) -> Analysis:
+        """No readable source: count why, say so once per server, and answer from the trace alone. The
+        answer is not remembered, so it never stands in for a real analysis once the repository is back."""
+        self._metrics.repo_sync_errors.labels(error.reason).inc()
+        server = cluster.server_id
+        if server not in self._warned_no_repo and len(self._warned_no_repo) < _WARNED_SERVERS_CAP:
+            self._warned_no_repo.add(server)
+            log.warning("server has no readable repository; its bursts get trace-only analyses",
+                        extra={"fields": {"server": server, "reason": error.reason, "error": str(error)[:300]}})
+        return localise_trace(cluster, str(error)[:300], self._in_app_prefixes)
 
     # -- memory -------------------------------------------------------------------------------------
 

@@ -2,12 +2,14 @@
 
 It runs on a stdlib `ThreadingHTTPServer` in a daemon thread so a slow scrape never blocks the
 consumer loop, and it reads only what it is handed: the injected metrics registry and a `HealthState`
-that the pipeline updates as partitions are assigned, the store opens and Ollama comes and goes.
+that the pipeline updates as the broker answers, the store opens and Ollama comes and goes.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +20,9 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-__all__ = ["HealthSnapshot", "HealthState", "HttpEndpoint", "Readiness", "readiness_checks", "serve_http"]
+__all__ = ["HealthSnapshot", "HealthState", "HttpEndpoint", "Readiness", "degradations", "readiness_checks",
+           "serve_http"]
+
 
 
 class Exported(Protocol):
@@ -38,36 +42,57 @@ class Readiness(Protocol):
 class HealthSnapshot:
     """One consistent reading of the health flags."""
 
-    partitions_assigned: bool
     store_open: bool
-    ollama_reachable: bool
-    heuristic_mode: bool
+    broker_reachable: bool
+    """The broker answered within the grace period (brief blips keep the replica ready)."""
+    partitions: int = 0
+    """Partitions owned now; zero is normal (more replicas than partitions, a rebalance in flight)."""
+    llm_configured: bool = False
+    ollama_reachable: bool = False
 
 
 def readiness_checks(snapshot: HealthSnapshot) -> dict[str, bool]:
-    """Name each readiness check and say whether it passes; ready means every value is True."""
-    return {
-        "partitions_assigned": snapshot.partitions_assigned,
-        "store_open": snapshot.store_open,
-        # Without an Ollama URL the service answers with the heuristic localiser, which needs no LLM.
-        "ollama_reachable_or_heuristic": snapshot.ollama_reachable or snapshot.heuristic_mode,
-    }
+    """Name each readiness check and say whether it passes; ready means every value is True.
+
+    Ready means "can serve its share": a replica without partitions is a standby that takes over on the
+    next rebalance, and one whose Ollama is down still answers heuristically, so neither fails readiness
+    (a rollout would otherwise hang on them); `degradations` reports the second.
+    """
+    return {"store_open": snapshot.store_open, "broker_reachable": snapshot.broker_reachable}
+
+
+def degradations(snapshot: HealthSnapshot) -> list[str]:
+    """What this ready replica does in a lesser way right now (also the `logagent_degraded` gauge)."""
+    return ["ollama_unreachable"] if snapshot.llm_configured and not snapshot.ollama_reachable else []
 
 
 class HealthState:
-    """Readiness flags shared between the pipeline (writer) and the HTTP threads (readers)."""
+    """Readiness flags shared between the pipeline and housekeeping (writers) and the HTTP threads (readers).
 
-    def __init__(self, *, heuristic_mode: bool = False) -> None:
+    The broker counts as reachable until `broker_grace_s` after its last answer; before the first answer
+    (still connecting) it does not.
+    """
+
+    def __init__(self, *, broker_grace_s: float = 60.0, llm_configured: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        self._partitions_assigned = False
+        self._grace_s = broker_grace_s
+        self._clock = clock
+        self._broker_answered_at: float | None = None
+        self._partitions = 0
         self._store_open = False
         self._ollama_reachable = False
-        self._heuristic_mode = heuristic_mode
+        self._llm_configured = llm_configured
 
-    def set_partitions_assigned(self, assigned: bool) -> None:
-        """Record whether the consumer currently owns at least one partition."""
+    def set_partitions(self, count: int) -> None:
+        """Record how many partitions the consumer owns now."""
         with self._lock:
-            self._partitions_assigned = assigned
+            self._partitions = count
+
+    def broker_answered(self) -> None:
+        """Record that the broker just answered a request."""
+        with self._lock:
+            self._broker_answered_at = self._clock()
 
     def set_store_open(self, is_open: bool) -> None:
         """Record whether the memory store is open and usable."""
@@ -79,24 +104,26 @@ class HealthState:
         with self._lock:
             self._ollama_reachable = reachable
 
-    def set_heuristic_mode(self, heuristic: bool) -> None:
-        """Record whether the service runs without an LLM, so Ollama is not needed to be ready."""
-        with self._lock:
-            self._heuristic_mode = heuristic
-
     def snapshot(self) -> HealthSnapshot:
         """Read all flags at once, so one response never mixes two states."""
         with self._lock:
+            answered = self._broker_answered_at
             return HealthSnapshot(
-                partitions_assigned=self._partitions_assigned,
                 store_open=self._store_open,
+                broker_reachable=answered is not None and self._clock() - answered <= self._grace_s,
+                partitions=self._partitions,
+                llm_configured=self._llm_configured,
                 ollama_reachable=self._ollama_reachable,
-                heuristic_mode=self._heuristic_mode,
             )
 
     def checks(self) -> dict[str, bool]:
         """The readiness checks of one snapshot."""
         return readiness_checks(self.snapshot())
+
+    def details(self) -> dict[str, object]:
+        """What a ready replica does in a lesser way, and how many partitions it owns."""
+        snapshot = self.snapshot()
+        return {"degraded": degradations(snapshot), "partitions": snapshot.partitions}
 
 
 class HttpEndpoint:
@@ -136,10 +163,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/livez":
             self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
         elif path == "/readyz":
-            checks = self.server.health.checks()
+            health = self.server.health
+            checks = health.checks()
             failing = sorted(name for name, passed in checks.items() if not passed)
             status = HTTPStatus.SERVICE_UNAVAILABLE if failing else HTTPStatus.OK
-            body = orjson.dumps({"ready": not failing, "failing": failing, "checks": checks})
+            details = health.details() if isinstance(health, HealthState) else {}
+            body = orjson.dumps({"ready": not failing, "failing": failing, "checks": checks, **details})
             self._reply(status, body, "application/json")
         else:
             self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from consumer.retry import Backoff, sleep_unless
-from consumer.settings import KafkaSettings
+from consumer.settings import ConfigError, KafkaSettings, env_name
 from consumer.window import PartitionKey
 
 __all__ = [
@@ -27,7 +28,9 @@ __all__ = [
     "make_consumer",
     "make_producer",
     "measure_lag",
+    "start_client",
     "start_with_retry",
+    "watch_broker",
 ]
 
 log = logging.getLogger(__name__)
@@ -40,13 +43,20 @@ def _security(kafka: KafkaSettings) -> dict[str, Any]:
     """Client arguments for TLS and SASL, shared by consumer and producer."""
     options: dict[str, Any] = {"security_protocol": kafka.security_protocol}
     if kafka.security_protocol in ("SSL", "SASL_SSL"):
-        options["ssl_context"] = create_ssl_context()
+        password = kafka.ssl_key_password.get_secret_value() if kafka.ssl_key_password else None
+        try:
+            options["ssl_context"] = create_ssl_context(
+                cafile=kafka.ssl_cafile, certfile=kafka.ssl_certfile, keyfile=kafka.ssl_keyfile, password=password
+            )
+        except (ssl.SSLError, OSError) as error:
+            files = ", ".join(env_name("kafka", name) for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+                              if getattr(kafka, name) is not None) or "the system CA store"
+            raise ConfigError(f"TLS setup failed ({error}): check {files} hold PEM data and "
+                              f"{env_name('kafka', 'ssl_key_password')} matches the key") from None
     if kafka.sasl_mechanism:
         options["sasl_mechanism"] = kafka.sasl_mechanism
         options["sasl_plain_username"] = kafka.sasl_username
-        options["sasl_plain_password"] = (
-            kafka.sasl_password.get_secret_value() if kafka.sasl_password is not None else None
-        )
+        options["sasl_plain_password"] = kafka.sasl_secret()
     return options
 
 
@@ -81,6 +91,38 @@ def make_producer(kafka: KafkaSettings) -> AIOKafkaProducer:
         linger_ms=kafka.linger_ms,
         **_security(kafka),
     )
+
+
+async def start_client(client: AIOKafkaConsumer | AIOKafkaProducer, kafka: KafkaSettings) -> None:
+    """Start a consumer or producer; a broker it cannot reach or log in to is a ConfigError naming the
+    settings to check (the process exits 2 and the orchestrator retries it)."""
+    try:
+        await client.start()
+    except KafkaError as error:
+        await client.stop()
+        detail = " ".join(str(error).split())[:200]
+        if not detail.startswith(type(error).__name__):
+            detail = f"{type(error).__name__}: {detail}".rstrip(": ")
+        raise ConfigError(
+            f"cannot connect to Kafka at {env_name('kafka', 'bootstrap_servers')}={kafka.bootstrap_servers} "
+            f"({detail}); check the address and port, that the broker is up, and "
+            f"{env_name('kafka', 'security_protocol')}={kafka.security_protocol} with its credentials"
+        ) from None
+
+
+async def watch_broker(
+    consumer: AIOKafkaConsumer, answered: Callable[[], None], every_s: float, stop: asyncio.Event
+) -> None:
+    """Ask the brokers for metadata every `every_s` and call `answered` after each answer; readiness turns
+    false once none came for its grace period. Runs beside the main loop: a dead broker never blocks it."""
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(consumer.topics(), every_s)
+            answered()
+        except (KafkaError, TimeoutError):
+            log.debug("broker did not answer a metadata request")
+        if await sleep_unless(stop, every_s):
+            return
 
 
 class EventSink:
@@ -141,7 +183,8 @@ class RebalanceHooks(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokaf
 async def measure_lag(
     consumer: AIOKafkaConsumer, tps: Iterable[PartitionKey]
 ) -> dict[PartitionKey, int | None]:
-    """Messages behind the end offset per partition; None until a fetch has reported the end offset.
+    """Messages between this consumer's fetch position and the end offset per partition; None until a
+    fetch has reported the end offset.
 
     Negative when the log is now shorter than the position: the topic was recreated or truncated.
     """

@@ -1,49 +1,83 @@
-"""The service's logs: JSON lines on stdout, one canonical line per unit of work, fields never raw input."""
+"""The service's logs: JSON lines on stdout in Elastic Common Schema field names, one line per unit of work
+or change of state, fields never raw input, and what could come from input redacted.
+
+`@timestamp`, `log.level`, `log.logger`, `message`, `service.*` and `event.*` are ECS fields, so the lines
+fit the log pipelines users already run (Filebeat, Elastic Agent, Fluent Bit, Vector, Loki); the call's
+own fields sit under the custom `logagent` namespace, where they cannot clash with an ECS field.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import TextIO
 
 import orjson
 
-__all__ = ["configure_logging", "log_fields"]
+__all__ = ["configure_logging", "log_event", "log_fields", "log_settings"]
+
+_ECS_VERSION = "8.11.0"
+_SERVICE = "logagent"
 
 
 def log_fields(**fields: object) -> dict[str, object]:
-    """`extra=` for a log call: structured fields the JSON formatter puts on the line."""
+    """`extra=` for a log call: structured fields the JSON formatter puts under `logagent`."""
     return {"fields": fields}
 
 
-class _JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and the call's structured fields, every
-    value passed through `redact` (logs leave the process too)."""
+def log_event(action: str, **fields: object) -> dict[str, object]:
+    """`extra=` for a line that records a change of state: `event.action` names it (ECS), plus fields."""
+    return {"fields": fields, "event_action": action}
 
-    def __init__(self, redact: Callable[[object], object]) -> None:
+
+def log_settings(action: str, **fields: object) -> dict[str, object]:
+    """`extra=` like `log_event` for fields taken from the settings, never from input: they are not
+    redacted (the broker's IP address is what an operator needs to see); the caller masks URL passwords."""
+    return {"fields": fields, "event_action": action, "from_settings": True}
+
+
+class _EcsFormatter(logging.Formatter):
+    """One ECS JSON object per line; the message, the fields and error texts pass through `redact` (logs
+    leave the process too), the envelope the formatter writes itself does not need to."""
+
+    def __init__(self, redact: Callable[[object], object], service: Mapping[str, str]) -> None:
         super().__init__()
         self._redact = redact
+        self._service = {f"service.{key}": value for key, value in service.items() if value}
 
     def format(self, record: logging.LogRecord) -> str:
+        stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         line: dict[str, object] = {
-            "time": round(record.created, 3),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
+            "@timestamp": stamp.replace("+00:00", "Z"),
+            "log.level": record.levelname.lower(),
+            "log.logger": record.name,
+            "message": self._redact(record.getMessage()),
+            "service.name": _SERVICE,
+            **self._service,
+            "ecs.version": _ECS_VERSION,
         }
-        line.update(getattr(record, "fields", {}))
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(self._redact(line), default=str).decode()
+        action = getattr(record, "event_action", None)
+        if action:
+            line.update({"event.action": action, "event.kind": "event", "event.dataset": f"{_SERVICE}.service"})
+        fields = getattr(record, "fields", None)
+        if fields:
+            line[_SERVICE] = fields if getattr(record, "from_settings", False) else self._redact(fields)
+        if record.exc_info and record.exc_info[0] is not None:
+            kind, error, tb = record.exc_info
+            line.update({"error.type": kind.__name__, "error.message": self._redact(str(error)),
+                         "error.stack_trace": self._redact("".join(traceback.format_exception(kind, error, tb)))})
+        return orjson.dumps(line, default=str).decode()
 
 
-def configure_logging(level: str, redact: Callable[[object], object] = lambda line: line,
-                      stream: TextIO | None = None) -> None:
-    """Send JSON lines to `stream` (stdout) at `level`, each value through `redact` (called once, by the
-    entry point)."""
+def configure_logging(level: str, redact: Callable[[object], object] = lambda value: value,
+                      stream: TextIO | None = None, service: Mapping[str, str] | None = None) -> None:
+    """Send ECS JSON lines to `stream` (stdout) at `level`, input-derived values through `redact` (called
+    once, by the entry point). `service` adds ECS `service.*` fields, e.g. {"version": "0.1.0"}."""
     handler = logging.StreamHandler(stream or sys.stdout)
-    handler.setFormatter(_JsonFormatter(redact))
+    handler.setFormatter(_EcsFormatter(redact, service or {}))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,11 +1,18 @@
 """Prometheus metrics of the service, on an injected registry, with fixed and bounded labels.
 
 Dashboards and alert rules depend on these names (DESIGN.md); renaming one is a contract change.
+Counters export no `_created` series: they would double every counter for nothing alert rules use.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+
+__all__ = ["Metrics", "build_info"]
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 _INDEX_LAG_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600)
@@ -15,12 +22,25 @@ class Metrics:
     """Every metric the service exports. Label values come from closed sets, never from event data."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped; process-wide and idempotent
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        partition = ["consumergroup", "topic", "partition"]
         self.consumer_lag = Gauge(
-            "logagent_consumer_lag", "Messages behind the partition end offset.", ["topic", "partition"],
-            registry=r,
+            "logagent_consumer_lag",
+            "Messages between the group's committed offset and the partition end, as kafka-exporter and "
+            "Burrow measure it (includes what open bursts hold back).",
+            partition, registry=r,
         )
+        self.position_lag = Gauge(
+            "logagent_consumer_position_lag", "Messages between this consumer's fetch position and the partition end.",
+            partition, registry=r,
+        )
+        self.last_commit = Gauge(
+            "logagent_last_commit_timestamp_seconds",
+            "When offsets were last committed (process start until the first commit).", registry=r,
+        )
+        self.last_commit.set_to_current_time()
         self.events = Counter(
             "logagent_events_total", "Input messages by outcome (accepted, dlq).", ["outcome"], registry=r
         )
@@ -75,9 +95,25 @@ class Metrics:
             "logagent_stale_citation_ratio", "Stale citations over all citations since start.", registry=r
         )
         self.repo_sync_errors = Counter(
-            "logagent_repo_sync_errors_total", "Failed fetches or checkouts of service repositories.", registry=r
+            "logagent_repo_sync_errors_total",
+            "Repository faults by reason (not_configured, timeout, auth, not_found, unreachable, no_commits, "
+            "other); each burst they hit is analysed from its trace alone.",
+            ["reason"], registry=r,
         )
         self.ollama_up = Gauge("logagent_ollama_up", "1 when the Ollama circuit is closed.", registry=r)
+        self.heuristic_mode = Gauge(
+            "logagent_heuristic_mode", "1 when no LLM is configured: every analysis is heuristic by choice.",
+            registry=r,
+        )
+        self.degraded = Gauge(
+            "logagent_degraded",
+            "1 while the replica serves in a lesser mode, by reason (ollama_unreachable: heuristic answers).",
+            ["reason"], registry=r,
+        )
+        self.build_info = Gauge(
+            "logagent_build_info", "Always 1; the labels name the running build.", ["version", "commit"],
+            registry=r,
+        )
         self.feedback = Counter(
             "logagent_feedback_total", "Feedback messages by outcome (applied, unknown, bad).", ["outcome"],
             registry=r,
@@ -91,6 +127,9 @@ class Metrics:
             self.stale_citations.labels(kind)
         for index in ("memory", "repo"):
             self.index_lag.labels(index)
+        for kind in ("analysis", "review", "dlq"):
+            self.published.labels(kind)  # present at 0, so "consuming but publishing nothing" can be seen
+        self.degraded.labels("ollama_unreachable")
         self._citations_seen = 0.0
         self._stale_seen = 0.0
 
@@ -102,3 +141,21 @@ class Metrics:
         self._stale_seen += stale
         if self._citations_seen:
             self.stale_citation_ratio.set(self._stale_seen / self._citations_seen)
+
+
+def build_info() -> tuple[str, str]:
+    """(version, commit) of the running code: the installed package's version; the commit from the
+    `commit.txt` an image build writes, else the source checkout's HEAD, else "unknown"."""
+    try:
+        version = metadata.version("log-agent")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    stamped = Path(__file__).with_name("commit.txt")
+    if stamped.is_file():
+        return version, stamped.read_text(encoding="utf-8").strip() or "unknown"
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).parent,
+                              capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return version, "unknown"
+    return version, head.stdout.strip() if head.returncode == 0 and head.stdout.strip() else "unknown"

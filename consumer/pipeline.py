@@ -9,11 +9,13 @@ the work that was not finished. When the queue is full, fetching pauses instead 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
@@ -33,8 +35,10 @@ from consumer.kafka import (
     make_consumer,
     make_producer,
     measure_lag,
+    start_client,
+    watch_broker,
 )
-from consumer.logs import log_fields
+from consumer.logs import log_event, log_fields
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.settings import Settings
@@ -66,7 +70,8 @@ class Service:
         self._health = health
         self._clock = clock
         w = settings.window
-        self._window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, clock=clock)
+        self._window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, clock=clock,
+                                   on_open=self._burst_opened)
         self._offsets = OffsetTracker()
         self.stats = ServiceStats()
         self._workers = AnalysisWorkers(settings, analyzer, metrics, self._offsets, self.stats)
@@ -74,6 +79,7 @@ class Service:
         self._assigned: set[PartitionKey] = set()
         self._read_from_start: set[PartitionKey] = set()
         self._lag: dict[PartitionKey, int | None] = {}
+        self._group_committed: dict[PartitionKey, int | None] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._sink: EventSink | None = None
         self._dlq_pending: list[Awaitable[Any]] = []
@@ -106,13 +112,19 @@ class Service:
         kafka = self._settings.kafka
         async with AsyncExitStack() as stack:
             producer = make_producer(kafka)
-            await producer.start()
+            await start_client(producer, kafka)
             stack.push_async_callback(producer.stop)
             self._sink = EventSink(producer)
             consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned))
-            await consumer.start()
+            await start_client(consumer, kafka)
             stack.push_async_callback(consumer.stop)
             self._consumer = consumer
+            if self._health is not None:
+                self._health.broker_answered()
+                readiness = self._settings.readiness
+                watch = asyncio.create_task(
+                    watch_broker(consumer, self._health.broker_answered, readiness.broker_probe_s, stop))
+                stack.push_async_callback(_cancel, watch)
             self._workers.start(self._sink, stop)
             try:
                 await self._consume(consumer, stop)
@@ -120,7 +132,7 @@ class Service:
                 await self._finish()
                 await self._commit()
                 if self._health is not None:
-                    self._health.set_partitions_assigned(False)
+                    self._health.set_partitions(0)
 
     # --- the main loop -------------------------------------------------------------------------------
 
@@ -224,8 +236,18 @@ class Service:
             self._metrics.paused.set(0)
             log.info("fetching resumed", extra=log_fields(queued=depth))
 
+    def _burst_opened(self, server: str, tenant: str, fingerprint: str, exception_type: str) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            window = self._settings.window
+            latest = datetime.fromtimestamp(time.time() + window.max_length_s, UTC)
+            log.debug("burst opened", extra=log_event(
+                "burst-opened", server=server, tenant=tenant, fingerprint=fingerprint,
+                exception_type=exception_type, closes_after_quiet_s=window.quiet_s,
+                closes_at_latest=latest.isoformat(timespec="seconds").replace("+00:00", "Z")))
+
     async def _measure_lag(self, consumer: AIOKafkaConsumer) -> None:
         self._lag = await measure_lag(consumer, self._assigned)
+        group = self._settings.kafka.group_id
         for tp, lag in self._lag.items():
             if lag is not None and lag < 0:
                 # The log is shorter than our position: the topic was recreated (a broker without
@@ -237,7 +259,25 @@ class Service:
                 await consumer.seek_to_beginning(as_topic_partition(tp))
                 self._lag[tp] = None
             elif lag is not None:
-                self._metrics.consumer_lag.labels(tp[0], str(tp[1])).set(lag)
+                self._metrics.position_lag.labels(group, tp[0], str(tp[1])).set(lag)
+        self._show_committed_lag(self._assigned)
+
+    def _show_committed_lag(self, tps: Collection[PartitionKey]) -> None:
+        """`logagent_consumer_lag`: end offset minus the group's committed offset, as kafka-exporter and
+        Burrow compute it; it trails the position lag by what open bursts hold back."""
+        if self._consumer is None:
+            return
+        group = self._settings.kafka.group_id
+        for tp in tps:
+            highwater = self._consumer.highwater(as_topic_partition(tp))
+            committed = self._committed_offset(tp)
+            if highwater is not None and committed is not None:
+                self._metrics.consumer_lag.labels(group, tp[0], str(tp[1])).set(max(0, int(highwater) - committed))
+
+    def _committed_offset(self, tp: PartitionKey) -> int | None:
+        """The group's committed offset: ours since we own the partition, else what the broker had."""
+        ours = self._offsets.last_committed(tp)
+        return ours if ours is not None else self._group_committed.get(tp)
 
     async def _commit(self, only: Collection[PartitionKey] | None = None) -> None:
         """Commit the safe offsets of the assigned partitions (or of `only`) that moved."""
@@ -258,6 +298,8 @@ class Service:
             log.warning("offset commit failed", extra=log_fields(error=type(error).__name__))
             return
         self._offsets.committed(offsets)
+        self._metrics.last_commit.set_to_current_time()
+        self._show_committed_lag(offsets)
 
     # --- rebalance -------------------------------------------------------------------------------
 
@@ -274,8 +316,20 @@ class Service:
             self._enqueue(closed)
         self._offsets.forget_partitions(gone)
         self._assigned -= gone
+        self._forget_lag(gone)
+        log.info("partitions revoked", extra=log_event(
+            "partitions-revoked", partitions=_names(gone), owned=len(self._assigned)))
         if self._health is not None:
-            self._health.set_partitions_assigned(bool(self._assigned))
+            self._health.set_partitions(len(self._assigned))
+
+    def _forget_lag(self, gone: Collection[PartitionKey]) -> None:
+        """Drop the lag series of partitions this replica no longer owns: their new owner reports them."""
+        group = self._settings.kafka.group_id
+        for topic, partition in gone:
+            self._group_committed.pop((topic, partition), None)
+            for gauge in (self._metrics.consumer_lag, self._metrics.position_lag):
+                with contextlib.suppress(KeyError):  # never measured here
+                    gauge.remove(group, topic, str(partition))
 
     async def _broker_lost_commits(self, partitions: Collection[Any]) -> bool:
         """True when the broker has no offset for a partition this consumer committed before: it lost its
@@ -293,7 +347,15 @@ class Service:
         return False
 
     async def _on_assigned(self, assigned: Collection[Any]) -> None:
-        self._assigned |= {as_topic_partition(tp) for tp in assigned}
+        new = {as_topic_partition(tp) for tp in assigned} - self._assigned
+        self._assigned |= new
+        if self._consumer is not None:
+            for tp in new:
+                try:
+                    committed = await self._consumer.committed(tp)
+                except KafkaError:
+                    committed = None  # unknown until our first commit there
+                self._group_committed[(tp.topic, tp.partition)] = committed
         restart = [tp for tp in assigned if (tp.topic, tp.partition) in self._read_from_start]
         if restart and self._consumer is not None:
             # aiokafka keeps the fetch position of a partition that comes straight back; it is stale here.
@@ -301,11 +363,23 @@ class Service:
             self._read_from_start -= {(tp.topic, tp.partition) for tp in restart}
         if self._paused and self._consumer is not None:
             self._consumer.pause(*assigned)
+        log.info("partitions assigned", extra=log_event(
+            "partitions-assigned", partitions=_names(new), owned=len(self._assigned)))
         if self._health is not None:
-            self._health.set_partitions_assigned(bool(self._assigned))
+            self._health.set_partitions(len(self._assigned))
 
     async def _finish(self) -> None:
         """Let running analyses finish within the grace period; the rest is handed back uncommitted."""
         handed_back = await self._workers.finish()
         await self._settle_dlq()
         log.info("stopped", extra=log_fields(open_bursts=self._window.open_count, handed_back=handed_back))
+
+
+def _names(tps: Collection[PartitionKey]) -> list[str]:
+    return sorted(f"{topic}/{partition}" for topic, partition in tps)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -1,11 +1,19 @@
-"""The one Settings object: built once in main() from LOGAGENT_* env vars (nested with `__`), passed down."""
+"""The one Settings object: built once in main() from LOGAGENT_* env vars (nested with `__`), passed down.
+
+Every value is checked when the service starts (types, ranges, combinations, files it must read), so a
+mistake ends in one line naming the variable and the fix (`consumer.cli.config`), never in a traceback
+or a silently used default.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from analysis.agent.config import AgentConfig
@@ -15,6 +23,44 @@ from analysis.intake.decode import DEFAULT_SERVER_ID_FIELDS
 from analysis.intake.redact import RedactionConfig
 from analysis.report import Status
 from store import MemoryConfig
+
+__all__ = ["ConfigError", "KafkaSettings", "Settings", "env_name", "masked_url"]
+
+_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/:@\s]*:)[^/@\s]+@")
+
+
+class ConfigError(Exception):
+    """A setting that cannot work as given; the text names it and says how to fix it (CLI: exit code 2)."""
+
+
+def env_name(*path: str) -> str:
+    """The environment variable of a setting: `env_name("kafka", "group_id")` -> LOGAGENT_KAFKA__GROUP_ID."""
+    return "LOGAGENT_" + "__".join(part.upper() for part in path)
+
+
+def masked_url(text: str) -> str:
+    """`text` with the password of any URL in it replaced (scheme://user:***@host), for logs and output."""
+    return _URL_PASSWORD.sub(r"\g<head>***@", text)
+
+
+def _upper(value: object) -> object:
+    return value.upper() if isinstance(value, str) else value
+
+
+LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)]
+SecurityProtocol = Annotated[Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], BeforeValidator(_upper)]
+SaslMechanism = Annotated[Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"], BeforeValidator(_upper)]
+
+
+def readable_file(path: Path, setting: str) -> None:
+    """Raise ValueError naming `setting` unless `path` is a file this process can read."""
+    if not path.is_file():
+        raise ValueError(f"{setting}={path}: no such file; mount it or correct the path")
+    try:
+        path.open("rb").close()
+    except OSError as error:
+        raise ValueError(f"{setting}={path}: cannot be read by uid {os.getuid()} ({error.strerror}); "
+                         "fix its mode or owner (fsGroup on Kubernetes)") from None
 
 
 class KafkaSettings(BaseModel):
@@ -26,42 +72,101 @@ class KafkaSettings(BaseModel):
     dlq_topic: str = "errors.dlq"
     review_topic: str = "analyses.review"
     feedback_topic: str = "analyses.feedback"
-    group_id: str = "logagent"
-    client_id: str = "logagent"
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
+    group_id: str = Field("logagent", min_length=1)
+    client_id: str = Field("logagent", min_length=1)
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
-    session_timeout_ms: int = 10_000
-    heartbeat_interval_ms: int = 3_000
-    rebalance_timeout_ms: int = 30_000
-    max_poll_records: int = 500
-    commit_interval_s: float = Field(1.0, description="How often safe offsets are committed.")
-    isolation_level: str = Field("read_committed", description="read_committed skips aborted transactions.")
-    linger_ms: int = Field(5, description="How long the producer waits to batch events.")
+    session_timeout_ms: int = Field(10_000, ge=100)
+    heartbeat_interval_ms: int = Field(3_000, ge=10)
+    rebalance_timeout_ms: int = Field(30_000, ge=100)
+    max_poll_records: int = Field(500, ge=1)
+    commit_interval_s: float = Field(1.0, gt=0, description="How often safe offsets are committed.")
+    isolation_level: Literal["read_committed", "read_uncommitted"] = Field(
+        "read_committed", description="read_committed skips aborted transactions."
+    )
+    linger_ms: int = Field(5, ge=0, description="How long the producer waits to batch events.")
     enable_idempotence: bool = Field(
         False, description="Idempotent producer; Kafka supports it, the embedded tansu does not."
     )
-    dlq_error_max_chars: int = Field(512, description="Cap on the `error` header of a DLQ message.")
+    dlq_error_max_chars: int = Field(512, ge=1, description="Cap on the `error` header of a DLQ message.")
     dlq_max_value_bytes: int = Field(
-        512 * 1024, description="A larger bad message is cut to this in the DLQ (headers say so, with its sha256)."
+        512 * 1024, ge=1024,
+        description="A larger bad message is cut to this in the DLQ (headers say so, with its sha256).",
     )
+    # --- TLS and SASL files (mounted secrets), checked at start-up ---------------------------------
+    ssl_cafile: Path | None = Field(None, description="CA bundle (PEM) that signs the brokers' certificates.")
+    ssl_certfile: Path | None = Field(None, description="Client certificate (PEM) for mutual TLS.")
+    ssl_keyfile: Path | None = Field(None, description="Private key (PEM) of the client certificate.")
+    ssl_key_password: SecretStr | None = Field(None, description="Password of an encrypted client key.")
+    sasl_password_file: Path | None = Field(
+        None, description="File holding the SASL password (a mounted Secret), instead of sasl_password."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> KafkaSettings:
+        """Combinations Kafka would only reject at connect time, named with their variables and fixes."""
+        protocol = self.security_protocol
+        mechanism = env_name("kafka", "sasl_mechanism")
+        if protocol.startswith("SASL_") and self.sasl_mechanism is None:
+            raise ValueError(f"{env_name('kafka', 'security_protocol')}={protocol} needs {mechanism}: "
+                             "set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        if self.sasl_mechanism is not None and not protocol.startswith("SASL_"):
+            raise ValueError(f"{mechanism} is set but {env_name('kafka', 'security_protocol')}={protocol}: "
+                             "use SASL_SSL (or SASL_PLAINTEXT), or unset the mechanism")
+        if self.sasl_mechanism is not None and not self.sasl_username:
+            raise ValueError(f"{mechanism}={self.sasl_mechanism} needs {env_name('kafka', 'sasl_username')}")
+        if self.sasl_mechanism is not None and self.sasl_password is None and self.sasl_password_file is None:
+            raise ValueError(f"{mechanism}={self.sasl_mechanism} needs {env_name('kafka', 'sasl_password')} "
+                             f"or {env_name('kafka', 'sasl_password_file')}")
+        tls_files = ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+        if not protocol.endswith("SSL") and any(getattr(self, name) for name in tls_files):
+            raise ValueError(f"TLS files are set but {env_name('kafka', 'security_protocol')}={protocol}: "
+                             "use SSL or SASL_SSL, or unset them")
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ValueError(f"{env_name('kafka', 'ssl_keyfile')} needs {env_name('kafka', 'ssl_certfile')}")
+        for name in (*tls_files, "sasl_password_file"):
+            path = getattr(self, name)
+            if path is not None:
+                readable_file(path, env_name("kafka", name))
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(f"{env_name('kafka', 'heartbeat_interval_ms')} must be below "
+                             f"{env_name('kafka', 'session_timeout_ms')} ({self.session_timeout_ms}), "
+                             "a third of it is usual")
+        return self
+
+    def sasl_secret(self) -> str | None:
+        """The SASL password, from the setting or read from its file at call time (a rotated Secret)."""
+        if self.sasl_password is not None:
+            return self.sasl_password.get_secret_value()
+        if self.sasl_password_file is not None:
+            return self.sasl_password_file.read_text(encoding="utf-8").strip()
+        return None
 
 
 class WindowSettings(BaseModel):
     """How bursts of the same failure are grouped."""
 
-    quiet_s: float = Field(30.0, description="A burst closes after this long without a new event.")
-    max_length_s: float = Field(300.0, description="A burst closes this long after its first event.")
-    max_open: int = Field(10_000, description="Open bursts cap; past it the oldest closes early.")
-    max_samples: int = Field(20, description="Events kept per burst for analysis and the event's samples.")
+    quiet_s: float = Field(30.0, gt=0, description="A burst closes after this long without a new event.")
+    max_length_s: float = Field(300.0, gt=0, description="A burst closes this long after its first event.")
+    max_open: int = Field(10_000, ge=1, description="Open bursts cap; past it the oldest closes early.")
+    max_samples: int = Field(20, ge=1, description="Events kept per burst for analysis and the event's samples.")
+
+    @model_validator(mode="after")
+    def _check(self) -> WindowSettings:
+        if self.quiet_s > self.max_length_s:
+            raise ValueError(f"{env_name('window', 'quiet_s')}={self.quiet_s:g} exceeds "
+                             f"{env_name('window', 'max_length_s')}={self.max_length_s:g}: lower the first "
+                             "or raise the second")
+        return self
 
 
 class InputSettings(BaseModel):
     """Decoding limits and in-app rules for untrusted input."""
 
-    max_message_bytes: int = 1_048_576
-    max_depth: int = 64
+    max_message_bytes: int = Field(1_048_576, ge=1024)
+    max_depth: int = Field(64, ge=2)
     commit_field: str | None = Field(None, description="Extra dotted field naming the deployed commit.")
     in_app_prefixes: list[str] = Field(default_factory=list, description="Module/package prefixes in-app.")
     server_id_fields: list[str] = Field(
@@ -73,24 +178,34 @@ class InputSettings(BaseModel):
 class PipelineSettings(BaseModel):
     """Concurrency and backpressure of analysis."""
 
-    max_inflight: int = Field(4, description="Bursts analysed at once.")
-    queue_size: int = Field(64, description="Closed bursts waiting; when full, fetching pauses.")
-    resume_at: int = Field(16, description="Fetching resumes when the queue is back at this size.")
-    poll_timeout_ms: int = Field(200, description="Longest wait for new messages before windows are checked.")
-    shutdown_grace_s: float = Field(20.0, description="On SIGTERM, how long in-flight analyses may finish.")
-    retry_initial_s: float = Field(0.5, description="First backoff after a retriable failure.")
-    retry_max_s: float = Field(30.0, description="Cap of the exponential backoff (full jitter).")
+    max_inflight: int = Field(4, ge=1, description="Bursts analysed at once.")
+    queue_size: int = Field(64, ge=1, description="Closed bursts waiting; when full, fetching pauses.")
+    resume_at: int = Field(16, ge=0, description="Fetching resumes when the queue is back at this size.")
+    poll_timeout_ms: int = Field(
+        200, ge=1, description="Longest wait for new messages before windows are checked."
+    )
+    shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long in-flight analyses may finish.")
+    retry_initial_s: float = Field(0.5, gt=0, description="First backoff after a retriable failure.")
+    retry_max_s: float = Field(30.0, gt=0, description="Cap of the exponential backoff (full jitter).")
     retry_attempts: int = Field(
         5, ge=1, description="Analysis attempts on retriable errors before a `failed` event is published."
     )
     event_source: str | None = Field(None, description="CloudEvents `source`; default logagent/<group id>.")
+
+    @model_validator(mode="after")
+    def _check(self) -> PipelineSettings:
+        if self.resume_at > self.queue_size:
+            raise ValueError(f"{env_name('pipeline', 'resume_at')}={self.resume_at} exceeds "
+                             f"{env_name('pipeline', 'queue_size')}={self.queue_size}: fetching would never "
+                             "resume; lower the first")
+        return self
 
 
 class HttpSettings(BaseModel):
     """The /metrics, /livez and /readyz endpoint."""
 
     host: str = "0.0.0.0"  # noqa: S104 - the pod's probes and Prometheus reach it from outside
-    port: int = 9464
+    port: int = Field(9464, ge=0, le=65535)
 
 
 class OllamaSettings(BaseModel):
@@ -99,7 +214,16 @@ class OllamaSettings(BaseModel):
     url: str | None = Field(None, description="Ollama base URL, e.g. http://ollama:11434.")
     attempts: int = Field(2, ge=1, description="Tries per analysis before falling back to heuristic.")
     failure_threshold: int = Field(3, ge=1, description="Consecutive failures that open the circuit.")
-    reset_after_s: float = Field(30.0, description="How long the circuit stays open before a probe.")
+    reset_after_s: float = Field(30.0, gt=0, description="How long the circuit stays open before a probe.")
+
+
+class ReadinessSettings(BaseModel):
+    """When /readyz says the replica cannot serve its share: store closed, or the broker gone too long."""
+
+    broker_grace_s: float = Field(
+        60.0, gt=0, description="Broker unreachable this long makes the replica unready (brief blips do not)."
+    )
+    broker_probe_s: float = Field(10.0, gt=0, description="How often the broker is asked for metadata.")
 
 
 # --- `logagent notify`: delivery of analyses to Slack, webhooks and issue trackers --------------------
@@ -214,8 +338,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOGAGENT_", env_nested_delimiter="__", extra="ignore")
 
     data_dir: Path = Field(Path("./.data"), description="Memory and repo cache live here unless set apart.")
-    log_level: str = "INFO"
-    scope: str = Field("default", description="Memory scope of this deployment (TTLs are per scope).")
+    log_level: LogLevel = "INFO"
+    scope: str = Field("default", min_length=1, description="Memory scope of this deployment (TTLs are per scope).")
     memory_maintenance_s: float = Field(3600.0, gt=0, description="How often expired memory is compacted away.")
     ollama_url: str | None = Field(None, description="Shorthand for ollama.url (LOGAGENT_OLLAMA_URL).")
     repos_file: Path | None = Field(
@@ -227,16 +351,21 @@ class Settings(BaseSettings):
     pipeline: PipelineSettings = PipelineSettings()
     http: HttpSettings = HttpSettings()
     ollama: OllamaSettings = OllamaSettings()
+    readiness: ReadinessSettings = ReadinessSettings()
     agent: AgentConfig = AgentConfig()
     tools: ToolLimits = ToolLimits()
     redaction: RedactionConfig = RedactionConfig()
     repo: RepoConfig = RepoConfig(cache_dir=Path())
     memory: MemoryConfig = MemoryConfig(uri="")
     notify: NotifySettings = NotifySettings()
+    _file_servers: dict[str, RepoSpec] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _derive(self) -> Settings:
-        """Fill what follows from other settings: the shorthand URL and paths under `data_dir`."""
+        """Fill what follows from other settings: the shorthand URL and paths under `data_dir`; read the
+        repository map file once, so a missing or malformed one stops the start."""
+        if self.repos_file is not None:
+            self._file_servers = _read_repos_file(self.repos_file)
         if self.ollama_url and not self.ollama.url:
             self.ollama = self.ollama.model_copy(update={"url": self.ollama_url})
         if "cache_dir" not in self.repo.model_fields_set or self.repo.cache_dir == Path():
@@ -247,8 +376,25 @@ class Settings(BaseSettings):
 
     def repo_servers(self) -> dict[str, RepoSpec]:
         """The server → repository map: `repo.servers` plus the entries of `repos_file` (file wins)."""
-        servers = dict(self.repo.servers)
-        if self.repos_file is not None:
-            raw = orjson.loads(self.repos_file.read_bytes())
-            servers.update({name: RepoSpec.model_validate(spec) for name, spec in raw.items()})
-        return servers
+        return {**self.repo.servers, **self._file_servers}
+
+
+def _read_repos_file(path: Path) -> dict[str, RepoSpec]:
+    setting = env_name("repos_file")
+    readable_file(path, setting)
+    try:
+        raw: Any = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise ValueError(f"{setting}={path} is not JSON ({error}); write an object of "
+                         '{"server-id": {"url": "...", "branch": "main"}}') from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{setting}={path} must hold a JSON object mapping server id to {{url, branch}}")
+    servers: dict[str, RepoSpec] = {}
+    for name, spec in raw.items():
+        try:
+            servers[name] = RepoSpec.model_validate(spec)
+        except ValueError as error:
+            first = str(error).splitlines()[1:3]
+            raise ValueError(f"{setting}={path}: entry {name!r} is not {{url, branch, token_env, token_file}} "
+                             f"({' '.join(line.strip() for line in first)})") from None
+    return servers

@@ -120,7 +120,8 @@ def _tally(burst: _Burst) -> tuple[MessageTally, ...]:
 class BurstWindow:
     """Open bursts keyed by (server, tenant, fingerprint); `add` and `expire` return the ones that close.
 
-    `clock` is the wall clock `expire(now)` is measured against (monotonic by default).
+    `clock` is the wall clock `expire(now)` is measured against (monotonic by default); `on_open` is called
+    with (server, tenant, fingerprint, exception type) when a burst opens.
     """
 
     def __init__(
@@ -130,6 +131,7 @@ class BurstWindow:
         max_open: int,
         max_samples: int,
         clock: Callable[[], float] = time.monotonic,
+        on_open: Callable[[str, str, str, str], None] | None = None,
     ) -> None:
         if max_open < 1 or max_samples < 1:
             raise ValueError("max_open and max_samples must be at least 1")
@@ -140,6 +142,7 @@ class BurstWindow:
         self._head_size = max_samples // 2
         self._tail_size = max_samples - self._head_size
         self._clock = clock
+        self._on_open = on_open
         # Ordered by the wall time of the last add: the front is the least recently updated burst,
         # which is both the next to go quiet and the one evicted past the cap.
         self._open: OrderedDict[_BurstKey, _Burst] = OrderedDict()
@@ -176,6 +179,8 @@ class BurstWindow:
             self._next_token += 1
             open_bursts[key] = burst
             self._opened.append((now, burst.token, key))
+            if self._on_open is not None:
+                self._on_open(*key, burst.exception_type)
         else:
             open_bursts.move_to_end(key)
         # Recording is inlined: this runs for every event the service reads.

@@ -18,9 +18,9 @@ from aiokafka.errors import KafkaError
 from analysis.intake.redact import Redactor, redact_model
 from analysis.report import Analysis
 from consumer.analyzer import Analyzer, analyze_or_fail
-from consumer.cloudevent import to_cloudevent
+from consumer.cloudevent import to_cloudevent, traceparent_of
 from consumer.kafka import EventSink
-from consumer.logs import log_fields
+from consumer.logs import log_event, log_fields
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.retry import Backoff, sleep_unless
@@ -121,7 +121,7 @@ class AnalysisWorkers:
                 analysis = await analyze_or_fail(self._analyzer, closed.cluster, self._backoff, stop)
                 seconds = time.perf_counter() - started
                 self._metrics.analysis_seconds.observe(seconds)
-                if analysis is not None and await self._publish(sink, analysis, stop, seconds):
+                if analysis is not None and await self._publish(sink, analysis, closed, stop, seconds):
                     self._offsets.release(closed.token, closed.spans)
             finally:
                 self._busy -= 1
@@ -129,15 +129,18 @@ class AnalysisWorkers:
                     self._no_work_running.set()
                 self._metrics.inflight.set(self._queue.qsize() + self._busy)
 
-    async def _publish(self, sink: EventSink, analysis: Analysis, stop: asyncio.Event, seconds: float) -> bool:
+    async def _publish(self, sink: EventSink, analysis: Analysis, closed: ClosedBurst, stop: asyncio.Event,
+                       seconds: float) -> bool:
         """Publish the analysis event keyed by server id; False when stopped before it was acknowledged."""
         kafka = self._settings.kafka
         analysis = redact_model(analysis, self._redactor)  # whichever analyzer made it, failures included
-        value = to_cloudevent(analysis, self._source)
+        traceparent = traceparent_of(closed.cluster.representative, analysis.analysis_id)
+        value = to_cloudevent(analysis, self._source, traceparent=traceparent)
+        headers = [_CONTENT_TYPE] + ([("traceparent", traceparent.encode())] if traceparent else [])
         key = analysis.cluster.server.encode()
         for attempt in range(1, self._backoff.attempts + 1):
             try:
-                await sink.publish(kafka.output_topic, key, value, [_CONTENT_TYPE])
+                await sink.publish(kafka.output_topic, key, value, headers)
                 break
             except KafkaError as error:
                 if attempt == self._backoff.attempts:
@@ -146,7 +149,7 @@ class AnalysisWorkers:
                 if await sleep_unless(stop, self._backoff.delay(attempt)):
                     return False
         if analysis.needs_review:
-            await sink.publish(kafka.review_topic, key, value, [_CONTENT_TYPE])
+            await sink.publish(kafka.review_topic, key, value, headers)
             self._metrics.published.labels("review").inc()
         self._stats.published += 1
         if analysis.status == "failed":
@@ -154,7 +157,7 @@ class AnalysisWorkers:
         self._metrics.analyses.labels(analysis.status, analysis.analyzer).inc()
         self._metrics.published.labels("analysis").inc()
         culprit = analysis.culprit
-        log.info("burst analysed", extra=log_fields(
+        log.info("burst analysed", extra=log_event("burst-analysed",
             server=analysis.cluster.server, fingerprint=analysis.cluster.fingerprint,
             count=analysis.cluster.count, status=analysis.status,
             culprit=f"{culprit.path}:{culprit.line or ''}" if culprit else None,

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.code.filemap import FileIndex, is_generated_path, is_test_path
+from analysis.code.filemap import FileIndex, FileMatch, frame_paths, is_generated_path, is_test_path
 from analysis.code.repo import Checkout
 from analysis.code.suspects import (
     Candidate,
@@ -26,6 +26,7 @@ from analysis.code.suspects import (
 from analysis.code.tools import FileTools
 from analysis.code.validate import validate_citations
 from analysis.event import Cluster, ErrorEvent, Frame
+from analysis.intake.signature import is_in_app
 from analysis.intake.tally import count_messages
 from analysis.report import (
     Analysis,
@@ -279,4 +280,37 @@ def localise(
         suspect_commits=_suspect_commits(tools, findings),
         notes=[*checkout.notes, *findings.notes, *(f"citation dropped: {d}" for d in dropped)],
         timings={"localise_s": round(time.monotonic() - started, 4)},
+    )
+
+
+def localise_trace(cluster: Cluster, why: str, in_app_prefixes: Sequence[str] = ()) -> Analysis:
+    """A heuristic report from the stack trace alone, for a server whose source cannot be read (`why`):
+    the in-app frames ranked as in `localise`, paths as the trace gives them, no citations, flagged for
+    a human look so the burst still gets an answer and someone learns the repository is missing."""
+    event = cluster.representative
+
+    def locate(frame: Frame) -> FileMatch | None:
+        paths = frame_paths(frame)
+        if not paths or not is_in_app(frame, in_app_prefixes):
+            return None
+        return FileMatch(path="/".join(paths[0]), strength=len(paths[0]), ambiguous=False)
+
+    candidates: list[Candidate] = []
+    for position, exc in enumerate(reversed(event.exceptions)):
+        candidates += rank_exception(exc, position, locate)[0]
+    findings = Findings(tuple(_suspect(c) for c in merge(candidates)[:_MAX_SUSPECTS]), "", None, ())
+    culprit = findings.culprit
+    return Analysis(
+        analysis_id=analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen),
+        status="heuristic",
+        analyzer="heuristic",
+        cluster=cluster_info(cluster),
+        commit=cluster.commit,
+        root_cause=_root_cause_sentence(event, findings),
+        culprit=Location(path=culprit.path, line=culprit.line, function=culprit.function) if culprit else None,
+        suspects=list(findings.suspects),
+        confidence=round(min(_confidence(findings), 0.3), 2),
+        needs_review=True,
+        review_reasons=[f"trace-only analysis: {why}"],
+        notes=[f"{why}; analysed from the stack trace alone (paths as the trace names them, no citations)"],
     )

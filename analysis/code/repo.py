@@ -36,13 +36,33 @@ _SEEN_COMMITS_CAP = 2048
 
 
 class RepoError(LogAgentError):
-    """The repository cannot be read at all (not configured, never cloned)."""
+    """The repository cannot be read at all (not configured, never cloned). `reason` is a short code from
+    a closed set, fit for a metric label: not_configured, no_commits, or one of `sync_reason`'s."""
+
+    def __init__(self, message: str, reason: str = "other") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class RepoUnavailable(RepoError):
     """No local copy exists and the clone failed; a later attempt may succeed."""
 
     retriable = True
+
+
+_SYNC_REASONS = (
+    ("timeout", ("timed out",)),
+    ("auth", ("authentication failed", "could not read username", "permission denied", "403", "401")),
+    ("not_found", ("not found", "does not appear to be a git repository", "does not exist", "404")),
+    ("unreachable", ("could not resolve", "connection refused", "unable to access", "network is unreachable",
+                     "connection timed out", "no route to host", "connection reset")),
+)
+
+
+def sync_reason(error_text: str) -> str:
+    """Why a clone or fetch failed, as one of timeout, auth, not_found, unreachable, other."""
+    lowered = error_text.lower()
+    return next((reason for reason, marks in _SYNC_REASONS if any(m in lowered for m in marks)), "other")
 
 
 class RepoSpec(BaseModel):
@@ -58,9 +78,11 @@ class RepoConfig(BaseModel):
     """Repository cache and sync limits."""
 
     cache_dir: Path = Path("./.data/repos")
-    fetch_min_interval_s: float = 60.0
-    fetch_timeout_s: float = 60.0
-    clone_timeout_s: float = 600.0
+    fetch_min_interval_s: float = Field(
+        60.0, ge=0, description="Fetches (and clone retries) of one server's repository are at least this far apart."
+    )
+    fetch_timeout_s: float = Field(60.0, gt=0)
+    clone_timeout_s: float = Field(600.0, gt=0)
     max_worktrees: int = Field(8, ge=1, description="Worktrees kept per server; the least recent go first.")
     servers: dict[str, RepoSpec] = Field(default_factory=dict)
 
@@ -70,8 +92,9 @@ class Checkout:
     """The source tree one analysis reads.
 
     `commit` is the full sha actually used; `requested` what the event named; `notes` say what limited
-    the analysis. `became_local_after_s` is set once per commit, on the first checkout where it is
-    local: seconds since it was first requested (0.0 when it was already local then).
+    the analysis; `sync_errors` the reasons (`sync_reason`) of fetches that failed on the way.
+    `became_local_after_s` is set once per commit, on the first checkout where it is local: seconds since
+    it was first requested (0.0 when it was already local then).
     """
 
     root: Path
@@ -80,6 +103,7 @@ class Checkout:
     requested: str | None = None
     notes: tuple[str, ...] = ()
     became_local_after_s: float | None = None
+    sync_errors: tuple[str, ...] = ()
 
 
 def redact_secret(text: str, secrets: tuple[str, ...]) -> str:
@@ -129,6 +153,7 @@ class RepoSync:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._last_fetch: dict[str, float] = {}
+        self._failed_clone: dict[str, tuple[float, RepoUnavailable]] = {}
         self._first_requested: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._reported_local: OrderedDict[tuple[str, str], None] = OrderedDict()
 
@@ -144,7 +169,7 @@ class RepoSync:
         """
         spec = self._config.servers.get(server_id)
         if spec is None:
-            raise RepoError(f"no repository configured for server {server_id!r}")
+            raise RepoError(f"no repository configured for server {server_id!r}", "not_configured")
         with self._lock(server_id):
             return self._checkout_locked(server_id, spec, commit)
 
@@ -160,6 +185,7 @@ class RepoSync:
         self, repo: git.Repo, server_id: str, spec: RepoSpec, token: str | None, requested: str | None
     ) -> Checkout:
         notes: list[str] = []
+        sync_errors: list[str] = []
         revision = requested
         if requested is not None and not _safe_revision(requested):
             notes.append("requested revision is not a usable git revision; used branch head")
@@ -169,6 +195,7 @@ class RepoSync:
             error = self._fetch(server_id, spec, token)
             if error:
                 notes.append(f"fetch failed: {error}; analysed local state")
+                sync_errors.append(sync_reason(error))
             if revision:
                 sha = _resolve_commit(repo, revision)
         elif sha is None and revision:
@@ -190,6 +217,7 @@ class RepoSync:
             requested=requested,
             notes=tuple(notes),
             became_local_after_s=lag,
+            sync_errors=tuple(sync_errors),
         )
 
     def _lock(self, server_id: str) -> threading.Lock:
@@ -233,6 +261,11 @@ class RepoSync:
         return redact_secret(text, secrets)[:300]
 
     def _clone(self, server_id: str, spec: RepoSpec, token: str | None) -> None:
+        failed = self._failed_clone.get(server_id)
+        if failed is not None and self._clock() - failed[0] < self._config.fetch_min_interval_s:
+            # A bad URL must not cost a clone attempt (up to clone_timeout_s) on every burst of the server.
+            raise RepoUnavailable(f"{failed[1]} (not retried for {self._config.fetch_min_interval_s:g}s)",
+                                  failed[1].reason)
         repo_dir = self.repo_dir(server_id)
         repo_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".clone-", dir=repo_dir.parent))
@@ -245,7 +278,10 @@ class RepoSync:
         )
         if error:
             shutil.rmtree(staging, ignore_errors=True)
-            raise RepoUnavailable(f"clone of {server_id!r} failed: {error}")
+            unavailable = RepoUnavailable(f"clone of {server_id!r} failed: {error}", sync_reason(error))
+            self._failed_clone[server_id] = (self._clock(), unavailable)
+            raise unavailable
+        self._failed_clone.pop(server_id, None)
         with git.Repo(staging / "git") as clone, clone.config_writer() as cfg:
             # A bare clone has no fetch refspec; mirror the remote's branches and tags into ours.
             cfg.set_value('remote "origin"', "fetch", "+refs/heads/*:refs/heads/*")
@@ -301,7 +337,7 @@ class RepoSync:
             sha = _resolve_commit(repo, "HEAD")
             notes.append(f"branch {branch!r} not found; used the default branch")
         if sha is None:
-            raise RepoError("repository has no commits")
+            raise RepoError("repository has no commits", "no_commits")
         return sha
 
     def _worktree(self, repo: git.Repo, server_id: str, sha: str) -> Path:

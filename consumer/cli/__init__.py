@@ -8,15 +8,14 @@ a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
-from pydantic import ValidationError
-
-from consumer.cli import analyze, fingerprint, notify, redact, service
+from consumer.cli import analyze, config, fingerprint, notify, redact, service
 from consumer.cli import memory as memory_commands
 from consumer.cli.common import UsageError
-from consumer.settings import Settings
+from consumer.settings import ConfigError, Settings
 
 __all__ = ["UsageError", "main"]
 
@@ -30,14 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler: Handler = args.handler
     try:
-        settings = Settings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        return _fail(f"invalid setting {where}: {first['msg']} (check the LOGAGENT_* environment)")
-    try:
+        settings = config.load_settings(os.environ)
         return handler(args, settings)
-    except UsageError as exc:
+    except (UsageError, ConfigError) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
         return 130
@@ -52,6 +46,6 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logagent", description="Groups bursts of production errors and explains each from the source.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (service, fingerprint, redact, analyze, memory_commands, notify):
+    for module in (service, fingerprint, redact, analyze, memory_commands, notify, config):
         module.register(commands)
     return parser

@@ -286,4 +286,4 @@ class TestOtherCommands:
     def test_invalid_settings_are_one_line(self) -> None:
         """A malformed LOGAGENT_* variable names the setting in one line, no traceback."""
         proc = logagent("fingerprint", stdin=b"", env={"LOGAGENT_WINDOW__QUIET_S": "soon"})
-        assert "window.quiet_s" in _one_error_line(proc)
+        assert "LOGAGENT_WINDOW__QUIET_S=soon is invalid" in _one_error_line(proc)

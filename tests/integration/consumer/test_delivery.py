@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,14 +17,15 @@ from analysis.code.localiser import analysis_id
 from analysis.code.repo import RepoConfig, RepoSync, RepoUnavailable
 from analysis.event import Cluster
 from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.redact import Redactor
 from analysis.intake.signature import fingerprint_event
 from analysis.report import Analysis
 from consumer.cloudevent import event_schema
-from consumer.explainer import HeuristicAnalyzer
+from consumer.explainer import Explainer, HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Analyzer, Service
 from consumer.settings import Settings
-from demo.broker import EmbeddedBroker
+from demo.broker import EmbeddedBroker, create_topics
 from tests.conftest import (
     KafkaIO,
     Record,
@@ -32,6 +34,7 @@ from tests.conftest import (
     make_settings,
     run_until,
     shop_error,
+    shop_line,
 )
 
 pytestmark = pytest.mark.integration
@@ -102,6 +105,8 @@ class DlqRun:
     settings: Settings
     dlq: dict[bytes, Record]
     analyses: list[dict[str, Any]]
+    review: list[dict[str, Any]]
+    metrics: Metrics
     committed: dict[int, int | None]
     ends: dict[int, int]
     stats: Any
@@ -111,11 +116,15 @@ class DlqRun:
 def dlq_run(tansu: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DlqRun]:
     """Run the service once over every bad-input case followed by a good event from an unknown server."""
     tmp = tmp_path_factory.mktemp("dlq")
-    settings = make_settings(tansu.bootstrap_servers, tmp / "data", partitions=1,
+    review_topic = f"review-{uuid.uuid4().hex[:10]}"
+    asyncio.run(create_topics(tansu.bootstrap_servers, [review_topic], 1))
+    settings = make_settings(tansu.bootstrap_servers, tmp / "data", partitions=1, kafka={"review_topic": review_topic},
                              input={"max_message_bytes": 4096, "max_depth": 64})
     io = KafkaIO(tansu.bootstrap_servers)
-    # No repository is configured for the server: analysis fails for good, which must still publish.
-    service = Service(settings, HeuristicAnalyzer(RepoSync(RepoConfig(cache_dir=tmp / "cache"))), Metrics())
+    # No repository is configured for the server: the burst is analysed from its trace and sent for review.
+    metrics = Metrics()
+    explainer = Explainer(RepoSync(RepoConfig(cache_dir=tmp / "cache")), metrics, redactor=Redactor())
+    service = Service(settings, explainer, metrics)
     stream = [raw for raw, _ in BAD_INPUTS.values()] + [_GOOD]
 
     async def scenario() -> None:
@@ -128,6 +137,8 @@ def dlq_run(tansu: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> 
         settings=settings,
         dlq={record.value: record for record in dlq},
         analyses=_events(asyncio.run(io.read_all(settings.kafka.output_topic))),
+        review=_events(asyncio.run(io.read_all(review_topic))),
+        metrics=metrics,
         committed=asyncio.run(io.committed(settings.kafka.group_id, settings.kafka.input_topic)),
         ends=asyncio.run(io.end_offsets(settings.kafka.input_topic)),
         stats=service.stats,
@@ -153,13 +164,21 @@ class TestDeadLetterQueue:
         assert len(dlq_run.dlq) == len(BAD_INPUTS) == dlq_run.stats.dlq
         assert dlq_run.committed == {0: len(BAD_INPUTS) + 1} == dlq_run.ends
 
-    def test_a_burst_that_cannot_be_analysed_is_published_as_failed(self, dlq_run: DlqRun) -> None:
-        """A non-retriable analysis error yields a `failed` event with the reason, so offsets move on."""
+    def test_a_server_without_a_repository_gets_a_trace_only_analysis_sent_for_review(
+            self, dlq_run: DlqRun) -> None:
+        """No repository costs the burst nothing but the code: a heuristic answer from the trace alone,
+        flagged needs_review with the reason, copied to the review topic, and counted by reason."""
         (event,) = dlq_run.analyses
+        data = event["data"]
         assert event["subject"] == "orders"
-        assert event["data"]["status"] == "failed"
-        assert "no repository configured" in event["data"]["failure_reason"]
-        assert dlq_run.stats.failed == 1
+        assert (data["status"], data["analyzer"], data["needs_review"]) == ("heuristic", "heuristic", True)
+        assert "no repository configured" in data["review_reasons"][0]
+        assert data["culprit"] == {"path": "app/shop.py", "line": shop_line("BUG total"), "function": "total"}
+        assert data["citations"] == []
+        assert [review["data"]["analysis_id"] for review in dlq_run.review] == [data["analysis_id"]]
+        assert dlq_run.stats.failed == 0
+        sample = dlq_run.metrics.registry.get_sample_value
+        assert sample("logagent_repo_sync_errors_total", {"reason": "not_configured"}) == 1
 
 
 # --- retries, commit-after-publish, backpressure ---------------------------------------------------

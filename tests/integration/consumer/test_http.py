@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumer.http import HealthSnapshot, HealthState, HttpEndpoint, readiness_checks, serve_http
+from consumer.http import HealthSnapshot, HealthState, HttpEndpoint, degradations, readiness_checks, serve_http
 from consumer.metrics import Metrics
 from tests.conftest import tool
 from tests.paths import PROJECT_ROOT
@@ -94,6 +94,14 @@ class TestMetricsEndpoint:
         assert "logagent_open_bursts 4.0" in text
         assert "python_gc_objects_collected_total" not in text  # the default registry is not served
 
+    def test_counters_export_no_created_series(self, endpoint: HttpEndpoint, metrics: Metrics) -> None:
+        """Counters and histograms come without `_created` twins, in both exposition formats."""
+        _populate(metrics)
+        for accept in (None, "application/openmetrics-text"):
+            text = _get(endpoint, "/metrics", accept=accept)[2].decode()
+            assert "logagent_dlq_total" in text
+            assert "_created" not in text, accept
+
     def test_openmetrics_is_served_when_asked_for(self, endpoint: HttpEndpoint) -> None:
         """A Prometheus that asks for OpenMetrics gets it, terminated by `# EOF`."""
         status, content_type, body = _get(endpoint, "/metrics", accept="application/openmetrics-text")
@@ -111,42 +119,52 @@ class TestProbes:
     def test_readyz_names_every_failing_check_until_ready(
         self, endpoint: HttpEndpoint, health: HealthState
     ) -> None:
-        """/readyz is 503 listing the failing checks, and 200 once partitions, store and Ollama are all up."""
+        """/readyz is 503 listing the failing checks until the store is open and the broker answered; owning
+        no partition never makes a replica unready (it is a standby for the next rebalance)."""
         status, content_type, body = _get(endpoint, "/readyz")
         assert (status, content_type) == (503, "application/json")
-        assert json.loads(body)["failing"] == [
-            "ollama_reachable_or_heuristic",
-            "partitions_assigned",
-            "store_open",
-        ]
-        health.set_partitions_assigned(True)
+        assert json.loads(body)["failing"] == ["broker_reachable", "store_open"]
         health.set_store_open(True)
         status, _, body = _get(endpoint, "/readyz")
-        assert status == 503 and json.loads(body)["failing"] == ["ollama_reachable_or_heuristic"]
-        health.set_ollama_reachable(True)
+        assert status == 503 and json.loads(body)["failing"] == ["broker_reachable"]
+        health.broker_answered()
         status, _, body = _get(endpoint, "/readyz")
         assert status == 200 and json.loads(body) == {
             "ready": True,
             "failing": [],
-            "checks": {
-                "partitions_assigned": True,
-                "store_open": True,
-                "ollama_reachable_or_heuristic": True,
-            },
+            "checks": {"store_open": True, "broker_reachable": True},
+            "degraded": [],
+            "partitions": 0,
         }
-        health.set_partitions_assigned(False)  # a rebalance took every partition away
-        status, _, body = _get(endpoint, "/readyz")
-        assert status == 503 and json.loads(body)["failing"] == ["partitions_assigned"]
+        health.set_partitions(2)
+        assert json.loads(_get(endpoint, "/readyz")[2])["partitions"] == 2
 
-    def test_heuristic_mode_is_ready_without_ollama(
-        self, endpoint: HttpEndpoint, health: HealthState
-    ) -> None:
-        """Without an LLM configured the service is ready with Ollama unreachable."""
-        health.set_partitions_assigned(True)
+    def test_ollama_down_is_ready_and_says_degraded(self, metrics: Metrics) -> None:
+        """With an LLM configured but unreachable the replica stays ready (it answers heuristically) and
+        /readyz names the degradation; once Ollama answers it is gone."""
+        health = HealthState(llm_configured=True)
         health.set_store_open(True)
-        health.set_heuristic_mode(True)
-        status, _, _ = _get(endpoint, "/readyz")
-        assert status == 200
+        health.broker_answered()
+        with serve_http("127.0.0.1", 0, metrics, health) as endpoint:
+            status, _, body = _get(endpoint, "/readyz")
+            assert status == 200 and json.loads(body)["degraded"] == ["ollama_unreachable"]
+            health.set_ollama_reachable(True)
+            assert json.loads(_get(endpoint, "/readyz")[2])["degraded"] == []
+
+    def test_broker_silence_past_the_grace_period_is_unready(self, metrics: Metrics) -> None:
+        """A broker that stopped answering keeps the replica ready within the grace period, not after it."""
+        now = [100.0]
+        health = HealthState(broker_grace_s=60, clock=lambda: now[0])
+        health.set_store_open(True)
+        health.broker_answered()
+        with serve_http("127.0.0.1", 0, metrics, health) as endpoint:
+            now[0] += 59
+            assert _get(endpoint, "/readyz")[0] == 200
+            now[0] += 2
+            status, _, body = _get(endpoint, "/readyz")
+            assert status == 503 and json.loads(body)["failing"] == ["broker_reachable"]
+            health.broker_answered()
+            assert _get(endpoint, "/readyz")[0] == 200
 
     def test_unknown_path_is_404(self, endpoint: HttpEndpoint) -> None:
         """Only the three documented paths answer."""
@@ -174,16 +192,14 @@ class TestLifecycle:
 
 
 class TestReadinessChecks:
-    def test_ready_only_when_every_check_passes(self) -> None:
-        """Each flag alone can make the service unready; heuristic mode stands in for Ollama."""
-        ready = HealthSnapshot(
-            partitions_assigned=True, store_open=True, ollama_reachable=True, heuristic_mode=False
-        )
+    def test_ready_means_store_open_and_broker_reachable(self) -> None:
+        """Either of the two checks alone makes the replica unready; partitions and Ollama never do."""
+        ready = HealthSnapshot(store_open=True, broker_reachable=True, partitions=0, llm_configured=True,
+                               ollama_reachable=False)
         assert all(readiness_checks(ready).values())
-        for field in ("partitions_assigned", "store_open", "ollama_reachable"):
+        assert degradations(ready) == ["ollama_unreachable"]
+        for field in ("store_open", "broker_reachable"):
             snapshot = HealthSnapshot(**{**ready.__dict__, field: False})
             assert not all(readiness_checks(snapshot).values()), field
-        heuristic = HealthSnapshot(
-            partitions_assigned=True, store_open=True, ollama_reachable=False, heuristic_mode=True
-        )
-        assert all(readiness_checks(heuristic).values())
+        heuristic = HealthSnapshot(store_open=True, broker_reachable=True, llm_configured=False)
+        assert degradations(heuristic) == []

@@ -64,7 +64,7 @@ class TestMetricsOnARunningService:
         settings: Settings = settings_factory(partitions=1)
         metrics = Metrics()
         explainer = build_explainer(settings, metrics, RepoSync(repos))
-        health = HealthState(heuristic_mode=True)
+        health = HealthState()
         topic = settings.kafka.input_topic
 
         async def burst(commit: str, start: float) -> None:

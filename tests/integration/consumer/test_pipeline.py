@@ -102,6 +102,8 @@ class TestPipelineFlow:
         assert sample("logagent_analyses_total", {"status": "heuristic", "analyzer": "heuristic"}) == 6
         assert sample("logagent_published_total", {"kind": "analysis"}) == 6
         assert sample("logagent_open_bursts") == 0
-        lag = [sample("logagent_consumer_lag", {"topic": settings.kafka.input_topic, "partition": str(p)})
-               for p in ends]
-        assert lag == [0, 0]
+        group = settings.kafka.group_id
+        for name in ("logagent_consumer_lag", "logagent_consumer_position_lag"):
+            lag = [sample(name, {"consumergroup": group, "topic": settings.kafka.input_topic, "partition": str(p)})
+                   for p in ends]
+            assert lag == [0, 0], name

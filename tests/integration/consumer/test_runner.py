@@ -21,6 +21,7 @@ import pytest
 
 from consumer.settings import Settings
 from tests.conftest import SettingsFactory
+from tests.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -88,6 +89,16 @@ class TestLogagentRun:
                 time.sleep(0.1)
             status, metrics = _get(port, "/metrics")
             assert status == 200 and "logagent_open_bursts" in metrics
+            assert 'logagent_build_info{commit="' in metrics and "logagent_heuristic_mode 1.0" in metrics
+            # The chart's `helm test` script, run as its pod would, against this replica and a dead one.
+            script = PROJECT_ROOT / "deploy" / "helm" / "logagent" / "files" / "check_endpoints.py"
+            checked = subprocess.run([sys.executable, str(script)], env={"TARGETS": f"http://127.0.0.1:{port}"},
+                                     capture_output=True, text=True, timeout=30, check=False)
+            assert checked.returncode == 0 and "ready, metrics served" in checked.stdout, checked.stdout
+            dead = subprocess.run([sys.executable, str(script)],
+                                  env={"TARGETS": f"http://127.0.0.1:{port} http://127.0.0.1:{_free_port()}"},
+                                  capture_output=True, text=True, timeout=30, check=False)
+            assert dead.returncode == 1 and "unreachable" in dead.stdout, dead.stdout
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=30) == 0
         finally:
@@ -96,4 +107,16 @@ class TestLogagentRun:
                 process.wait()
         output = process.stdout.read().decode() if process.stdout else ""
         lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-        assert any(line.get("msg") == "stopped" for line in lines), output[-2000:]
+        assert any(line.get("message") == "stopped" for line in lines), output[-2000:]
+        for line in lines:  # ECS: every line lands in the log pipelines users already run
+            assert {"@timestamp", "log.level", "message", "service.name", "ecs.version"} <= line.keys(), line
+            assert line["service.name"] == "logagent"
+        [started] = [line for line in lines if line.get("event.action") == "service-started"]
+        fields = started["logagent"]
+        assert fields["broker"] == kafka.bootstrap_servers and fields["group"] == kafka.group_id
+        assert fields["topics"]["input"] == kafka.input_topic
+        assert fields["servers_with_repository"] == [] and fields["http_port"] == port
+        assert fields["memory"] == str(tmp_path / "data" / "memory")
+        assert fields["model"] is None and "heuristic" in fields["ollama"]
+        [assigned] = [line for line in lines if line.get("event.action") == "partitions-assigned"]
+        assert assigned["logagent"]["partitions"] == [f"{kafka.input_topic}/0"]

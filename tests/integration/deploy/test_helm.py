@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel
+from cloudcoil.models.prometheus_operator import v1 as operator
+from pydantic import BaseModel, ValidationError
 
 from analysis.code.repo import RepoSpec
+from consumer.cli.config import load_settings
 from consumer.settings import Settings
 from tests.conftest import tool
 from tests.paths import PROJECT_ROOT
@@ -26,9 +28,13 @@ _ROOT = PROJECT_ROOT
 _CHART = _ROOT / "deploy" / "helm" / "logagent"
 _VALUES = _ROOT / "deploy" / "helm" / "test-values"
 _FULL = _VALUES / "full.yaml"
+_PODMONITOR = _VALUES / "podmonitor.yaml"
+# Every rendered variant: the defaults, everything on (ServiceMonitor path), the PodMonitor path, notify.
+_VARIANTS = {"default": None, "full": _FULL, "podmonitor": _PODMONITOR, "notify": _VALUES / "notify.yaml"}
 # The oldest Kubernetes the chart declares (Chart.yaml kubeVersion) and the newest the validator ships.
 _KUBE_VERSIONS = ("1.27.0", "1.37.0")
-_CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
+_CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "PodMonitor"}
+_RUNBOOK_BASE = "https://git.example.com/platform/logagent/blob/v0.1.0"
 
 Doc = dict[str, Any]
 
@@ -134,19 +140,20 @@ class TestValuesFile:
 
 class TestKubernetesSchemas:
     @pytest.mark.parametrize("version", _KUBE_VERSIONS)
-    @pytest.mark.parametrize("values", [None, _FULL], ids=["default", "full"])
+    @pytest.mark.parametrize("variant", list(_VARIANTS))
     def test_rendered_objects_pass_strict_validation(
-        self, helm_env: dict[str, str], values: Path | None, version: str
+        self, helm_env: dict[str, str], variant: str, version: str
     ) -> None:
-        """Every object validates strictly (no unknown fields); only the operator CRDs lack a schema."""
-        manifests = _render_text(helm_env, values)
+        """Every object validates strictly (no unknown fields); only the operator CRDs lack a schema here
+        (TestOperatorSchemas checks those)."""
+        manifests = _render_text(helm_env, _VARIANTS[variant])
         checked = _kubernetes_validate(manifests, version)
         assert checked.returncode == 0, checked.stdout + checked.stderr
-        kinds = {doc["kind"] for doc in yaml.safe_load_all(manifests) if doc}
+        docs = [doc for doc in yaml.safe_load_all(manifests) if doc]
         passed = [
             line for line in checked.stdout.splitlines() if line.startswith("INFO") and "passed" in line
         ]
-        assert len(passed) == len(kinds - _CRD_KINDS) + (1 if "ConfigMap" in kinds else 0)
+        assert len(passed) == len([doc for doc in docs if doc["kind"] not in _CRD_KINDS])
         for line in checked.stdout.splitlines():
             if line.startswith("WARN"):
                 assert any(kind in line for kind in _CRD_KINDS), line
@@ -161,6 +168,50 @@ class TestKubernetesSchemas:
         assert "readinesProbe" in checked.stdout
 
 
+def _operator_problems(doc: Doc) -> list[str]:
+    """Why `doc` does not meet its Prometheus Operator CRD schema: type and pattern errors from the CRD's
+    OpenAPI schema (as models), and every field the schema does not know, which the API server's strict
+    field validation would refuse (found as what a round trip through the model drops)."""
+    model = getattr(operator, doc["kind"])
+    try:
+        parsed = model.model_validate(doc)
+    except ValidationError as error:
+        return [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()]
+    kept = parsed.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    return [f"unknown field {path}" for path in _dropped(doc, kept, doc["kind"])]
+
+
+def _dropped(given: object, kept: object, path: str) -> list[str]:
+    if isinstance(given, dict) and isinstance(kept, dict):
+        return [p for key, value in given.items()
+                for p in ([f"{path}.{key}"] if key not in kept else _dropped(value, kept[key], f"{path}.{key}"))]
+    if isinstance(given, list) and isinstance(kept, list):
+        return [p for i, (a, b) in enumerate(zip(given, kept, strict=False)) for p in _dropped(a, b, f"{path}[{i}]")]
+    return []
+
+
+class TestOperatorSchemas:
+    @pytest.mark.parametrize("variant", list(_VARIANTS))
+    def test_operator_objects_meet_their_crd_schemas(self, helm_env: dict[str, str], variant: str) -> None:
+        """ServiceMonitor, PodMonitor and PrometheusRule validate against the operator's CRD schemas, offline
+        (the schemas ship as models in the cloudcoil-models-prometheus-operator package)."""
+        docs = [doc for doc in _render(helm_env, _VARIANTS[variant]) if doc["kind"] in _CRD_KINDS]
+        expected = {"default": set(), "full": {"ServiceMonitor", "PrometheusRule"},
+                    "podmonitor": {"PodMonitor", "PrometheusRule"}, "notify": set()}[variant]
+        assert {doc["kind"] for doc in docs} == expected
+        for doc in docs:
+            assert _operator_problems(doc) == [], doc["kind"]
+
+    def test_the_check_catches_an_unknown_field_and_a_bad_value(self, full_docs: list[Doc]) -> None:
+        """A misspelt endpoint field and an interval the CRD's pattern refuses are both reported."""
+        monitor = json.loads(json.dumps(_one(full_docs, "ServiceMonitor")))
+        monitor["spec"]["endpoints"][0]["scrapeTimout"] = "5s"
+        assert _operator_problems(monitor) == ["unknown field ServiceMonitor.spec.endpoints[0].scrapeTimout"]
+        monitor = json.loads(json.dumps(_one(full_docs, "ServiceMonitor")))
+        monitor["spec"]["endpoints"][0]["interval"] = "every minute"
+        assert any("interval" in problem for problem in _operator_problems(monitor))
+
+
 class TestBadValues:
     @pytest.mark.parametrize(
         ("values", "message"),
@@ -169,6 +220,8 @@ class TestBadValues:
             ("bad-replicas-local-memory.yaml", "replicaCount=2 needs shared memory"),
             ("bad-servicemonitor-without-metrics.yaml", "serviceMonitor.enabled needs metrics.enabled"),
             ("bad-sasl-without-secret.yaml", "kafka.sasl.passwordSecret.name"),
+            ("bad-two-monitors.yaml", "would scrape every pod twice"),
+            ("bad-ondelete-with-rolling-update.yaml", "updateStrategy.rollingUpdate applies to type RollingUpdate"),
         ],
     )
     def test_bad_values_fail_before_anything_renders(
@@ -187,7 +240,8 @@ class TestBadValues:
     def test_schema_names_each_violation(self, helm_env: dict[str, str]) -> None:
         """The schema names the wrong type, the root user, the bad enum, the bad URI and the stray key."""
         rendered = _helm(helm_env, *_template_args(_VALUES / "bad-schema.yaml", ()))
-        for path in ("/replicaCount", "/securityContext/runAsUser", "/kafka/securityProtocol", "/memory/uri"):
+        for path in ("/replicaCount", "/securityContext/runAsUser", "/kafka/securityProtocol", "/memory/uri",
+                     "/podSecurityContext", "/image/digest", "/podDisruptionBudget/maxUnavailable"):
             assert path in rendered.stderr
         assert "unknownKey" in rendered.stderr
 
@@ -236,6 +290,37 @@ class TestPodSpec:
         service = _one(default_docs, "Service")
         assert service["spec"]["ports"][0]["name"] == "metrics"
         assert container["args"] == ["run"]
+
+    def test_optional_pod_knobs_reach_the_pod(self, full_docs: list[Doc]) -> None:
+        """Digest, extra pod security fields, lifecycle hooks, zone spread and the update strategy land
+        where Kubernetes reads them; the chart's non-root user stays."""
+        statefulset = _one(full_docs, "StatefulSet")
+        pod = statefulset["spec"]["template"]["spec"]
+        container = _container(full_docs)
+        assert container["image"].endswith(":0.1.0@sha256:" + "0123456789abcdef" * 4)
+        assert pod["securityContext"]["supplementalGroups"] == [20000]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
+        assert container["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", "5"]}}}
+        [spread] = pod["topologySpreadConstraints"]
+        assert spread["labelSelector"]["matchLabels"] == statefulset["spec"]["selector"]["matchLabels"]
+        assert statefulset["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+        assert _settings_config(full_docs)["LOGAGENT_READINESS__BROKER_GRACE_S"] == "90"
+
+    def test_the_defaults_roll_one_pod_at_a_time_and_set_no_budget(self, default_docs: list[Doc]) -> None:
+        """A plain install updates with RollingUpdate and creates no PodDisruptionBudget."""
+        assert _one(default_docs, "StatefulSet")["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
+        assert "PodDisruptionBudget" not in {doc["kind"] for doc in default_docs}
+        assert ":0.1.0" in _container(default_docs)["image"] and "@" not in _container(default_docs)["image"]
+
+    @pytest.mark.parametrize(("variant", "budget"), [("full", {"minAvailable": 2}),
+                                                     ("podmonitor", {"maxUnavailable": "50%"})])
+    def test_the_disruption_budget_selects_the_pods(self, helm_env: dict[str, str], variant: str,
+                                                    budget: dict[str, object]) -> None:
+        """minAvailable when given, else maxUnavailable; the selector is the StatefulSet's."""
+        docs = _render(helm_env, _VARIANTS[variant])
+        spec = _one(docs, "PodDisruptionBudget")["spec"]
+        assert {k: v for k, v in spec.items() if k != "selector"} == budget
+        assert spec["selector"] == _one(docs, "StatefulSet")["spec"]["selector"]
 
     def test_full_values_reach_the_pod(self, full_docs: list[Doc]) -> None:
         """Scheduling, resources and the SASL password secret from the values land in the pod spec."""
@@ -304,14 +389,19 @@ class TestSettingsContract:
         assert not unknown, f"not fields of Settings: {unknown}"
 
     def test_rendered_settings_load(self, full_docs: list[Doc], monkeypatch: pytest.MonkeyPatch) -> None:
-        """The ConfigMap's values parse into Settings with the types the service expects."""
+        """The pod's environment (ConfigMap values, plus the Secret-backed variables with stand-in values)
+        loads through the service's own start-up check: no unknown variable, every value valid."""
         for key in list(os.environ):
             if key.startswith("LOGAGENT_"):
                 monkeypatch.delenv(key)
-        for key, value in _settings_config(full_docs).items():
-            if key.startswith("LOGAGENT_"):
-                monkeypatch.setenv(key, value)
-        settings = Settings()
+        environ = {k: v for k, v in _settings_config(full_docs).items() if k.startswith("LOGAGENT_")}
+        environ.pop("LOGAGENT_REPOS_FILE")  # mounted from the ConfigMap's repos.json in the pod
+        for entry in _container(full_docs)["env"]:
+            if entry["name"].startswith("LOGAGENT_"):
+                environ[entry["name"]] = entry.get("value", "from-a-secret")
+        for key, value in environ.items():
+            monkeypatch.setenv(key, value)
+        settings = load_settings(environ)
         assert settings.http.port == 9500
         assert settings.input.max_message_bytes == 2_097_152
         assert settings.input.in_app_prefixes == ["com.example.", "payments"]
@@ -366,6 +456,31 @@ class TestMonitoring:
         assert selector.items() <= service["metadata"]["labels"].items()
         assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"] == "metrics"
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        endpoint = monitor["spec"]["endpoints"][0]
+        assert endpoint["relabelings"][0]["targetLabel"] == "node"
+        assert endpoint["metricRelabelings"][0]["action"] == "drop"
+
+    def test_pod_monitor_scrapes_the_pods_without_a_service_port(self, helm_env: dict[str, str]) -> None:
+        """With podMonitor on and metrics off, the PodMonitor selects the pods' named port directly."""
+        docs = _render(helm_env, _PODMONITOR)
+        monitor = _one(docs, "PodMonitor")
+        statefulset = _one(docs, "StatefulSet")
+        assert monitor["spec"]["selector"]["matchLabels"] == statefulset["spec"]["selector"]["matchLabels"]
+        [endpoint] = monitor["spec"]["podMetricsEndpoints"]
+        assert (endpoint["port"], endpoint["interval"]) == ("metrics", "20s")
+        assert endpoint["relabelings"][0]["targetLabel"] == "tenant_namespace"
+        assert "ports" not in _one(docs, "Service")["spec"]
+        assert "ServiceMonitor" not in {doc["kind"] for doc in docs}
+
+    def test_alerts_are_scoped_to_the_release_and_link_the_runbook(self, full_docs: list[Doc]) -> None:
+        """The absent-target alert watches this release's job only, and every runbook link is absolute
+        under runbookBaseUrl, pointing at the alert's section of docs/runbook.md."""
+        rules = [r for group in _one(full_docs, "PrometheusRule")["spec"]["groups"] for r in group["rules"]]
+        absent = next(r for r in rules if r["alert"] == "LogAgentAbsent")
+        assert 'up{namespace="obs", job=~"(obs/)?demo-logagent"}' in absent["expr"]
+        for rule in rules:
+            assert rule["annotations"]["runbook_url"] == (
+                f"{_RUNBOOK_BASE}/docs/runbook.md#{rule['alert'].lower()}"), rule["alert"]
 
     def test_prometheus_rule_is_the_checked_rule_file(self, full_docs: list[Doc], tmp_path: Path) -> None:
         """The rendered PrometheusRule passes promtool, drops disabled alerts and carries the extra labels."""
@@ -380,8 +495,10 @@ class TestMonitoring:
         source = yaml.safe_load((_CHART / "rules" / "logagent-rules.yaml").read_text())
         expected = {r["alert"] for group in source["groups"] for r in group["rules"]} - {"LogAgentDLQSpike"}
         assert set(alerts) == expected
-        for alert in alerts.values():
-            assert alert["labels"] == {"severity": "warning", "team": "platform"}
+        for group in rule["spec"]["groups"]:
+            for alert in group["rules"]:
+                assert alert["labels"]["team"] == "platform"
+                assert alert["labels"]["severity"] in {"warning", "critical"}
 
     def test_no_ollama_alert_in_heuristic_mode(self, helm_env: dict[str, str]) -> None:
         """Without an Ollama URL the service is heuristic by choice, so the unreachable alert is left out."""
@@ -412,7 +529,103 @@ class TestMonitoring:
             (p["port"], p["protocol"]) for rule in policy["egress"] for p in rule.get("ports", [])
         }
         assert {(53, "UDP"), (53, "TCP"), (9093, "TCP"), (11434, "TCP"), (443, "TCP")} <= egress_ports
-        assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == ["metrics"]
+        assert {p["port"] for rule in policy["ingress"] for p in rule["ports"]} == {"metrics"}
+        # Besides the scrapers, only this release's `helm test` pod may call the endpoint.
+        assert policy["ingress"][-1]["from"] == [{"podSelector": {"matchLabels": {
+            "app.kubernetes.io/instance": "demo", "app.kubernetes.io/component": "test"}}}]
+
+
+class TestHelmTest:
+    def test_the_test_pod_checks_every_replica(self, full_docs: list[Doc]) -> None:
+        """A `helm test` hook pod runs the chart's check script with the image, against each replica's
+        stable name; it runs as the chart's non-root user on a read-only root."""
+        [pod] = [doc for doc in full_docs if doc["kind"] == "Pod"]
+        assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+        [container] = pod["spec"]["containers"]
+        script = (_CHART / "files" / "check_endpoints.py").read_text()
+        assert container["command"] == ["python", "-c", script]
+        assert container["image"] == _container(full_docs)["image"]
+        targets = {e["name"]: e["value"] for e in container["env"]}["TARGETS"].split()
+        assert targets == [f"http://demo-logagent-{i}.demo-logagent.obs.svc:9500" for i in range(3)]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+    def test_it_can_be_left_out(self, helm_env: dict[str, str]) -> None:
+        """tests.enabled=false renders no test pod."""
+        assert "Pod" not in {doc["kind"] for doc in _render(helm_env, _PODMONITOR)}
+
+
+class TestChartReadme:
+    def test_the_readme_is_generated_from_values(self) -> None:
+        """The committed README is what deploy/chart_readme.py makes of values.yaml (rerun it after an edit)."""
+        readme = _load_readme_module()
+        assert (_CHART / "README.md").read_text() == readme.render((_CHART / "values.yaml").read_text())
+
+    def test_every_value_has_a_row_with_its_default(self) -> None:
+        """Each leaf of values.yaml (or an empty group) is a row, and its default is the value's JSON."""
+        readme = _load_readme_module()
+        text = (_CHART / "values.yaml").read_text()
+        rows = {line.split("|")[1].strip().strip("`"): line.split("|")[3].strip().strip("`")
+                for line in readme.render(text).splitlines() if line.startswith("| `")}
+
+        def leaves(node: object, prefix: str) -> Iterator[tuple[str, object]]:
+            if isinstance(node, dict) and node and prefix != "repos":
+                for key, value in node.items():
+                    yield from leaves(value, f"{prefix}.{key}" if prefix else key)
+            else:
+                yield prefix, node
+
+        for key, value in leaves(yaml.safe_load(text), ""):
+            assert key in rows, key
+            assert json.loads(rows[key].replace("\\|", "|")) == value, key
+
+    def test_a_changed_default_makes_the_readme_stale(self) -> None:
+        """The check can fail: another default renders another README."""
+        readme = _load_readme_module()
+        text = (_CHART / "values.yaml").read_text()
+        assert readme.render(text.replace("replicaCount: 1", "replicaCount: 2")) != readme.render(text)
+
+
+def _load_readme_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chart_readme", _ROOT / "deploy" / "chart_readme.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TestPackage:
+    def test_make_chart_packages_the_project_version(self, helm_env: dict[str, str], tmp_path: Path) -> None:
+        """deploy/chart.sh (make chart) writes logagent-<version>.tgz, whose Chart.yaml is the project's version."""
+        import tomllib
+
+        version = tomllib.loads((_ROOT / "pyproject.toml").read_text())["project"]["version"]
+        packaged = _chart_sh(helm_env, {"CHART_OUT": str(tmp_path)})
+        assert packaged.returncode == 0, packaged.stdout + packaged.stderr
+        archive = tmp_path / f"logagent-{version}.tgz"
+        shown = _helm(helm_env, "show", "chart", str(archive))
+        assert yaml.safe_load(shown.stdout)["appVersion"] == version
+
+    def test_a_chart_version_other_than_the_project_s_is_refused(self, helm_env: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+        """A chart whose version drifted from pyproject.toml is not packaged, and the message says both."""
+        import shutil
+
+        chart = tmp_path / "logagent"
+        shutil.copytree(_CHART, chart)
+        manifest = chart / "Chart.yaml"
+        manifest.write_text(manifest.read_text().replace("version: 0.1.0", "version: 0.2.0"))
+        packaged = _chart_sh(helm_env, {"CHART_DIR": str(chart), "CHART_OUT": str(tmp_path / "out")})
+        assert packaged.returncode != 0
+        assert "version is 0.2.0, the project is 0.1.0" in packaged.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def _chart_sh(helm_env: dict[str, str], extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(_ROOT / "deploy" / "chart.sh")], capture_output=True, text=True,
+                          env={**helm_env, "HELM": tool("helm"), **extra}, timeout=120, check=False)
 
 
 class TestNotes:
@@ -424,3 +637,4 @@ class TestNotes:
         assert "kubectl --namespace obs port-forward pod/demo-logagent-0 9464:9464" in notes
         assert "/metrics" in notes and "/readyz" in notes
         assert "ConfigMap obs/demo-logagent-dashboard-logagent" in notes
+        assert "helm test demo --namespace obs" in notes

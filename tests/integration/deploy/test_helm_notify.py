@@ -135,11 +135,16 @@ class TestSettingsContract:
 
     def test_rendered_settings_load_with_every_sink_and_route(self, notify_docs: list[Doc],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-        """The two ConfigMaps parse into Settings: four sinks, their routes, targets and secret files."""
+        """The two ConfigMaps, plus the pod's Secret-backed variables (stand-in values), parse into Settings:
+        four sinks, their routes, targets and secret files."""
         for key in list(os.environ):
             if key.startswith("LOGAGENT_"):
                 monkeypatch.delenv(key)
-        for key, value in self._env(notify_docs).items():
+        env = self._env(notify_docs)
+        env.update({e["name"]: e.get("value", "from-a-secret") for e in _container(notify_docs)["env"]
+                    if e["name"].startswith("LOGAGENT_") and e["name"] not in env})
+        env.pop("LOGAGENT_REPOS_FILE")  # mounted from the ConfigMap's repos.json in the pod
+        for key, value in env.items():
             monkeypatch.setenv(key, value)
         notify = Settings().notify
         assert set(notify.sinks()) == {"slack", "webhook", "github", "gitlab"}

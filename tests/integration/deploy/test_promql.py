@@ -25,14 +25,18 @@ _DASHBOARD = _CHART / "dashboards" / "logagent.json"
 _RULES = _CHART / "rules" / "logagent-rules.yaml"
 _RULE_TESTS = _ROOT / "deploy" / "prometheus" / "rules-test.yaml"
 
-# Labels Prometheus adds to every scraped series (ServiceMonitor or pod-annotation discovery).
-_TARGET_LABELS = {"namespace", "pod", "job", "instance", "service", "container", "endpoint"}
+# Labels Prometheus adds to every scraped series (ServiceMonitor or pod-annotation discovery), and the
+# `cluster` label multi-cluster setups add as an external label or by relabeling.
+_TARGET_LABELS = {"namespace", "pod", "job", "instance", "service", "container", "endpoint", "cluster"}
+_RUNBOOK = _ROOT / "docs" / "runbook.md"
 # Grafana's built-in and dashboard variables, replaced by values PromQL accepts.
 _GRAFANA_VARIABLES = {
     "$__rate_interval": "5m",
     "$__interval": "1m",
     "$__range": "6h",
+    "$cluster": ".*",
     "$namespace": ".*",
+    "$job": ".*",
     "$pod": ".*",
 }
 _KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "inf", "nan"}
@@ -69,18 +73,18 @@ def selectors(expr: str) -> list[tuple[str, set[str]]]:
 
 
 def _exported() -> dict[str, set[str]]:
-    """Every series name the service can export, mapped to its label names."""
-    names: dict[str, set[str]] = {}
+    """Every series name the service can export, mapped to its label names (no `_created` series: the
+    service turns them off), plus `up`, which Prometheus records for every target."""
+    names: dict[str, set[str]] = {"up": set()}
     for metric in vars(Metrics()).values():
         if not isinstance(metric, Counter | Gauge | Histogram):
             continue
         base, labels = metric._name, set(metric._labelnames)
         if isinstance(metric, Counter):
             names[f"{base}_total"] = labels
-            names[f"{base}_created"] = labels
         elif isinstance(metric, Histogram):
             names[f"{base}_bucket"] = labels | {"le"}
-            for suffix in ("_sum", "_count", "_created"):
+            for suffix in ("_sum", "_count"):
                 names[f"{base}{suffix}"] = labels
         else:
             names[base] = labels
@@ -129,13 +133,13 @@ class TestSelectorExtraction:
         """The extractor returns selected metrics, never function names, grouping labels or keywords."""
         expr = (
             'histogram_quantile(0.95, sum by (le, index) (rate(a_bucket{index="memory", le=~"1.*"}[5m])))'
-            " / on (job) group_left (pod) b_total offset 5m > bool 1e3 and c unless d_created"
+            " / on (job) group_left (pod) b_total offset 5m > bool 1e3 and c unless d_count"
         )
         assert selectors(expr) == [
             ("a_bucket", {"index", "le"}),
             ("b_total", set()),
             ("c", set()),
-            ("d_created", set()),
+            ("d_count", set()),
         ]
 
     def test_an_unknown_metric_is_reported(self) -> None:
@@ -170,7 +174,10 @@ class TestDashboardQueries:
         for query in _variable_queries():
             match = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", query)
             assert match, query
-            _assert_exported(f"variable {query}", match.group(1).replace("$namespace", ".*"), exported)
+            selector = match.group(1)
+            for variable, value in _GRAFANA_VARIABLES.items():
+                selector = selector.replace(variable, value)
+            _assert_exported(f"variable {query}", selector, exported)
             assert match.group(2) in _TARGET_LABELS
 
     def test_dashboard_shows_what_operators_asked_for(self) -> None:
@@ -193,8 +200,32 @@ class TestDashboardQueries:
             "logagent_citations_total",
             "logagent_repo_sync_errors_total",
             "logagent_ollama_up",
+            "logagent_heuristic_mode",
+            "logagent_degraded",
+            "logagent_consumer_position_lag",
+            "logagent_last_commit_timestamp_seconds",
         }
         assert wanted <= used, f"missing panels for {sorted(wanted - used)}"
+
+    def test_every_query_can_be_narrowed_to_a_cluster_and_a_job(self) -> None:
+        """Cluster, namespace, job and pod variables exist, and every panel query filters on all four."""
+        dashboard = json.loads(_DASHBOARD.read_text())
+        names = [v["name"] for v in dashboard["templating"]["list"]]
+        assert names == ["datasource", "cluster", "namespace", "job", "pod"]
+        for panel in _walk_panels(dashboard["panels"]):
+            for target in panel.get("targets", []):
+                for variable in ("$cluster", "$namespace", "$job", "$pod"):
+                    assert target["expr"].count(variable) == len(selectors(target["expr"])), (panel["title"], variable)
+
+    def test_a_heuristic_only_install_shows_heuristic_mode_not_down(self) -> None:
+        """The LLM stat maps the heuristic-mode value to "heuristic mode" in a calm colour: only a configured
+        Ollama that is unreachable shows a red DOWN."""
+        dashboard = json.loads(_DASHBOARD.read_text())
+        [stat] = [p for p in _walk_panels(dashboard["panels"]) if p["title"] == "LLM" and p["type"] == "stat"]
+        assert "logagent_heuristic_mode" in stat["targets"][0]["expr"]
+        options = stat["fieldConfig"]["defaults"]["mappings"][0]["options"]
+        assert options["2"]["text"] == "heuristic mode" and options["2"]["color"] != "red"
+        assert options["0"] == {"text": "DOWN", "color": "red", "index": 0}
 
     def test_panels_use_the_datasource_variable(self) -> None:
         """Every panel queries the selectable Prometheus data source, so the dashboard imports anywhere."""
@@ -234,10 +265,14 @@ class TestAlertRules:
         """No alert ships without a unit test that fires it and one that expects silence."""
         alerts = {rule["alert"] for rule in _rules()}
         assert alerts == {
+            "LogAgentAbsent",
+            "LogAgentNotPublishing",
+            "LogAgentCommitsStalled",
             "LogAgentStaleCitationRatioHigh",
             "LogAgentMemoryIndexLagSLO",
             "LogAgentConsumerLagGrowing",
             "LogAgentDLQSpike",
+            "LogAgentDLQRate",
             "LogAgentAnalysisFailureRate",
             "LogAgentOllamaUnreachable",
         }
@@ -248,8 +283,38 @@ class TestAlertRules:
         assert fires == alerts and silent == alerts
         for case in cases:
             for alert in case["exp_alerts"]:
-                # Silent releases "b", "c", "d" share each test with the firing release "a".
-                assert alert["exp_labels"]["namespace"] == "a", case["alertname"]
+                # Silent releases "b", "c", "d" share each test with the firing release "a"; an absent
+                # target has no series, so its alert carries no namespace.
+                if case["alertname"] != "LogAgentAbsent":
+                    assert alert["exp_labels"]["namespace"] == "a", case["alertname"]
+
+    def test_both_levels_fire_in_a_test_where_an_alert_has_two(self) -> None:
+        """An alert with a warning and a critical rule has a case where each level fires."""
+        levels: dict[str, set[str]] = {}
+        for rule in _rules():
+            levels.setdefault(rule["alert"], set()).add(rule["labels"]["severity"])
+        tests = yaml.safe_load(_RULE_TESTS.read_text())["tests"]
+        fired = {(case["alertname"], alert["exp_labels"]["severity"])
+                 for test in tests for case in test["alert_rule_test"] for alert in case["exp_alerts"]}
+        assert {name for name, found in levels.items() if len(found) == 2} >= {
+            "LogAgentCommitsStalled", "LogAgentConsumerLagGrowing", "LogAgentDLQSpike"}
+        for name, found in levels.items():
+            for severity in found:
+                assert (name, severity) in fired, (name, severity)
+        assert "critical" in {s for found in levels.values() for s in found}
+
+    def test_every_alert_links_its_runbook_section(self) -> None:
+        """runbook_url names a section of docs/runbook.md that says what the alert means, first checks and
+        fixes (the chart makes it absolute with prometheusRule.runbookBaseUrl)."""
+        text = _RUNBOOK.read_text(encoding="utf-8")
+        sections = dict(re.findall(r"^## (\S+)\n(.*?)(?=^## |\Z)", text, flags=re.MULTILINE | re.DOTALL))
+        anchors = {name.lower(): body for name, body in sections.items()}
+        for rule in _rules():
+            url = rule["annotations"]["runbook_url"]
+            assert url == f"docs/runbook.md#{rule['alert'].lower()}", rule["alert"]
+            body = anchors[rule["alert"].lower()]
+            assert "**Meaning.**" in body and "**First checks" in body, rule["alert"]
+            assert "**Fixes.**" in body or "and fixes.**" in body, rule["alert"]
 
     def test_every_alert_has_severity_and_description(self) -> None:
         """Alertmanager routing and the on-call reader need a severity, a summary and a description."""

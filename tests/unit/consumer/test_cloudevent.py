@@ -9,8 +9,12 @@ import jsonschema
 import orjson
 import pytest
 
+from analysis.event import ErrorEvent
 from analysis.report import Analysis, Citation, ClusterInfo, Location
-from consumer.cloudevent import EVENT_TYPE, SCHEMA_PATH, event_schema, to_cloudevent
+from consumer.cloudevent import DATASCHEMA, EVENT_TYPE, SCHEMA_PATH, event_schema, to_cloudevent, traceparent_of
+
+_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+_SPAN = "00f067aa0ba902b7"
 
 
 def _analysis(**overrides: object) -> Analysis:
@@ -46,7 +50,14 @@ class TestCloudEvent:
         assert event["source"] == "logagent/test"
         assert event["time"] == "2024-05-01T00:00:00.000Z"
         assert event["datacontenttype"] == "application/json"
+        assert event["dataschema"] == DATASCHEMA
+        assert "traceparent" not in event
         assert Analysis.model_validate(event["data"]) == analysis
+
+    def test_the_type_stays_v1(self) -> None:
+        """Growing the contract (extensions, optional fields) keeps the event type."""
+        assert EVENT_TYPE == "logagent.analysis.v1"
+        assert event_schema()["properties"]["type"] == {"const": "logagent.analysis.v1"}
 
     @pytest.mark.parametrize("status", ["analyzed", "recurrence", "heuristic", "failed"])
     def test_events_of_every_status_validate_against_the_schema(self, status: str) -> None:
@@ -65,3 +76,59 @@ class TestCloudEvent:
         event = orjson.loads(to_cloudevent(_analysis(), "logagent/test"))
         event["data"]["status"] = "guessed"
         assert not validator.is_valid(event)
+
+
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(event_schema(), format_checker=jsonschema.FormatChecker())
+
+
+class TestContractGrowth:
+    def test_extension_attributes_and_unknown_data_fields_are_accepted(self) -> None:
+        """What the CloudEvents SDK adds (partitionkey), a trace context, another producer's extension and a
+        field a later v1 adds to data, at any depth, all validate: consumers ignore what they do not know."""
+        event = orjson.loads(to_cloudevent(_analysis(), "logagent/test",
+                                           traceparent=f"00-{_TRACE}-{_SPAN}-01"))
+        event.update({"partitionkey": "checkout", "tracestate": "vendor=x", "sequence": 7, "urgent": True})
+        event["data"]["blast_radius"] = {"services": 3}
+        event["data"]["cluster"]["region"] = "eu-west-1"
+        event["data"]["citations"][0]["url"] = "https://git.example.com/x"
+        _validator().validate(event)
+        assert "consumers ignore fields they do not know" in event_schema()["properties"]["data"]["description"].lower()
+
+    def test_what_the_schema_still_refuses(self) -> None:
+        """Extension names are lower-case letters and digits with scalar values; known fields keep their types."""
+        base = orjson.loads(to_cloudevent(_analysis(), "logagent/test"))
+        for broken in ({"Partition-Key": "x"}, {"nested": {"a": 1}}, {"traceparent": "not a trace"},
+                       {"dataschema": 5}):
+            assert not _validator().is_valid({**base, **broken}), broken
+        wrong = json.loads(json.dumps(base))
+        wrong["data"]["cluster"]["count"] = "many"
+        assert not _validator().is_valid(wrong)
+
+
+def _event(**extra: object) -> ErrorEvent:
+    return ErrorEvent(server_id="checkout", timestamp=1.0, message="boom", extra=extra)
+
+
+class TestTraceparent:
+    @pytest.mark.parametrize(("extra", "expected"), [
+        ({"traceparent": f"00-{_TRACE}-{_SPAN}-01"}, f"00-{_TRACE}-{_SPAN}-01"),
+        ({"traceId": _TRACE, "spanId": _SPAN}, f"00-{_TRACE}-{_SPAN}-00"),
+        ({"trace": {"id": _TRACE.upper()}, "span": {"id": _SPAN}}, f"00-{_TRACE}-{_SPAN}-00"),
+        ({"trace.id": _TRACE, "span.id": _SPAN}, f"00-{_TRACE}-{_SPAN}-00"),
+    ], ids=["w3c", "otlp", "ecs-nested", "ecs-dotted"])
+    def test_the_input_trace_context_is_passed_on(self, extra: dict[str, object], expected: str) -> None:
+        """A W3C traceparent goes on as it is; a trace and span id from OTLP or ECS fields become one."""
+        assert traceparent_of(_event(**extra), "id-1") == expected
+
+    def test_a_trace_id_alone_gets_a_stable_span_id(self) -> None:
+        """Without a span id one is derived from the analysis id: a replayed burst carries the same header."""
+        first = traceparent_of(_event(trace_id=_TRACE), "id-1")
+        assert first is not None and first == traceparent_of(_event(trace_id=_TRACE), "id-1")
+        assert first.startswith(f"00-{_TRACE}-") and first != traceparent_of(_event(trace_id=_TRACE), "id-2")
+
+    @pytest.mark.parametrize("extra", [{}, {"trace_id": "0" * 32}, {"traceId": "xyz"},
+                                       {"traceparent": f"00-{_TRACE}-{'0' * 16}-01"}])
+    def test_no_or_invalid_trace_context_gives_none(self, extra: dict[str, object]) -> None:
+        """Nothing is invented: all-zero or malformed ids are no trace context."""
+        assert traceparent_of(_event(**extra), "id-1") is None

@@ -49,8 +49,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.persistence.enabled (not (include "logagent.sharedMemory" .)) }}true{{ end }}
 {{- end }}
 
+{{/* repository:tag, or repository:tag@digest when a digest pins the image. */}}
 {{- define "logagent.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $image := printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- if .Values.image.digest }}{{ printf "%s@%s" $image .Values.image.digest }}{{ else }}{{ $image }}{{ end }}
+{{- end }}
+
+{{/* Base URLs of every replica's endpoint, by its stable StatefulSet name (for the `helm test` pod). */}}
+{{- define "logagent.endpoints" -}}
+{{- $name := include "logagent.fullname" . }}
+{{- $urls := list }}
+{{- range $i := until (int .Values.replicaCount) }}
+{{- $urls = append $urls (printf "http://%s-%d.%s.%s.svc:%d" $name $i $name $.Release.Namespace (int $.Values.http.port)) }}
+{{- end }}
+{{- join " " $urls }}
 {{- end }}
 
 {{/* Env var name that carries one repository's token when tokenMount is env. */}}

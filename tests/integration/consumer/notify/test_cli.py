@@ -64,7 +64,7 @@ class TestMistakes:
     def test_enabled_sink_without_its_secret(self, run_cli: Callable[..., tuple[int, str, str]]) -> None:
         """An enabled sink needs its secret from the environment or a file."""
         code, _, err = run_cli("notify", NOTIFY__GITHUB__ENABLED="true")
-        assert code == 2 and "notify.github" in err and "token" in err
+        assert code == 2 and "LOGAGENT_NOTIFY__GITHUB__*" in err and "token" in err
 
     def test_unreadable_secret_file(self, run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
         """A secret file that is not there is named in the one-line message, before Kafka is touched."""

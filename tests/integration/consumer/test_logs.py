@@ -1,0 +1,136 @@
+"""The service's log lines as a log pipeline receives them: ECS JSON, one line per change of state.
+
+A real service on the tansu broker, logging at DEBUG into a buffer through the same formatter and
+redaction `logagent run` installs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import orjson
+import pytest
+
+from analysis.code.repo import RepoSync
+from analysis.intake.redact import Redactor, redact_value
+from consumer.explainer import HeuristicAnalyzer
+from consumer.logs import configure_logging, log_fields, log_settings
+from consumer.metrics import Metrics
+from consumer.pipeline import Service
+from consumer.runner import serve
+from store import MemoryStore, NewCase, OnnxEmbedder
+from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error
+
+pytestmark = pytest.mark.integration
+
+_T0 = 1_767_000_000.0
+_ECS = {"@timestamp", "log.level", "log.logger", "message", "service.name", "ecs.version"}
+
+
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    """The root logger writing ECS lines (redacted as in `logagent run`) into a buffer, restored after."""
+    buffer = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    configure_logging("DEBUG", partial(redact_value, redactor=Redactor()), buffer, service={"version": "9.9.9"})
+    try:
+        yield buffer
+    finally:
+        root.handlers[:], root.level = saved
+
+
+def _parsed(buffer: io.StringIO) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in buffer.getvalue().splitlines()]
+
+
+class TestServiceLogs:
+    def test_assignment_and_each_burst_opened_are_one_ecs_line_each(
+        self, log_lines: io.StringIO, settings_factory: SettingsFactory, kafka_io: KafkaIO,
+        shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """Every line carries the ECS fields; the assignment is one `partitions-assigned` line, and each
+        burst opened is one debug line saying when it closes (quiet period, latest close time)."""
+        repos = shop_repos("shop")
+        settings = settings_factory(partitions=1, window={"quiet_s": 0.5, "max_length_s": 60.0})
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
+        commit = repos.commits["shop"]
+        stream = [shop_error("shop", "total", _T0 + i * 0.1, commit, i) for i in range(3)]
+        stream += [shop_error("shop", "split", _T0 + i * 0.1, commit, i) for i in range(2)]
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, stream)
+            await run_until(service, lambda: service.stats.published == 2 and service.idle())
+
+        started = datetime.now().astimezone()
+        asyncio.run(scenario())
+        lines = _parsed(log_lines)
+        for line in lines:
+            assert line.keys() >= _ECS and line["service.name"] == "logagent", line
+            assert line["service.version"] == "9.9.9"
+        [assigned] = [line for line in lines if line.get("event.action") == "partitions-assigned"]
+        assert assigned["log.level"] == "info"
+        assert assigned["logagent"] == {"partitions": [f"{settings.kafka.input_topic}/0"], "owned": 1}
+        opened = [line for line in lines if line.get("event.action") == "burst-opened"]
+        assert len(opened) == 2 and {line["log.level"] for line in opened} == {"debug"}
+        for line in opened:
+            fields = line["logagent"]
+            assert fields["server"] == "shop" and fields["closes_after_quiet_s"] == 0.5
+            latest = datetime.fromisoformat(fields["closes_at_latest"])
+            assert 55 <= (latest - started).total_seconds() <= 65
+        analysed = [line for line in lines if line.get("event.action") == "burst-analysed"]
+        assert len(analysed) == 2
+
+    def test_input_fields_are_redacted_and_settings_fields_are_not(self, log_lines: io.StringIO) -> None:
+        """A value that may come from input passes the redactor; the start-up line's settings keep the
+        broker's address an operator needs to see."""
+        log = logging.getLogger("consumer.test")
+        log.warning("from input", extra=log_fields(error="login as jane.doe@example.com failed"))
+        log.info("from settings", extra=log_settings("service-started", broker="10.1.2.3:9092"))
+        by_message = {line["message"]: line for line in _parsed(log_lines)}
+        assert "jane.doe@example.com" not in by_message["from input"]["logagent"]["error"]
+        assert by_message["from settings"]["logagent"] == {"broker": "10.1.2.3:9092"}
+        assert by_message["from settings"]["event.action"] == "service-started"
+
+
+class TestStartupLines:
+    def test_servers_the_memory_knows_without_a_repository_are_listed_at_start(
+        self, log_lines: io.StringIO, settings_factory: SettingsFactory, embedder: OnnxEmbedder,
+        shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """The memory holds cases of "shop" (configured) and "ghost" (not): one warning names "ghost", after
+        the start-up line that lists the servers with a repository."""
+        repos = shop_repos("shop")
+        base = settings_factory(partitions=1)
+        settings = base.model_copy(update={
+            "repo": repos.config, "http": base.http.model_copy(update={"host": "127.0.0.1", "port": 0})})
+        memory = MemoryStore(settings.memory, embedder)
+        for server in ("shop", "ghost"):
+            memory.remember(NewCase(
+                id=f"case-{server}", server=server, tenant="default", scope="default", fingerprint="f" * 16,
+                exception_type="KeyError", error_text="KeyError: 'price'", analyzer="heuristic", commit=None,
+                analysis_json=orjson.dumps({"analysis_id": f"case-{server}"}).decode(), created_at=_T0,
+                status="heuristic"))
+
+        async def scenario() -> None:
+            stop = asyncio.Event()
+            task = asyncio.create_task(serve(settings, stop))
+            for _ in range(200):
+                if '"servers-without-repository"' in log_lines.getvalue() or task.done():
+                    break
+                await asyncio.sleep(0.1)
+            stop.set()
+            await asyncio.wait_for(task, 60)
+
+        asyncio.run(scenario())
+        lines = _parsed(log_lines)
+        [started] = [line for line in lines if line.get("event.action") == "service-started"]
+        assert started["logagent"]["servers_with_repository"] == ["shop"]
+        [warning] = [line for line in lines if line.get("event.action") == "servers-without-repository"]
+        assert warning["log.level"] == "warning" and warning["logagent"] == {"servers": ["ghost"], "count": 1}

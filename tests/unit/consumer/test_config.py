@@ -1,0 +1,161 @@
+"""Settings from the environment: every mistake is one line naming the variable and the fix, exit code 2;
+`logagent config` shows what is in force and where it came from, secrets masked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from consumer.cli import main
+from consumer.cli.config import effective_settings, load_settings
+from consumer.settings import ConfigError, Settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No LOGAGENT_* variable of the machine leaks in; the data dir is a throwaway one."""
+    import os
+
+    for name in list(os.environ):
+        if name.upper().startswith("LOGAGENT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("LOGAGENT_DATA_DIR", str(tmp_path / "data"))
+
+
+def _refused(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **env: str) -> str:
+    """Set `env`, run `logagent config`; assert exit 2 with exactly one stderr line, no traceback; return it."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code = main(["config", "--json"])
+    captured = capsys.readouterr()
+    assert code == 2, captured.out
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("logagent: "), captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    return lines[0]
+
+
+MISTAKES = {
+    "list not JSON": ({"LOGAGENT_INPUT__IN_APP_PREFIXES": "com.acme"},
+                      ["LOGAGENT_INPUT__IN_APP_PREFIXES", "JSON list", '["com.acme"]']),
+    "unknown protocol": ({"LOGAGENT_KAFKA__SECURITY_PROTOCOL": "FOO"},
+                         ["LOGAGENT_KAFKA__SECURITY_PROTOCOL=FOO", "'SASL_SSL'"]),
+    "SASL without mechanism": ({"LOGAGENT_KAFKA__SECURITY_PROTOCOL": "SASL_SSL"},
+                               ["LOGAGENT_KAFKA__SASL_MECHANISM", "SCRAM-SHA-512"]),
+    "SASL without password": ({"LOGAGENT_KAFKA__SECURITY_PROTOCOL": "SASL_SSL",
+                               "LOGAGENT_KAFKA__SASL_MECHANISM": "PLAIN", "LOGAGENT_KAFKA__SASL_USERNAME": "u"},
+                              ["LOGAGENT_KAFKA__SASL_PASSWORD", "LOGAGENT_KAFKA__SASL_PASSWORD_FILE"]),
+    "unknown log level": ({"LOGAGENT_LOG_LEVEL": "LOUD"}, ["LOGAGENT_LOG_LEVEL=LOUD", "'DEBUG'"]),
+    "negative window": ({"LOGAGENT_WINDOW__QUIET_S": "-5"}, ["LOGAGENT_WINDOW__QUIET_S=-5", "greater than 0"]),
+    "quiet longer than max": ({"LOGAGENT_WINDOW__QUIET_S": "400"},
+                              ["LOGAGENT_WINDOW__QUIET_S=400", "LOGAGENT_WINDOW__MAX_LENGTH_S=300"]),
+    "port out of range": ({"LOGAGENT_HTTP__PORT": "70000"}, ["LOGAGENT_HTTP__PORT=70000", "65535"]),
+    "resume above queue": ({"LOGAGENT_PIPELINE__RESUME_AT": "100"},
+                           ["LOGAGENT_PIPELINE__RESUME_AT=100", "LOGAGENT_PIPELINE__QUEUE_SIZE=64"]),
+    "misspelt variable": ({"LOGAGENT_KAFKA_BOOTSTRAP_SERVERS": "kafka:9092"},
+                          ["LOGAGENT_KAFKA_BOOTSTRAP_SERVERS is not a setting",
+                           "did you mean LOGAGENT_KAFKA__BOOTSTRAP_SERVERS?"]),
+    "misspelt group": ({"LOGAGENT_WINDWO__QUIET_S": "5"}, ["did you mean LOGAGENT_WINDOW__QUIET_S?"]),
+    "repos file missing": ({"LOGAGENT_REPOS_FILE": "/nonexistent/repos.json"},
+                           ["LOGAGENT_REPOS_FILE=/nonexistent/repos.json", "no such file"]),
+    "TLS CA missing": ({"LOGAGENT_KAFKA__SECURITY_PROTOCOL": "SSL",
+                        "LOGAGENT_KAFKA__SSL_CAFILE": "/nonexistent/ca.pem"},
+                       ["LOGAGENT_KAFKA__SSL_CAFILE=/nonexistent/ca.pem", "no such file"]),
+    "TLS files without TLS": ({"LOGAGENT_KAFKA__SSL_CAFILE": "/nonexistent/ca.pem"},
+                              ["LOGAGENT_KAFKA__SECURITY_PROTOCOL=PLAINTEXT", "SSL"]),
+    "SASL password file missing": ({"LOGAGENT_KAFKA__SECURITY_PROTOCOL": "SASL_SSL",
+                                    "LOGAGENT_KAFKA__SASL_MECHANISM": "SCRAM-SHA-256",
+                                    "LOGAGENT_KAFKA__SASL_USERNAME": "u",
+                                    "LOGAGENT_KAFKA__SASL_PASSWORD_FILE": "/nonexistent/pw"},
+                                   ["LOGAGENT_KAFKA__SASL_PASSWORD_FILE=/nonexistent/pw", "no such file"]),
+}
+
+
+class TestStartupMistakes:
+    @pytest.mark.parametrize("case", list(MISTAKES))
+    def test_each_mistake_is_one_line_naming_the_setting_and_the_fix(
+        self, case: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The line names the variable (and the value given) and what would be accepted."""
+        env, expected = MISTAKES[case]
+        line = _refused(monkeypatch, capsys, **env)
+        for part in expected:
+            assert part in line, line
+
+    def test_a_secret_is_never_echoed(self, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+        """A bad value of a secret setting is reported without the value."""
+        line = _refused(monkeypatch, capsys, LOGAGENT_KAFKA__SECURITY_PROTOCOL="SASL_SSL",
+                        LOGAGENT_KAFKA__SASL_MECHANISM="NOPE", LOGAGENT_KAFKA__SASL_PASSWORD="hunter2-secret")
+        assert "LOGAGENT_KAFKA__SASL_MECHANISM=NOPE" in line
+        assert "hunter2-secret" not in line
+
+    @pytest.mark.parametrize(("content", "expected"), [
+        (b"{not json", "is not JSON"),
+        (b'["a list"]', "must hold a JSON object"),
+        (b'{"svc": {"branch": "main"}}', "entry 'svc'"),
+    ])
+    def test_a_malformed_repos_file_is_refused(self, content: bytes, expected: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+        """A repository map that is not JSON, not an object or has an entry without url stops the start."""
+        path = tmp_path / "repos.json"
+        path.write_bytes(content)
+        line = _refused(monkeypatch, capsys, LOGAGENT_REPOS_FILE=str(path))
+        assert f"LOGAGENT_REPOS_FILE={path}" in line and expected in line
+
+    def test_real_top_level_settings_and_their_mapping_keys_are_accepted(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """LOGAGENT_OLLAMA_URL and LOGAGENT_REPOS_FILE are settings (not misspellings of OLLAMA__URL), keys
+        under a mapping setting are part of it, and a repository's token variable may be named LOGAGENT_*."""
+        repos = tmp_path / "repos.json"
+        repos.write_bytes(orjson.dumps({"svc": {"url": "https://git.example.com/svc.git",
+                                                "token_env": "LOGAGENT_SVC_TOKEN"}}))
+        environ = {"LOGAGENT_OLLAMA_URL": "http://ollama:11434", "LOGAGENT_REPOS_FILE": str(repos),
+                   "LOGAGENT_MEMORY__TTL_S__DEFAULT": "60", "LOGAGENT_SVC_TOKEN": "t0ken"}
+        for name, value in environ.items():
+            monkeypatch.setenv(name, value)
+        settings = load_settings(environ)
+        assert settings.ollama.url == "http://ollama:11434"
+        assert settings.memory.ttl_s == {"default": 60.0}
+        assert set(settings.repo_servers()) == {"svc"}
+
+    def test_an_unknown_variable_far_from_every_name_is_refused_too(self) -> None:
+        """Without a close match the message points at `logagent config`."""
+        with pytest.raises(ConfigError, match="LOGAGENT_ZZZ is not a setting: see `logagent config`"):
+            load_settings({"LOGAGENT_ZZZ": "1"})
+
+
+class TestConfigCommand:
+    def test_prints_every_setting_with_its_source_and_masks_secrets(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Each setting appears once with value and source: env, default, or what it was derived from;
+        SecretStr values and URL passwords are masked."""
+        monkeypatch.setenv("LOGAGENT_KAFKA__SECURITY_PROTOCOL", "SASL_SSL")
+        monkeypatch.setenv("LOGAGENT_KAFKA__SASL_MECHANISM", "PLAIN")
+        monkeypatch.setenv("LOGAGENT_KAFKA__SASL_USERNAME", "svc")
+        monkeypatch.setenv("LOGAGENT_KAFKA__SASL_PASSWORD", "hunter2-secret")
+        monkeypatch.setenv("LOGAGENT_OLLAMA_URL", "http://user:pa55word@ollama:11434")
+        assert main(["config", "--json"]) == 0
+        out = capsys.readouterr().out
+        assert "hunter2-secret" not in out and "pa55word" not in out
+        rows = {row["setting"]: row for row in map(json.loads, out.splitlines())}
+        assert rows["LOGAGENT_KAFKA__SASL_PASSWORD"] == {
+            "setting": "LOGAGENT_KAFKA__SASL_PASSWORD", "value": "********", "source": "env"}
+        assert rows["LOGAGENT_OLLAMA__URL"]["value"] == "http://user:***@ollama:11434"
+        assert rows["LOGAGENT_OLLAMA__URL"]["source"] == "derived from LOGAGENT_OLLAMA_URL"
+        assert rows["LOGAGENT_MEMORY__URI"]["source"] == "derived from LOGAGENT_DATA_DIR"
+        assert rows["LOGAGENT_KAFKA__GROUP_ID"] == {
+            "setting": "LOGAGENT_KAFKA__GROUP_ID", "value": "logagent", "source": "default"}
+
+    def test_lists_exactly_the_settings_the_readme_documents(self) -> None:
+        """One row per leaf setting, the same set tests/unit/test_readme.py checks the README against."""
+        from tests.unit.test_readme import _env_vars
+
+        rows = effective_settings(Settings(), {})
+        assert [row["setting"] for row in rows] == list(_env_vars(Settings))
