@@ -164,13 +164,27 @@ class Redactor:
         return cached
 
     def _apply(self, text: str, hits: list[int]) -> str:
-        if hits[-1] == self._pem:  # PEM blocks go first, as in `every_rule`
+        pending = hits
+        if pending[-1] == self._pem:  # PEM blocks go first, as in `every_rule`
             text = _redact_private_keys(text)
-            hits = hits[:-1]
-        for index in hits:
+            pending = self._rule_hits(text, after=-1)
+        while pending:
+            index = pending[0]
             rule = self._rules[index]
-            text = rule.pattern.sub(rule.replacement, text)
+            changed = rule.pattern.sub(rule.replacement, text)
+            if changed == text:
+                pending = pending[1:]
+                continue
+            # A placeholder can complete a later rule's context (`AKIA…:<secret>` becomes
+            # `[REDACTED:aws_access_key]:<secret>`, which the AWS secret rule reads): scan again, so the
+            # rules still to come are those running every rule in turn would find.
+            text = changed
+            pending = sorted({*pending[1:], *self._rule_hits(text, after=index)})
         return text
+
+    def _rule_hits(self, text: str, after: int) -> list[int]:
+        """The rules past index `after` that the prefilter says may match `text` (PEM blocks excluded)."""
+        return [index for index in self._prefilter.hits(text) if after < index != self._pem]
 
     def _apply_extra(self, text: str) -> str:
         for name, pattern in self._extra:

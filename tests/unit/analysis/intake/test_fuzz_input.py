@@ -151,11 +151,12 @@ class TestHostileSizes:
     def test_ten_megabyte_message_is_too_large(self) -> None:
         """A 10 MB message is refused by size, quickly, before parsing."""
         raw = b'{"server_id": "s", "message": "' + b"a" * (10 * 1024 * 1024) + b'"}'
-        started = time.perf_counter()
+        # CPU time of this process: the bound holds on a loaded machine, where wall time would not.
+        started = time.process_time()
         with pytest.raises(BadInput) as caught:
             decode_message(raw, DecodeConfig(), received_at=0.0)
         assert caught.value.reason == "too_large"
-        assert time.perf_counter() - started < 0.1
+        assert time.process_time() - started < 0.1
 
     def test_deep_nesting_is_too_deep(self) -> None:
         """Nesting deeper than the cap (and deeper than the JSON parser allows) is too_deep."""
@@ -178,9 +179,9 @@ class TestHostileSizes:
         )
         raw = orjson.dumps({"@timestamp": "2024-05-02T10:14:03Z", "service.name": "s", "message": "m",
                             "error.stack_trace": trace})  # fmt: skip
-        started = time.perf_counter()
+        started = time.process_time()
         (event,) = decode_message(raw, DecodeConfig(max_message_bytes=8 << 20), received_at=0.0)
         signature = fingerprint_event(event)
-        assert time.perf_counter() - started < 1.0
+        assert time.process_time() - started < 1.0
         assert len(event.exceptions[0].frames) == 2000
         assert signature.frames == ("com.acme.Tree.walk",)

@@ -213,17 +213,18 @@ class TestHostileInput:
                    "\\\"" * 500_000, "Bearer " * 142_000, "DE89" * 250_000, "+1 " * 333_333]
         assert isinstance(rule, type(RULES[0]))
         for text in hostile:
-            started = time.perf_counter()
+            # CPU time of this process: the bound holds on a loaded machine, where wall time would not.
+            started = time.process_time()
             rule.pattern.sub(rule.replacement, text)
-            assert time.perf_counter() - started < 1.0, text[:20]
+            assert time.process_time() - started < 1.0, text[:20]
 
     def test_the_redactor_is_linear_on_a_megabyte(self) -> None:
         """The whole redactor, prefilter and caches included, on 1 MB texts built to hit many rules."""
         for text in ("password=a " * 90_000, "bob@example.com " * 62_000, "-----BEGIN RSA PRIVATE KEY-----" * 32_000,
                      "10.0.0.1\n" * 110_000):
-            started = time.perf_counter()
+            started = time.process_time()
             Redactor().redact(text)
-            assert time.perf_counter() - started < 2.0, text[:20]
+            assert time.process_time() - started < 2.0, text[:20]
 
 
 class TestRedactEvent:

@@ -318,18 +318,19 @@ class TestScale:
         lines = ["java.lang.StackOverflowError"]
         lines += [f"\tat com.acme.Tree.walk{i % 7}(Tree.java:{i})" for i in range(100_000)]
         text = "\n".join(lines)
-        started = time.perf_counter()
+        # CPU time of this process: the bound holds on a loaded machine, where wall time would not.
+        started = time.process_time()
         (exception,) = parse_trace(text)
-        assert time.perf_counter() - started < 0.5
+        assert time.process_time() - started < 0.5
         assert len(exception.frames) == 2000
         assert exception.frames[0].function == "walk0"
 
     def test_hundred_thousand_frame_python_trace_keeps_the_innermost(self) -> None:
         """Python prints the innermost frame last; the cap still keeps the innermost ones."""
         body = "".join(f'  File "/app/deep.py", line {i}, in f{i}\n    f()\n' for i in range(100_000))
-        started = time.perf_counter()
+        started = time.process_time()
         (exception,) = parse_trace(f"Traceback (most recent call last):\n{body}RecursionError: too deep\n")
-        assert time.perf_counter() - started < 1.0
+        assert time.process_time() - started < 1.0
         assert len(exception.frames) == 2000
         assert exception.frames[0].function == "f99999"
 
