@@ -45,6 +45,9 @@ _DEPTH_DECAY = 0.55
 _CHAIN_DECAY = 0.5
 _HELPER_DEMOTION = 0.35
 _TOP_SCORE = 0.9
+_ENTRY_WEIGHT = 0.2
+"""The application's entry frame ranks after the blamed frame's first two callers (every input came in
+through it)."""
 
 
 @dataclass
@@ -184,7 +187,7 @@ def candidates_from(verdict: Blame, sites: Sequence[Site], weight: float, where:
     entry = sites[-1]
     if entry is not blamed and entry.path != blamed.path and len(above) > 1:
         # The outermost application frame: every input of the failing call came in through it.
-        out.append(Candidate(entry.path, entry.line, entry.frame.function, top * 0.2,
+        out.append(Candidate(entry.path, entry.line, entry.frame.function, top * _ENTRY_WEIGHT,
                              [f"entry point of the application in this trace ({frame_name(entry.frame)})",
                               *_unverified(entry)]))
         above.remove(entry)
