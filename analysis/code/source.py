@@ -1,6 +1,6 @@
 """One source file as the localiser reads it: methods by name, the statement at a line, who a name is.
 
-Pure over a file's lines. `Source` blanks strings and comments once (lines keep their length), so brace
+Pure over a file's lines. `Source` blanks strings and comments once (`analysis.code.mask`), so brace
 matching and the patterns here never trip over a `{` in a string or a call in a comment. It is not a
 parser: it finds a method's extent and parameters, the statement around a line, and whether a name read
 at a line is a parameter, a local or the object's state. Java, Kotlin, Scala, C#, JS/TS and Go share the
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from analysis.code.expression import IDENT, param_name, split_args
+from analysis.code.mask import mask
 
 _C_LIKE = {
     "java": "java", "kt": "java", "kts": "java", "scala": "java", "groovy": "java", "cs": "java",
@@ -60,98 +61,6 @@ def language_of(path: str) -> str | None:
     return _C_LIKE.get(ext)
 
 
-def _blank_string(chars: list[str], start: int, quote: str, code_open: str = "") -> int:
-    """Blank a string's contents from `start` (after its opening quote); returns the closing index.
-
-    With `code_open` ('{' for an f-string, '${' for a template literal) the code inside its braces stays.
-    """
-    j = start
-    while j < len(chars) and chars[j] != quote:
-        width = len(code_open)
-        if code_open and "".join(chars[j : j + width]) == code_open and chars[j + width : j + width + 1] != ["{"]:
-            depth, j = 1, j + width
-            while j < len(chars) and depth:
-                depth += {"{": 1, "}": -1}.get(chars[j], 0)
-                j += 1
-            continue
-        if chars[j] == "\\" and j + 1 < len(chars):
-            chars[j] = " "
-            j += 1
-        chars[j] = " "
-        j += 1
-    return j
-
-
-def _mask_c_like(lines: list[str], lang: str) -> list[str]:
-    """Lines with comments and string contents blanked; quotes stay, so literals remain visible."""
-    out: list[str] = []
-    block = False  # inside /* */
-    raw = False  # inside a multi-line Go raw string or JS template
-    for line in lines:
-        chars = list(line)
-        i = 0
-        while i < len(chars):
-            c = chars[i]
-            if block or raw:
-                closing = "*/" if block else "`"
-                if line.startswith(closing, i):
-                    if block:
-                        chars[i] = chars[i + 1] = " "
-                    block = raw = False
-                    i += len(closing)
-                    continue
-                chars[i] = " "
-                i += 1
-            elif line.startswith("//", i):
-                chars[i:] = " " * (len(chars) - i)
-                break
-            elif line.startswith("/*", i):
-                chars[i] = chars[i + 1] = " "
-                block = True
-                i += 2
-            elif c == "`" and lang == "js":
-                i = _blank_string(chars, i + 1, "`", "${") + 1
-                raw = i > len(chars)  # a template literal going on past this line
-            elif c == "`" and lang == "go":
-                raw = True
-                i += 1
-            elif c == '"' or c == "'":
-                i = _blank_string(chars, i + 1, c) + 1
-            else:
-                i += 1
-        out.append("".join(chars))
-    return out
-
-
-def _mask_python(lines: list[str]) -> list[str]:
-    out: list[str] = []
-    triple: str | None = None
-    for line in lines:
-        chars = list(line)
-        i = 0
-        while i < len(chars):
-            if triple is not None:
-                if line.startswith(triple, i):
-                    triple = None
-                    i += 3
-                else:
-                    chars[i] = " "
-                    i += 1
-            elif chars[i] == "#":
-                chars[i:] = " " * (len(chars) - i)
-                break
-            elif line.startswith(('"""', "'''"), i):
-                triple = line[i : i + 3]
-                i += 3
-            elif chars[i] in "\"'":
-                formatted = re.match(r"(?i)(?:rf|fr|f)$", line[max(0, i - 2) : i].lstrip(" (=,[{:+"))
-                i = _blank_string(chars, i + 1, chars[i], "{" if formatted else "") + 1
-            else:
-                i += 1
-        out.append("".join(chars))
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Method:
     """A function or method declared in a file; lines are 1-based and inclusive."""
@@ -183,8 +92,7 @@ class Source:
     @cached_property
     def code(self) -> tuple[str, ...]:
         """The lines with string contents and comments blanked."""
-        lines = list(self.lines)
-        return tuple(_mask_python(lines) if self.lang == "python" else _mask_c_like(lines, self.lang))
+        return tuple(mask(list(self.lines), self.lang))
 
     def text(self, line: int) -> str:
         """Raw text of a 1-based line, or '' outside the file."""
