@@ -137,12 +137,12 @@ def find_suspects(
         if position == 0:
             notes += _unmapped_in_app(exc.frames, index, in_app_prefixes)
     clues = _clues(event, tools, index, reader, changed, verdict, bool(candidates))
-    if not event.exceptions and not clues:
+    if not event.exceptions:
         notes.append("no stack trace: nothing to map to the code")
     elif not candidates:
         notes.append("no frame of the trace maps to a file of the repository at this commit")
-        if clues:
-            notes.append("suspects found from the message, the test frames and the history, not from a frame")
+    if clues and not candidates:
+        notes.append("suspects found from the message, the test frames and the history, not from a frame")
     candidates += [Candidate(c.path, c.line, "", c.score, c.reasons) for c in clues]
     ranked = _with_history(merge(candidates), changed)
     excerpt, excerpt_range = "", None
