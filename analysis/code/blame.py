@@ -46,6 +46,7 @@ _PARSE_API = re.compile(
     r"(?:^|\.)(?:parse\w*|valueOf|decode|loads?|fromJson|readValue|fromString|fromisoformat|strptime|Unmarshal"
     r"|Atoi|ParseInt|ParseFloat|ParseBool|forInputString)$"
 )
+_NULL_CHECK = re.compile(r"(?:^|\.)(?:requireNonNull\w*|checkNotNull|notNull|isNotNull|assertNotNull|nonNull)$")
 _ALLOCATION = re.compile(r"\bnew\s+[\w$.<>]+\s*\[|\bArray\.newInstance\s*\(|\bmake\s*\(\s*\[\]|\bnew\s+Array\s*\(")
 _GUARD_STATEMENT = re.compile(
     r"^(?:\}\s*)?(?:else\b|elif\b|if\b|assert\b|throw\b|raise\b|[\w.]*(?:check|require|validate|verify|ensure)\w*\s*\()"
@@ -81,6 +82,8 @@ class _Raise:
     api: str = ""
     text: str = ""
     """How the evidence quotes it (a condition as written), when not `expr`."""
+    made_here: str = ""
+    """An operand the raising line itself computed (an index `len(batch)`, `i + 1`)."""
 
 
 def blame(sites: Sequence[Site], exc_type: str, message: str, deeper: Sequence[Frame], adjacent: Adjacent) -> Blame:
@@ -104,14 +107,17 @@ def blame(sites: Sequence[Site], exc_type: str, message: str, deeper: Sequence[F
         k += 1
     site = sites[k]
     moved_from = raiser if k else None
-    found = _raise_at(site, exc_type, deeper if k == 0 else (), sites[k - 1] if k else None)
+    found = _raise_at(site, exc_type, message, deeper if k == 0 else (), sites[k - 1] if k else None)
     if found.kind == "unhandled":
         evidence.append(f"{site.name}() has no case for this {_short(found.expr)}: its switch falls to the default "
                         f"branch, which raises ({site.where})")
         return Blame(site, site.line, evidence, moved_from, None, passed)
-    mode = "fault" if found.kind == "fault" else "condition"
+    # A null check's argument is the value itself (a call's result is made here); any other check's
+    # condition reads its operands (`p.isValid()` checks the parameter p).
+    mode = "fault" if found.kind == "fault" else "argument" if _NULL_CHECK.search(found.api) else "condition"
     found_roles = [(op, operand_roles(site, op, mode, site.line or 0)) for op in operands(found.expr)]
-    constants = [op.rsplit(".", 1)[-1] for op, r in found_roles if "constant" in r and not op.endswith(".class")]
+    constants = [re.sub(r"[\[(].*", "", op).rsplit(".", 1)[-1] for op, r in found_roles
+                 if "constant" in r and not op.endswith(".class")]
     verdict = _decide(sites, k, found, found_roles, exc_type, evidence, passed, adjacent)
     verdict.constants = constants
     return verdict
@@ -125,11 +131,12 @@ def _decide(sites: Sequence[Site], k: int, found: _Raise, found_roles: list[tupl
         found_roles = [(op, r) for op, r in found_roles if set(r) & {"param", "local", "call"}][:1]
     what = {"check": f"calls {found.api} on", "parse": f"hands {found.api}", "call": f"calls {found.api} with",
             "guard": "raises when", "raise": "raises about", "fault": "fails on"}[found.kind]
-    computed = [op for op, r in found_roles if set(r) & {"local", "call"}]
+    computed = [found.made_here] if found.made_here else []
+    computed += [op for op, r in found_roles if set(r) & {"local", "call"}]
     params = [op for op, r in found_roles if "param" in r]
     state = [op for op, r in found_roles if "field" in r]
     if computed:
-        return _computed_here(site, found, what, computed[0], exc_type, evidence, moved_from, passed)
+        return _computed_here(site, found, what, computed, exc_type, evidence, moved_from, passed)
     if params:
         param = base_name(params[0])
         quoted = _short(found.text or found.expr)
@@ -144,19 +151,22 @@ def _decide(sites: Sequence[Site], k: int, found: _Raise, found_roles: list[tupl
     return Blame(site, site.line, evidence, moved_from, None, passed)
 
 
-def _computed_here(site: Site, found: _Raise, what: str, value: str, exc_type: str, evidence: list[str],
-                   moved_from: Site | None, passed: list[Site]) -> Blame:
+def _computed_here(site: Site, found: _Raise, what: str, computed: Sequence[str], exc_type: str,
+                   evidence: list[str], moved_from: Site | None, passed: list[Site]) -> Blame:
     """The value at fault was made in the raising method: blame it, and say where the value was made."""
-    line = producer(site, value)
     source = site.source
-    allocated = bool(line and source and _ALLOCATION.search(source.statement_text(line)))
-    if found.kind == "fault" and allocated and line and re.search(r"Index|ArrayStore", exc_type):
-        evidence.append(f"{site.name}() fails on the array {_short(value)}, allocated at {site.path}:{line}: its size "
-                        "and element type decide what fits")
-        return Blame(site, line, evidence, moved_from, (site.path, site.line or line), passed)
-    made = f", assigned at {site.path}:{line}" if line else ""
+    sized = found.kind == "fault" and not found.made_here and re.search(r"Index|ArrayStore", exc_type)
+    for array in computed if source and sized else ():
+        allocated = producer(site, array)
+        if allocated and source and _ALLOCATION.search(source.statement_text(allocated)):
+            evidence.append(f"{site.name}() fails on the array {_short(array)}, allocated at {site.path}:{allocated}: "
+                            "its size and element type decide what fits")
+            return Blame(site, allocated, evidence, moved_from, (site.path, site.line or allocated), passed)
+    value = computed[0]
+    line = producer(site, value)
+    where = f", assigned at {site.path}:{line}" if line else ""
     quoted = _short(found.text or found.expr)
-    evidence.append(f"{site.name}() {what} {quoted}: {_short(value)} is computed in {site.name}() itself{made}")
+    evidence.append(f"{site.name}() {what} {quoted}: {_short(value)} is computed in {site.name}() itself{where}")
     return Blame(site, site.line, evidence, moved_from, (site.path, line) if line and line != site.line else None,
                  passed)
 
@@ -164,7 +174,7 @@ def _computed_here(site: Site, found: _Raise, what: str, value: str, exc_type: s
 # -- what the raise at a site depends on ----------------------------------------------------------------
 
 
-def _raise_at(site: Site, exc_type: str, deeper: Sequence[Frame], callee: Site | None) -> _Raise:
+def _raise_at(site: Site, exc_type: str, message: str, deeper: Sequence[Frame], callee: Site | None) -> _Raise:
     source, method, line = site.source, site.method, site.line
     assert source is not None and method is not None and line is not None
     statement = site.statement()
@@ -180,7 +190,8 @@ def _raise_at(site: Site, exc_type: str, deeper: Sequence[Frame], callee: Site |
         inputs = args if kind in ("check", "parse") or not receiver else [receiver, *args]
         return _Raise(kind, ", ".join(inputs), qualified)
     if callee is None and not RAISE.search(statement) and not INLINE_CHECK.search(statement):
-        return _Raise("fault", ", ".join(_fault_operands(statement, exc_type)))
+        return _Raise("fault", ", ".join(_fault_operands(statement, exc_type, message)),
+                      made_here=_computed_index(statement, exc_type))
     unhandled = default_case(source, method, line)
     if unhandled is not None:
         return _Raise("unhandled", unhandled)
@@ -193,17 +204,52 @@ def _raise_at(site: Site, exc_type: str, deeper: Sequence[Frame], callee: Site |
     return _Raise("raise", ", ".join(message_values(_raise_args_raw(site), _raise_args(site, callee) or [])))
 
 
-def _fault_operands(statement: str, exc_type: str) -> list[str]:
-    """The expressions a runtime fault of `exc_type` can come from on this statement."""
+def _fault_operands(statement: str, exc_type: str, message: str) -> list[str]:
+    """The expressions a runtime fault of `exc_type` can come from on this statement; the message says
+    which operation failed when it names one (an operator, an attribute, a subscript, a call)."""
     if re.search(r"ZeroDivision|Arithmetic", exc_type):
         return [d for d in re.findall(r"[/%]\s*([\w$.]+(?:\([^()]*\))?)", statement) if not is_literal(d)]
     if re.search(r"IndexOutOfBounds|IndexError|ArrayStore|NegativeArraySize", exc_type):
-        return re.findall(r"([\w$.]+(?:\([^()]*\))?)\s*\[", statement)
+        pairs = re.findall(r"([\w$.]+(?:\([^()]*\))?)\s*\[([^\[\]]*)\]", statement)
+        return [a for a, _ in pairs] + [i.strip() for _, i in pairs if re.fullmatch(r"\s*[\w$.]+\s*", i)]
     if re.search(r"ClassCast", exc_type):
         return re.findall(r"\(\s*[A-Z][\w$.<>\[\], ?]*\)\s*([\w$.]+(?:\([^()]*\))?)", statement)
+    named = _operation(statement, message)
+    if named:
+        return named
     if re.search(r"NullPointer|AttributeError|TypeError|KeyError|undefined|nil", exc_type) or not exc_type:
         return receivers_in(statement)[:2]
     return [a for call in re.findall(r"\(([^()]*)\)", statement) for a in call.split(",") if a.strip()]
+
+
+def _computed_index(statement: str, exc_type: str) -> str:
+    """An index the faulting line computes (`batch[len(batch)]`, `a[i + 1]`): the line chose it."""
+    if not re.search(r"IndexOutOfBounds|IndexError", exc_type):
+        return ""
+    indexes = re.findall(r"[\w$.)\]]\s*\[([^\[\]]+)\]", statement)
+    return next((i.strip() for i in indexes if re.search(r"[-+*/%]|[\w$]\s*\(", i)), "")
+
+
+_OPERAND = r"([\w$.]+(?:\([^()]*\)|\[[^\]]*\])*)"
+
+
+def _operation(statement: str, message: str) -> list[str]:
+    """The operands of the operation a runtime message names, found on the statement."""
+    operator = re.search(r"operand type\(s\) for ([^:\s]+):|can only concatenate", message)
+    if operator:
+        op = re.escape(operator.group(1) if operator.group(1) else "+")
+        pairs = re.findall(_OPERAND + r"\s*" + op + r"=?\s*" + _OPERAND, statement)
+        return [side for pair in pairs for side in pair if side and not is_literal(side)]
+    attribute = re.search(r"has no attribute '(\w+)'|\(reading '([^']+)'\)|property '([^']+)'", message)
+    if attribute:
+        name = re.escape(next(g for g in attribute.groups() if g))
+        return re.findall(_OPERAND + r"\??\." + name + r"\b", statement)
+    if "not subscriptable" in message:
+        return re.findall(r"([\w$.]+(?:\([^()]*\))?)\s*\[", statement)
+    called = re.search(r"([\w$.]+) is not a function|'(\w+)' object is not callable", message)
+    if called:
+        return [called.group(1) or called.group(2)]
+    return []
 
 
 def _raise_args_raw(site: Site) -> list[str]:

@@ -58,6 +58,8 @@ def operand_roles(site: Site, op: str, mode: str, line: int, depth: int = 0) -> 
         return ["field"]
     if owner:
         return ["field", *inner]
+    if re.fullmatch(r"_*[A-Z][A-Z0-9_]*", base) and not rest.startswith("("):
+        return ["constant", *inner]  # SETTINGS["timeout"], LIMITS.max: a module or class constant
     if base[:1].isupper():
         return inner if rest else []  # a class: a static call reads its arguments; a bare name is a type
     if rest.startswith("("):  # a bare call: a method of the object itself in Java, a function elsewhere

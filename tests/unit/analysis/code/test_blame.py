@@ -264,3 +264,43 @@ class TestPlacing:
         assert code_name(Frame(function="async Api.handle")) == "handle"
         assert code_name(Frame(function="new Cart")) == "constructor"
         assert code_name(Frame(function="access$000", module="a.B")) == ""
+
+
+class TestRuntimeFaults:
+    """A runtime fault's message says which operation failed; its operands decide."""
+
+    def test_the_operator_the_message_names_picks_the_operands(self) -> None:
+        """`unsupported operand type(s) for -` reads `1 - discount`, a local: not `order`, the parameter."""
+        py = ("def total(order):\n    discount = SETTINGS.get('discount')\n"
+              "    return order['price'] * (1 - discount)\n")
+        api = "def handle(request):\n    order = request.json()\n    return total(order)\n"
+        verdict = read({"app/orders.py": py, "app/api.py": api},
+                       [("app/orders.py", "total", 3), ("app/api.py", "handle", 3)], "TypeError",
+                       "unsupported operand type(s) for -: 'int' and 'NoneType'")
+        assert (verdict.site.path, verdict.line) == ("app/orders.py", 3)
+        assert "discount is computed in total() itself, assigned at app/orders.py:2" in verdict.evidence[0]
+
+    def test_an_index_the_line_computes_keeps_the_blame(self) -> None:
+        """`batch[len(batch)]` is off by one where it is written, whoever passed the batch."""
+        go = ("package ledger\n\nfunc (l *Ledger) Settle(batch []Entry) Entry {\n    last := batch[len(batch)]\n"
+              "    return last\n}\n")
+        api = "package api\n\nfunc (h *Handler) settle(batch []Entry) {\n    h.Ledger.Settle(batch)\n}\n"
+        verdict = read({"internal/ledger/ledger.go": go, "internal/api/handler.go": api},
+                       [("internal/ledger/ledger.go", "(*Ledger).Settle", 4),
+                        ("internal/api/handler.go", "(*Handler).settle", 4)],
+                       "runtime.Error", "runtime error: index out of range [3] with length 3")
+        assert (verdict.site.path, verdict.line) == ("internal/ledger/ledger.go", 4)
+        assert "len(batch) is computed in Settle() itself" in verdict.evidence[0]
+
+    def test_a_null_checks_argument_is_the_value_itself(self) -> None:
+        """requireNonNull(cart.getCouponCode()) checks a value this method fetched: blamed here."""
+        java = ("package m;\n\nclass Coupons {\n    long apply(Cart cart, long total) {\n"
+                "        String code = Objects.requireNonNull(cart.getCouponCode(), \"couponCode\");\n"
+                "        return total;\n    }\n}\n")
+        caller = ("package m;\n\nclass Checkout {\n    long place(Cart cart) {\n"
+                  "        return new Coupons().apply(cart, 3);\n    }\n}\n")
+        library = [Frame(function="requireNonNull", module="java.util.Objects", filename="Objects.java", lineno=233)]
+        verdict = read({"src/m/Coupons.java": java, "src/m/Checkout.java": caller},
+                       [("src/m/Coupons.java", "m.Coupons.apply", 5), ("src/m/Checkout.java", "m.Checkout.place", 5)],
+                       "java.lang.NullPointerException", "couponCode", deeper=library)
+        assert (verdict.site.path, verdict.line) == ("src/m/Coupons.java", 5)
