@@ -1,5 +1,5 @@
 """Suspect files the frames do not name: what the exception's message names, what a test frame called,
-the constant a fault read, and the files changed since the last good deploy.
+the constant a fault read (and the data file it is loaded from).
 
 These are the whole answer when no frame of the trace is application code (a refused connection raised
 from the runtime, a missing file reported by a callback), and extra suspects beside the frames
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from analysis.code.filemap import FileIndex, is_generated_path, is_test_path
@@ -43,7 +43,6 @@ _CALL = re.compile(r"(?<![\w$.])([A-Za-z_$][\w$]*)\s*\(|\.([A-Za-z_$][\w$]*)\s*\
 _TEST_HELPERS = re.compile(r"^(?:assert\w*|expect|describe|it|test|fail|mock\w*|patch|raises|print|len|str|int|new)$")
 _MAX_TERMS = 8
 _MAX_FILES_PER_TERM = 10
-_MAX_CHANGED = 5
 
 
 @dataclass
@@ -161,13 +160,6 @@ class ClueFinder:
                         where = f"{match.path}:{frame.lineno}"
                         clues += self.definitions(name, strength, f"{name}() is what the test at {where} called")
         return clues
-
-    def from_history(self, changed: Mapping[str, Sequence[int]], base: str, strength: float) -> list[Clue]:
-        """Source files changed since the last good deploy, at their first changed line."""
-        paths = [p for p in changed if _SOURCE_FILE.search(p) and not is_test_path(p) and not is_generated_path(p)]
-        share = strength * min(1.0, _MAX_CHANGED / max(1, len(paths)))
-        why = f"changed since {base[:12]}, the last good deploy"
-        return [Clue(p, changed[p][0] if changed[p] else None, share, [why]) for p in paths[: _MAX_CHANGED * 2]]
 
     def definitions(self, name: str, strength: float, why: str) -> list[Clue]:
         """Where `name` is defined, when that is in a few files only."""

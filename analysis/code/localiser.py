@@ -193,13 +193,12 @@ def _clues(
             name, weight, f"defines {name}, the value {verdict.site.name}() failed on")]
     if not framed:
         clues += finder.from_test_frames(event, weight * 0.7)
-        base, files = changed
-        clues += finder.from_history(files, base, weight * 0.4)
     return combine(clues)
 
 
 def _with_history(ranked: list[Candidate], changed: tuple[str, Mapping[str, Sequence[int]]]) -> list[Candidate]:
-    """Suspects in files changed since the last good deploy rank a little higher, and say so."""
+    """The history prior: suspects in files changed since the last good deploy rank a little higher, and
+    say so. A changed file no other evidence points at is not a suspect (a release touches many files)."""
     base, files = changed
     for cand in ranked:
         if cand.path in files and not any("last good deploy" in r for r in cand.reasons):

@@ -96,13 +96,6 @@ class TestFinder:
         assert [(c.path, c.line) for c in clues] == [("app/pricing.py", 4)]
         assert "total() is what the test at tests/test_pricing.py:5 called" in clues[0].reasons[0]
 
-    def test_history_names_changed_source_files_only(self, finder: ClueFinder) -> None:
-        """Changed code and configuration count, at their first changed line; notes and tests do not."""
-        changed = {"app/rates.py": [1], "README.md": [3], "tests/test_pricing.py": [2], "app/settings.json": []}
-        clues = finder.from_history(changed, "a" * 40, 0.3)
-        assert [(c.path, c.line) for c in clues] == [("app/rates.py", 1), ("app/settings.json", None)]
-        assert clues[0].reasons == ["changed since aaaaaaaaaaaa, the last good deploy"]
-
 
 class TestCombine:
     def test_independent_signals_add_up_per_file(self) -> None:
