@@ -3,9 +3,9 @@
 It is the offline analyzer and the agent's starting point: `find_suspects` gives the findings the agent's
 prompt carries (suspects, and the evidence read in the code); `localise` turns them into a full
 `status: heuristic` report. Each frame is placed in its file (`site`), the code at the raising frame is
-read and the blame moved along what it does (`blame`), the frames are ranked around that (`suspects`), and
-files no frame names are added from the message, the test frames, the constant at fault and the files
-changed since the last good deploy (`clue`).
+read and the blame moved along what it does (`blame`), the frames are ranked around that (`suspects`),
+files no frame names are added from the message, the test frames and the constant at fault (`clue`), and
+the files changed since the last good deploy weigh in as a prior.
 """
 
 from __future__ import annotations
