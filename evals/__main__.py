@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_localisation(localisation.evaluate(small=args.small, live_url=live_url, model=model))
     print()
-    corpus = args.corpora / "defects4j"
+    corpus = args.defects4j or args.corpora / "defects4j"
     if not args.small and corpus.is_dir():
         print_defects4j(defects4j.evaluate(corpus))
         print()
