@@ -1,10 +1,10 @@
 """`python -m evals [--small] [--live] [--corpora PATH] [--peers]`: grouping, localisation and redaction
 quality, printed as tables.
 
-`--corpora` names the folder of public corpora grouping and redaction are also measured on (default
-`../shared/corpora` beside the project, skipped when absent; without `--small`, grouping reads Sentry's
-fixtures, loghub and Defects4J from it, see `evals.public`); `--peers` scores detect-secrets and
-Kingfisher on the redaction corpus when they are installed (`make bench-deps`).
+`--corpora` names the folder of public corpora (default `../shared/corpora` beside the project, skipped
+when absent): without `--small`, grouping reads Sentry's fixtures, loghub and Defects4J from it (see
+`evals.public`), localisation runs on its `defects4j` corpus, redaction on the others. `--peers` scores
+detect-secrets and Kingfisher on the redaction corpus when they are installed (`make bench-deps`).
 
 `--live` re-records the agent's cassettes against the real Ollama at LOGAGENT_OLLAMA__URL, with the
 model of LOGAGENT_AGENT__MODEL.
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from consumer.settings import Settings
-from evals import grouping, localisation, public, redaction
+from evals import defects4j, grouping, localisation, public, redaction
 
 _CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 
@@ -42,19 +42,45 @@ def print_localisation(report: localisation.LocalisationReport) -> None:
     print("Localisation (real traces from real runs of buggy code)")
     print(f"  {'case':28} {'kind':14} {'analyzer':9} {'top1':>4} {'top3':>4} {'dist':>4}  {'status':10} predicted")
     for v in report.verdicts:
+        if v.analyzer == "naive":
+            continue
         distance = "-" if v.line_distance is None else str(v.line_distance)
         print(f"  {v.case:28} {v.kind:14} {v.analyzer:9} {'yes' if v.top1 else 'no':>4} "
               f"{'yes' if v.top3 else 'no':>4} {distance:>4}  {v.status:10} {v.predicted}")
-    for analyzer in ("heuristic", "agent"):
-        s = localisation.summarise(analyzer, report.verdicts)
-        if s.cases:
-            median = "-" if s.median_line_distance is None else f"{s.median_line_distance:g}"
-            print(f"  {analyzer:9} cases {s.cases:2}  top-1 {_pct(s.top1)}  top-3 {_pct(s.top3)}  "
-                  f"median line distance {median}  exact line {s.exact_lines}/{s.cases}")
+    for elsewhere, label in ((False, "fix in the trace"), (True, "fix not in the trace")):
+        for analyzer in ("heuristic", "no-history", "naive", "agent"):
+            s = localisation.summarise(analyzer, report.verdicts, elsewhere)
+            if s.cases:
+                median = "-" if s.median_line_distance is None else f"{s.median_line_distance:g}"
+                print(f"  {label:20} {analyzer:10} cases {s.cases:2}  top-1 {_pct(s.top1)}  top-3 {_pct(s.top3)}  "
+                      f"median line distance {median}  exact line {s.exact_lines}/{s.cases}")
     for note in report.skipped:
         print(f"  skipped: {note}")
     for path in report.recorded:
         print(f"  recorded: {path.name}")
+
+
+def print_defects4j(report: defects4j.Defects4jReport) -> None:
+    """The Defects4J table: per tier and event shape, the localiser and the naive rule side by side."""
+    print("Localisation on Defects4J (real Java bugs, traces recorded by running the failing tests)")
+    print(f"  {'tier':14} {'shape':8} {'bugs':>4}  {'analyzer':9} {'top-1':>6} {'top-3':>6} {'exact line':>10} "
+          f"{'median dist':>11}")
+    for tier in defects4j.TIERS:
+        for shape in defects4j.SHAPES:
+            for analyzer in ("localiser", "naive"):
+                s = report.summary(tier, shape, analyzer)
+                if s.cases:
+                    median = "-" if s.median_distance is None else f"{s.median_distance:g}"
+                    print(f"  {tier:14} {shape:8} {s.cases:4}  {analyzer:9} {_pct(s.top1):>6} {_pct(s.top3):>6} "
+                          f"{f'{s.exact}/{s.right_file}':>10} {median:>11}")
+    print(f"  {report.seconds:.0f} s for {len(report.scores) // 2} analyses; exact line and median distance are "
+          "over the bugs whose first file is right")
+    for tier, (exact, bugs, best) in report.bound.items():
+        shown = "-" if best is None else f"{best:g}"
+        print(f"  {tier}: the best line the trace names in a fixed file is a patched line in {exact} of {bugs} "
+              f"bugs (median distance {shown})")
+    for note in report.skipped:
+        print(f"  skipped: {note}")
 
 
 def print_redaction(report: redaction.RedactionReport) -> None:
@@ -102,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_localisation(localisation.evaluate(small=args.small, live_url=live_url, model=model))
     print()
+    corpus = args.defects4j or args.corpora / "defects4j"
+    if not args.small and corpus.is_dir():
+        print_defects4j(defects4j.evaluate(corpus))
+        print()
+    elif not args.small:
+        print(f"Localisation on Defects4J skipped: no corpus at {corpus}\n")
     print_redaction(redaction.evaluate(args.corpora if args.corpora.is_dir() else None, peers=args.peers))
     return 0
 

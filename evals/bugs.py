@@ -2,7 +2,8 @@
 
 A `BugCase` is a repository (files at a first commit, then the commit that introduces the bug), the
 command that triggers the bug, and the truth: the file and statement a developer would fix. Some
-culprits are the raising frame; some are a caller that passed bad data; some sit under library frames.
+culprits are the raising frame; some are a caller that passed bad data; some sit under library frames;
+in `evals.bugs_elsewhere` the file to fix is not in the trace at all.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class BugCase:
     culprit_path: str
     culprit_snippet: str
     """Text on the line to fix (its first occurrence in `culprit_path`)."""
-    kind: Literal["raising-frame", "caller", "under-library"]
+    kind: Literal["raising-frame", "caller", "under-library", "not-in-trace"]
     argv: tuple[str, ...] = ()
     """Arguments of the program run that triggers the bug (the Java cases read them)."""
 

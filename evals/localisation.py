@@ -16,6 +16,7 @@ from pathlib import Path
 
 from analysis.agent.config import AgentConfig
 from analysis.agent.loop import Agent
+from analysis.code.filemap import FileIndex
 from analysis.code.localiser import localise
 from analysis.code.repo import Checkout, open_local
 from analysis.code.tools import FileTools, ToolLimits
@@ -25,7 +26,9 @@ from analysis.intake.redact import Redactor
 from analysis.intake.signature import fingerprint_event
 from analysis.report import Analysis
 from evals.bugs import ALL_CASES, BugCase
+from evals.bugs_elsewhere import ELSEWHERE_CASES
 from evals.cassette import Cassette, RecordingProxy, load
+from evals.defects4j import naive_rule
 from evals.repos import BuiltCase, available, build
 from tests.ollama_server import ScriptedOllama
 
@@ -64,24 +67,29 @@ class Summary:
 
 def judge(built: BuiltCase, analysis: Analysis, analyzer: str) -> Verdict:
     """Score `analysis` against the case's truth."""
-    ranked: list[str] = []
     culprit = analysis.culprit
-    for path in [culprit.path if culprit else "", *(s.path for s in analysis.suspects)]:
-        if path and path not in ranked:
-            ranked.append(path)
+    paths = [culprit.path if culprit else "", *(s.path for s in analysis.suspects)]
+    return judge_ranking(built, paths, culprit.line if culprit else None, analyzer, analysis.status,
+                         len(analysis.notes))
+
+
+def judge_ranking(built: BuiltCase, paths: Sequence[str], line: int | None, analyzer: str, status: str = "",
+                  notes: int = 0) -> Verdict:
+    """Score a ranking of files (best first) and the line cited in the first one."""
+    ranked = list(dict.fromkeys(p for p in paths if p))
     truth = built.case.culprit_path
     top1 = bool(ranked) and ranked[0] == truth
-    distance = None
-    if top1 and culprit is not None and culprit.line is not None:
-        distance = abs(culprit.line - built.culprit_line)
-    predicted = f"{culprit.path}:{culprit.line}" if culprit else "(none)"
+    distance = abs(line - built.culprit_line) if top1 and line is not None else None
+    predicted = f"{ranked[0]}:{line}" if ranked else "(none)"
     return Verdict(built.case.name, built.case.language, built.case.kind, analyzer, top1, truth in ranked[:3],
-                   distance, predicted, analysis.status, len(analysis.notes))
+                   distance, predicted, status, notes)
 
 
-def summarise(analyzer: str, verdicts: Sequence[Verdict]) -> Summary:
-    """Accuracy and line distance of one analyzer."""
-    mine = [v for v in verdicts if v.analyzer == analyzer]
+def summarise(analyzer: str, verdicts: Sequence[Verdict], elsewhere: bool | None = False) -> Summary:
+    """Accuracy and line distance of one analyzer, on the cases whose fix is in the trace (`elsewhere`
+    False), on those where it is not (True), or on all (None)."""
+    mine = [v for v in verdicts
+            if v.analyzer == analyzer and (elsewhere is None or (v.kind == "not-in-trace") == elsewhere)]
     distances = [v.line_distance for v in mine if v.line_distance is not None]
     return Summary(
         analyzer, len(mine), sum(v.top1 for v in mine) / max(1, len(mine)),
@@ -131,11 +139,13 @@ class LocalisationReport:
 
 
 def evaluate(small: bool = False, live_url: str | None = None, model: str = "qwen2.5-coder:7b",
-             cases: Sequence[BugCase] = ALL_CASES) -> LocalisationReport:
-    """Build, run and analyse every case (Python and Node only when small)."""
+             cases: Sequence[BugCase] = ALL_CASES + ELSEWHERE_CASES) -> LocalisationReport:
+    """Build, run and analyse every case (Python and Node only when small). A case whose fix is not in the
+    trace is analysed twice by the heuristic: with the history prior (the product's default) and without."""
     verdicts: list[Verdict] = []
     skipped: list[str] = []
     recorded: list[Path] = []
+    uncassetted: list[str] = []
     with tempfile.TemporaryDirectory(prefix="evals-localisation-") as tmp:
         workdir = Path(tmp)
         for case in cases:
@@ -149,11 +159,18 @@ def evaluate(small: bool = False, live_url: str | None = None, model: str = "qwe
             checkout = open_local(built.repo, built.commit, cache_dir=workdir / "worktrees")
             heuristic = localise(cluster, checkout, tools_for(checkout))
             verdicts.append(judge(built, heuristic, "heuristic"))
+            naive = naive_rule(cluster, FileIndex.build(checkout.root, ToolLimits().skip_dirs))
+            verdicts.append(judge_ranking(built, [p for p, _ in naive], naive[0][1] if naive else None, "naive"))
+            if case.kind == "not-in-trace":
+                blind = localise(cluster, checkout, tools_for(checkout), history=False)
+                verdicts.append(judge(built, blind, "no-history"))
             analysis, cassette = run_agent(built, cluster, checkout, heuristic, load(case.name), live_url, model)
             if cassette is None:
-                skipped.append(f"{case.name} (no cassette for the agent)")
+                uncassetted.append(case.name)
                 continue
             if live_url:
                 recorded.append(cassette.save())
             verdicts.append(judge(built, analysis, "agent"))
+    if uncassetted:
+        skipped.append(f"the agent, on {len(uncassetted)} cases without a cassette: {', '.join(uncassetted)}")
     return LocalisationReport(verdicts, skipped, recorded)

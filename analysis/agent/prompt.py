@@ -219,12 +219,18 @@ def _findings(heuristic: Analysis) -> str:
     if heuristic.culprit is not None:
         c = heuristic.culprit
         lines.append(f"culprit: {c.path}:{c.line or '?'} in {c.function or '?'}")
+    reasons = heuristic.suspects[0].reason.split("; ") if heuristic.suspects else []
+    read = any(r.startswith("blamed frame of") for r in reasons)  # decided from code the localiser read
+    evidence = [r for r in reasons if r and not r.startswith("blamed frame of")] if read else []
+    if evidence:
+        # The localiser's reasoning, step by step, so the model starts from it and checks each step.
+        lines.append("evidence read in the code for the culprit (check each step at the lines it names):")
+        lines.extend(f"  {step}. {text}" for step, text in enumerate(evidence, start=1))
     for rank, s in enumerate(heuristic.suspects[:5], start=1):
-        lines.append(
-            f"suspect {rank}: {s.path}:{s.line or '?'} {s.function} (score {s.score:.2f}) {s.reason}"
-        )
+        reason = "the culprit, for the evidence above" if rank == 1 and evidence else s.reason
+        lines.append(f"suspect {rank}: {s.path}:{s.line or '?'} {s.function} (score {s.score:.2f}) {reason}")
     # The localiser appends its own code excerpt to root_cause; the prompt carries one excerpt already.
-    explanation = heuristic.root_cause.split("\n\nCode at ", 1)[0].strip()
+    explanation = heuristic.root_cause.split("\n\nCode at ", 1)[0].split(" Read in the code: ", 1)[0].strip()
     if explanation:
         lines.append(f"heuristic explanation: {explanation}")
     for sc in heuristic.suspect_commits[:3]:

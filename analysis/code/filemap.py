@@ -156,6 +156,12 @@ class FileIndex:
                 break
         return cls(paths[:max_files])
 
+    def paths_ending(self, tail: tuple[str, ...]) -> list[str]:
+        """Repository paths whose last parts are `tail` (`("app", "rates.py")` → app/rates.py, src/app/rates.py)."""
+        if not tail:
+            return []
+        return ["/".join(parts) for parts in self._by_name.get(tail[-1], []) if parts[-len(tail) :] == tail]
+
     def __contains__(self, path: str) -> bool:
         parts = tuple(path.split("/"))
         return parts in self._by_name.get(parts[-1], [])
@@ -167,11 +173,17 @@ class FileIndex:
         so `/usr/lib/x/util.py` does not land on some `util.py` of the repository.
         """
         best: FileMatch | None = None
-        for parts in frame_paths(frame):
+        candidates = frame_paths(frame)
+        basename = candidates[0][-1] if candidates else ""
+        jvm = basename.endswith(_JVM_SOURCE) and len(candidates[0]) > 1
+        if jvm:
+            # A JVM frame names its package: a file of the same name elsewhere is another class.
+            candidates = [c for c in candidates if len(c) > 1]
+        for parts in candidates:
             scored: list[tuple[int, bool, int, tuple[str, ...]]] = []
             for repo_parts in self._by_name.get(parts[-1], []):
                 n = _suffix_len(parts, repo_parts)
-                if n >= 2 or n == len(parts) or n == len(repo_parts):
+                if (n >= 2 or n == len(parts) or n == len(repo_parts)) and not (jvm and len(parts) > 2 and n < 2):
                     path = "/".join(repo_parts)
                     demoted = is_test_path(path) or is_generated_path(path)
                     scored.append((n, not demoted, -len(repo_parts), repo_parts))

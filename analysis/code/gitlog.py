@@ -113,3 +113,32 @@ def _parse_porcelain(out: str) -> list[BlameLine]:
             elif key == "summary":
                 info[sha]["summary"] = value
     return rows
+
+
+_HUNK_NEW = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+
+
+def changed_lines(repo_dir: Path, since: str | None, commit: str, timeout_s: float) -> tuple[str, dict[str, list[int]]]:
+    """The files changed from `since` to `commit` with the first line of each change (in `commit`'s
+    numbering), and the commit compared against. Without `since`, `commit`'s first parent is used;
+    a root commit has no history: ('', {})."""
+    repo = git.Repo(repo_dir)
+    try:
+        base = since or next((str(p.hexsha) for p in repo.commit(commit).parents[:1]), "")
+        if not base:
+            return "", {}
+        out = str(repo.git.diff("-U0", "--no-color", "--no-ext-diff", "--no-renames", base, commit,
+                                kill_after_timeout=timeout_s))
+    finally:
+        repo.close()
+    changed: dict[str, list[int]] = {}
+    path = ""
+    for row in out.splitlines():
+        if row.startswith("+++ "):
+            path = row[6:] if row.startswith("+++ b/") else ""
+            if path:
+                changed.setdefault(path, [])
+        elif path and (hunk := _HUNK_NEW.match(row)):
+            start, count = int(hunk.group(1)), 1 if hunk.group(2) is None else int(hunk.group(2))
+            changed[path].append(max(start, 1) if count else max(start + 1, 1))
+    return base, changed

@@ -1,31 +1,44 @@
-"""The heuristic localiser: no LLM. Frames → repository files → ranked suspects, code excerpt, blame, report.
+"""The heuristic localiser: no LLM. Frames → repository files → the code they ran → ranked suspects, report.
 
 It is the offline analyzer and the agent's starting point: `find_suspects` gives the findings the agent's
-prompt carries; `localise` turns them into a full `status: heuristic` report.
+prompt carries (suspects, and the evidence read in the code); `localise` turns them into a full
+`status: heuristic` report. Each frame is placed in its file (`site`), the code at the raising frame is
+read and the blame moved along what it does (`blame`), the frames are ranked around that (`suspects`),
+files no frame names are added from the message, the test frames and the constant at fault (`clue`), and
+the files changed since the last good deploy weigh in as a prior.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import git
+
+from analysis.code.blame import Blame, blame
+from analysis.code.clue import Clue, ClueFinder, combine
 from analysis.code.filemap import FileIndex, FileMatch, frame_paths, is_generated_path, is_test_path
+from analysis.code.gitlog import changed_lines
 from analysis.code.repo import Checkout
+from analysis.code.site import SourceReader, adjacency, fault_kind, read_sites, real_frame
 from analysis.code.suspects import (
     Candidate,
+    candidates_from,
     definition_pattern,
     frame_name,
     is_null_dereference,
     java_null_callee,
+    map_frames,
     merge,
     null_callee,
     rank_exception,
 )
 from analysis.code.tools import FileTools
 from analysis.code.validate import validate_citations
-from analysis.event import Cluster, ErrorEvent, Frame
+from analysis.event import Cluster, ErrorEvent, ExceptionInfo, Frame
 from analysis.intake.signature import is_in_app
 from analysis.intake.tally import count_messages
 from analysis.report import (
@@ -45,6 +58,12 @@ _MAX_SUSPECTS = 5
 _MAX_SAMPLE_MESSAGES = 5
 _MAX_MESSAGE_CHARS = 300
 _LOOKBACK_LINES = 25
+_CHAIN_WEIGHT = 0.15
+"""A wrapping exception's blamed frame ranks below the root cause's first callers: it only caught."""
+_CLUE_WEIGHT = {"alone": 0.8, "beside": 0.5}
+"""Clues found without a frame: the whole answer without application frames, below the frames beside them."""
+_HISTORY_BONUS = 0.1
+_ASSIGNED_CALL = re.compile(r"=\s*(?:await\s+|new\s+)?((?:[\w$]+\.)*[\w$]+)\s*\(")
 
 
 def analysis_id(server: str, fingerprint: str, first_seen: float) -> str:
@@ -78,12 +97,14 @@ def cluster_info(cluster: Cluster) -> ClusterInfo:
 
 @dataclass(frozen=True, slots=True)
 class Findings:
-    """What the localiser found: ranked suspects (culprit first), the code around the culprit, notes."""
+    """What the localiser found: ranked suspects (culprit first), the code around the culprit, the
+    evidence read in the code (each step a sentence to check), notes."""
 
     suspects: tuple[Suspect, ...]
     excerpt: str
     excerpt_range: tuple[str, int, int] | None
     notes: tuple[str, ...]
+    evidence: tuple[str, ...] = ()
 
     @property
     def culprit(self) -> Suspect | None:
@@ -92,34 +113,98 @@ class Findings:
 
 
 def find_suspects(
-    event: ErrorEvent, tools: FileTools, index: FileIndex | None = None, in_app_prefixes: Sequence[str] = ()
+    event: ErrorEvent,
+    tools: FileTools,
+    index: FileIndex | None = None,
+    in_app_prefixes: Sequence[str] = (),
+    changed: tuple[str, Mapping[str, Sequence[int]]] = ("", {}),
 ) -> Findings:
-    """Rank the event's frames (root cause first, then the chain) as culprit suspects in `tools.root`."""
+    """Rank suspects for the event in `tools.root`: the root cause's frames read in their code first, then
+    the chain, then files the message, the test frames or the history point at.
+
+    `changed` is (last good commit, {path: first changed lines}) since the last good deploy, if known.
+    """
     index = index or FileIndex.build(tools.root, tools.limits.skip_dirs)
+    reader = SourceReader(tools)
     notes: list[str] = []
     candidates: list[Candidate] = []
+    verdict: Blame | None = None
     for position, exc in enumerate(reversed(event.exceptions)):
-        found, skipped = rank_exception(exc, position, index.locate)
+        found, decided, skipped = _rank(exc, position, index, reader)
+        verdict = decided if position == 0 else verdict
         candidates += found
         notes += [n for n in skipped if n not in notes]
         if position == 0:
             notes += _unmapped_in_app(exc.frames, index, in_app_prefixes)
+    clues = _clues(event, tools, index, reader, changed, verdict, bool(candidates))
     if not event.exceptions:
         notes.append("no stack trace: nothing to map to the code")
     elif not candidates:
         notes.append("no frame of the trace maps to a file of the repository at this commit")
-    ranked = merge(candidates)
+    if clues and not candidates:
+        notes.append("suspects found from the message, the test frames and the history, not from a frame")
+    candidates += [Candidate(c.path, c.line, "", c.score, c.reasons) for c in clues]
+    ranked = _with_history(merge(candidates), changed)
     excerpt, excerpt_range = "", None
     if ranked:
         top = ranked[0]
         excerpt, excerpt_range, line_text, before = _excerpt(tools, top)
         root = event.root_cause
-        if root and is_null_dereference(root.type, root.value):
-            callee = _callee_suspect(root.value, top, line_text, before, index, tools)
+        raised_here = verdict is None or verdict.raiser is None
+        producer = _producing_call(verdict, reader) if verdict and raised_here else ""
+        if root and raised_here and (producer or is_null_dereference(root.type, root.value)):
+            callee = _callee_suspect(root, top, line_text, before, index, tools, producer)
             if callee:
                 ranked = merge([*ranked, callee])
+    if verdict and not verdict.site.verified and verdict.site.note:
+        notes.append(f"culprit line unverified: {verdict.site.note}")
     suspects = tuple(_suspect(c) for c in ranked[:_MAX_SUSPECTS])
-    return Findings(suspects, excerpt, excerpt_range, tuple(notes))
+    return Findings(suspects, excerpt, excerpt_range, tuple(notes), tuple(verdict.evidence) if verdict else ())
+
+
+def _rank(
+    exc: ExceptionInfo, position: int, index: FileIndex, reader: SourceReader
+) -> tuple[list[Candidate], Blame | None, list[str]]:
+    """Candidates of one exception of the chain, from its code when that can be read, else by position."""
+    mapped, skipped = map_frames(exc, index.locate)
+    sites = read_sites(exc, mapped, reader) if mapped else []
+    if not sites or not sites[0].readable:
+        found, notes = rank_exception(exc, position, index.locate)
+        return found, None, notes
+    deeper = [f for f in exc.frames[: sites[0].index] if real_frame(f)]
+    kind = fault_kind(exc.type, exc.value)
+    verdict = blame(sites, kind, exc.value, deeper, adjacency(exc, reader, {i: m.path for i, _, m in mapped}))
+    where = "the root cause" if position == 0 else f"the wrapping {exc.type}"
+    return candidates_from(verdict, sites, 1.0 if position == 0 else _CHAIN_WEIGHT, where), verdict, skipped
+
+
+def _clues(
+    event: ErrorEvent, tools: FileTools, index: FileIndex, reader: SourceReader,
+    changed: tuple[str, Mapping[str, Sequence[int]]], verdict: Blame | None, framed: bool,
+) -> list[Clue]:
+    """Suspects from outside the frames: the whole answer without frames, extra suspects beside them."""
+    finder = ClueFinder(tools, index, reader)
+    weight = _CLUE_WEIGHT["beside" if framed else "alone"]
+    root = event.root_cause
+    message = f"{root.type}: {root.value}" if root else event.message
+    clues = finder.from_message(message, weight * 0.6, distinctive=framed)
+    if verdict is not None:
+        clues += [c for name in verdict.constants for c in finder.constant(
+            name, weight, f"defines {name}, the value {verdict.site.name}() failed on")]
+    if not framed:
+        clues += finder.from_test_frames(event, weight * 0.7)
+    return combine(clues)
+
+
+def _with_history(ranked: list[Candidate], changed: tuple[str, Mapping[str, Sequence[int]]]) -> list[Candidate]:
+    """The history prior: suspects in files changed since the last good deploy rank a little higher, and
+    say so. A changed file no other evidence points at is not a suspect (a release touches many files)."""
+    base, files = changed
+    for cand in ranked:
+        if cand.path in files and not any("last good deploy" in r for r in cand.reasons):
+            cand.score = min(1.0, cand.score + _HISTORY_BONUS)
+            cand.reasons.append(f"changed since {base[:12]}, the last good deploy")
+    return sorted(ranked, key=lambda c: -c.score)
 
 
 def _unmapped_in_app(frames: Sequence[Frame], index: FileIndex, prefixes: Sequence[str]) -> list[str]:
@@ -151,10 +236,24 @@ def _excerpt(tools: FileTools, top: Candidate) -> tuple[str, tuple[str, int, int
     return "\n".join(rows), (data.path, first, data.end_line), line_text, before
 
 
+def _producing_call(verdict: Blame, reader: SourceReader) -> str:
+    """The function whose result is the value that failed, when a local assigned from a call is at fault."""
+    if verdict.producer is None:
+        return ""
+    path, line = verdict.producer
+    source = reader.source(path)
+    statement = source.statement_text(line) if source else ""
+    found = _ASSIGNED_CALL.search(statement)
+    return found.group(1).rsplit(".", 1)[-1] if found else ""
+
+
 def _callee_suspect(
-    message: str, top: Candidate, line_text: str, before: list[str], index: FileIndex, tools: FileTools
+    root: ExceptionInfo, top: Candidate, line_text: str, before: list[str], index: FileIndex, tools: FileTools,
+    producer: str,
 ) -> Candidate | None:
-    """The function whose null return the culprit line dereferences, located at its definition."""
+    """The function whose return value the culprit line fails on (a null, a missing key), at its definition."""
+    message = root.value
+    null = is_null_dereference(root.type, root.value)
     java = java_null_callee(message)
     owner_path = None
     if java:
@@ -164,7 +263,7 @@ def _callee_suspect(
         match = index.locate(Frame(function=f"{owner}.{name}", module=owner, filename=f"{simple}.{ext}"))
         owner_path = match.path if match else None
     else:
-        found = null_callee(message, line_text, before)
+        found = producer or null_callee(message, line_text, before)
         if not found:
             return None
         name = found
@@ -181,7 +280,8 @@ def _callee_suspect(
     directory = top.path.rsplit("/", 1)[0]
     hits.sort(key=lambda m: (m.path != top.path, not m.path.startswith(directory), m.path, m.line))
     hit = hits[0]
-    reason = f"{name} returns the null value dereferenced at {top.path}:{top.line}"
+    what = "returns the null value dereferenced" if null else "produced the value that failed"
+    reason = f"{name} {what} at {top.path}:{top.line}"
     return Candidate(hit.path, hit.line, name, round(top.score * 0.7, 3), [reason])
 
 
@@ -204,13 +304,10 @@ def _root_cause_sentence(event: ErrorEvent, findings: Findings) -> str:
         return f"{what} (no frame could be located in the repository)."
     where = f"{culprit.path}:{culprit.line}" if culprit.line else culprit.path
     sentence = f"{what} at {where}" + (f" in {culprit.function}" if culprit.function else "") + "."
-    helper = next(
-        (r for r in culprit.reason.split("; ") if r.startswith(("calls ", "passes ")) or " rejected " in r),
-        "",
-    )
-    if helper:
-        sentence += f" The culprit {helper}."
-    callee = next((s for s in findings.suspects[1:] if "returns the null value" in s.reason), None)
+    if findings.evidence:
+        sentence += " Read in the code: " + "; ".join(findings.evidence) + "."
+    callee = next((s for s in findings.suspects[1:] if "returns the null value" in s.reason
+                   or "produced the value that failed" in s.reason), None)
     if callee:
         sentence += f" {callee.function} ({callee.path}:{callee.line}) may return the missing value."
     return sentence
@@ -221,13 +318,21 @@ def _confidence(findings: Findings) -> float:
     if culprit is None:
         return 0.1
     score = 0.35
-    if any(k in culprit.reason for k in ("raised here", "calls ", "passes bad input", " rejected ")):
+    if findings.evidence:  # the blame was decided from code read, not from the frame's position
         score += 0.1
-    if "several files" not in culprit.reason and findings.excerpt:
+    if "several files" not in culprit.reason and findings.excerpt and "unverified" not in culprit.reason:
         score += 0.1
-    if "returns the null value" in " ".join(s.reason for s in findings.suspects):
+    if any("returns the null value" in s.reason or "produced the value" in s.reason for s in findings.suspects):
         score += 0.05
     return round(min(score, 0.6), 2)
+
+
+def _changes(checkout: Checkout, tools: FileTools, last_good: str | None) -> tuple[str, dict[str, list[int]]]:
+    """(base, {path: first changed lines}) since the last good deploy; empty without history."""
+    try:
+        return changed_lines(checkout.repo_dir, last_good, checkout.commit, tools.limits.git_timeout_s)
+    except (git.GitCommandError, ValueError, OSError):
+        return "", {}
 
 
 def _suspect_commits(tools: FileTools, findings: Findings) -> list[SuspectCommit]:
@@ -247,12 +352,22 @@ def _suspect_commits(tools: FileTools, findings: Findings) -> list[SuspectCommit
 
 
 def localise(
-    cluster: Cluster, checkout: Checkout, tools: FileTools, in_app_prefixes: Sequence[str] = ()
+    cluster: Cluster,
+    checkout: Checkout,
+    tools: FileTools,
+    in_app_prefixes: Sequence[str] = (),
+    last_good: str | None = None,
+    history: bool = True,
 ) -> Analysis:
-    """A full heuristic report for a burst: culprit, ranked suspects, excerpt, validated citations, blame."""
+    """A full heuristic report for a burst: culprit, ranked suspects, excerpt, validated citations, blame.
+
+    `last_good` is the commit of the last good deploy; without it the deployed commit's own change is the
+    history prior (`history=False` leaves history out).
+    """
     started = time.monotonic()
     event = cluster.representative
-    findings = find_suspects(event, tools, in_app_prefixes=in_app_prefixes)
+    changed = _changes(checkout, tools, last_good) if history else ("", {})
+    findings = find_suspects(event, tools, in_app_prefixes=in_app_prefixes, changed=changed)
     refs: list[CitationRef] = []
     if findings.excerpt_range:
         path, first, last = findings.excerpt_range

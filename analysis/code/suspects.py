@@ -1,9 +1,13 @@
-"""Evidence rules that rank stack frames as culprit suspects. Pure: frames and file matches in, scores out.
+"""Ranking stack frames as culprit suspects. Pure: frames, file matches and the code's verdict in, scores out.
 
-The naive answer is the deepest in-app frame of the root cause. The rules here move it when the evidence
-says so: helpers that throw on behalf of their caller point at the caller, library parsers and argument
-checks fed bad input point at the in-app frame that called them, test and generated code never rank,
-and a chained exception's frames count less than the root cause's.
+`candidates_from` ranks the frames of one exception around what `analysis.code.blame` decided from the
+code: the blamed frame first, then where its value was made, the callers above it (the value's origins),
+the application's entry frame, the raising frame, the frames below; frames that only reported the failure
+come last. A chained (wrapping) exception's frames count less than the root cause's callers.
+
+`rank_exception` is the fallback when no frame's file can be read as code: the deepest in-app frame of the
+root cause, moved to the caller when a helper's name says it checks on the caller's behalf. Test and
+generated code never rank.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from analysis.code.blame import Blame
 from analysis.code.filemap import FileMatch, is_generated_path, is_test_path
+from analysis.code.site import Site
 from analysis.event import ExceptionInfo, Frame
 
 _LIBRARY_PARSER = re.compile(
@@ -39,6 +45,9 @@ _DEPTH_DECAY = 0.55
 _CHAIN_DECAY = 0.5
 _HELPER_DEMOTION = 0.35
 _TOP_SCORE = 0.9
+_ENTRY_WEIGHT = 0.2
+"""The application's entry frame ranks after the blamed frame's first two callers (every input came in
+through it)."""
 
 
 @dataclass
@@ -99,12 +108,11 @@ def library_thrower(frames: Sequence[Frame], first_mapped: int) -> tuple[str, st
     return None
 
 
-def rank_exception(
-    exc: ExceptionInfo, chain_position: int, locate: Callable[[Frame], FileMatch | None]
-) -> tuple[list[Candidate], list[str]]:
-    """Scored candidates for one exception of the chain (0 = root cause), and notes on skipped frames."""
-    weight = _CHAIN_DECAY**chain_position
-    where = "the root cause" if chain_position == 0 else f"chained exception {exc.type}"
+def map_frames(
+    exc: ExceptionInfo, locate: Callable[[Frame], FileMatch | None]
+) -> tuple[list[tuple[int, Frame, FileMatch]], list[str]]:
+    """The exception's frames that map to repository files, innermost first, and notes on the test and
+    generated code that was left out."""
     mapped: list[tuple[int, Frame, FileMatch]] = []
     notes: list[str] = []
     for i, frame in enumerate(exc.frames):
@@ -118,6 +126,16 @@ def rank_exception(
                 notes.append(note)
             continue
         mapped.append((i, frame, match))
+    return mapped, notes
+
+
+def rank_exception(
+    exc: ExceptionInfo, chain_position: int, locate: Callable[[Frame], FileMatch | None]
+) -> tuple[list[Candidate], list[str]]:
+    """Scored candidates for one exception of the chain (0 = root cause), and notes on skipped frames."""
+    weight = _CHAIN_DECAY**chain_position
+    where = "the root cause" if chain_position == 0 else f"chained exception {exc.type}"
+    mapped, notes = map_frames(exc, locate)
     if not mapped:
         return [], notes
     thrower = library_thrower(exc.frames, mapped[0][0])
@@ -152,6 +170,47 @@ def rank_exception(
             reasons.append("file name matches several files")
         candidates.append(Candidate(match.path, frame.lineno, frame.function, min(score, 1.0), reasons))
     return candidates, notes
+
+
+def candidates_from(verdict: Blame, sites: Sequence[Site], weight: float, where: str) -> list[Candidate]:
+    """Candidates for one exception, ranked around the blamed frame (see the module docstring)."""
+    blamed = verdict.site
+    top = _TOP_SCORE * weight
+    reasons = [*verdict.evidence, *_unverified(blamed), f"blamed frame of {where}"]
+    out = [Candidate(blamed.path, verdict.line, blamed.frame.function, top, reasons)]
+    if verdict.producer:
+        path, line = verdict.producer
+        out.append(Candidate(path, line, blamed.frame.function, top * 0.6,
+                             [f"the value was produced here, then used at {blamed.where}"]))
+    position = sites.index(blamed)
+    above = list(sites[position + 1 :])
+    entry = sites[-1]
+    if entry is not blamed and entry.path != blamed.path and len(above) > 1:
+        # The outermost application frame: every input of the failing call came in through it.
+        out.append(Candidate(entry.path, entry.line, entry.frame.function, top * _ENTRY_WEIGHT,
+                             [f"entry point of the application in this trace ({frame_name(entry.frame)})",
+                              *_unverified(entry)]))
+        above.remove(entry)
+    raiser = verdict.raiser
+    if raiser is not None and raiser not in verdict.passed:
+        # Below the first callers: the value came from above, the raise is only where it was noticed.
+        out.append(Candidate(raiser.path, raiser.line, raiser.frame.function, top * 0.2,
+                             [f"raised here ({frame_name(raiser.frame)}), on behalf of {blamed.name}()",
+                              *_unverified(raiser)]))
+    for rank, site in enumerate(above, 1):
+        out.append(Candidate(site.path, site.line, site.frame.function, top * 0.5 * _DEPTH_DECAY ** (rank - 1),
+                             [f"caller of the blamed frame, {rank} up", *_unverified(site)]))
+    below = [s for s in reversed(sites[:position]) if s is not raiser]
+    for rank, site in enumerate(below, 1):
+        reported = site in verdict.passed
+        score = top * (0.02 if reported else 0.3 * _DEPTH_DECAY ** (rank - 1))
+        why = "only passed the value on, or reported" if reported else f"called by the blamed frame, {rank} down"
+        out.append(Candidate(site.path, site.line, site.frame.function, score, [why, *_unverified(site)]))
+    return out
+
+
+def _unverified(site: Site) -> list[str]:
+    return [site.note] if site.note and not site.verified else []
 
 
 def merge(candidates: Sequence[Candidate]) -> list[Candidate]:

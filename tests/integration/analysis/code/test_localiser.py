@@ -15,6 +15,7 @@ from analysis.event import ErrorEvent, ExceptionInfo, Frame
 from analysis.intake.stacktrace import parse_trace
 from analysis.report import Analysis
 from tests.gitrepo import (
+    GitRepo,
     Service,
     cluster_of,
     compile_java,
@@ -329,3 +330,75 @@ class TestWithTheTraceParser:
         analysis = analyse(go, self.reparsed(event))
         assert culprit_at(analysis) == (charge, go.line(charge, "MARK:deref"))
         assert suspect_at(analysis, store, go.line(store, "MARK:find")) == 1
+
+
+# --- Reading the code: another build's lines, the evidence, files no frame names ------------------------
+
+_STATS_V1 = '''\
+def mean(values):
+    if not values:
+        raise ValueError("no values")  # MARK:raise
+    return sum(values) / len(values)
+
+
+def report(rows):
+    prices = [row["price"] for row in rows if row["price"] > 0]
+    return mean(prices)  # MARK:mean-call
+'''
+
+
+class TestReadingTheCode:
+    """The localiser reads the frames' code: lines from another build, guards, and evidence in words."""
+
+    def test_trace_from_another_build_is_placed_in_the_named_function_and_marked(self, tmp_path: Path) -> None:
+        """The deployed build had two more comment lines above mean(): the raise is found by name, not
+        the line the trace names, and the report says the line is unverified."""
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("initial", "Add stats", {"stats/__init__.py": "", "stats/core.py": _STATS_V1})
+        build = tmp_path / "build"
+        (build / "stats").mkdir(parents=True)
+        (build / "stats" / "__init__.py").write_text("")
+        (build / "stats" / "core.py").write_text("# built 2024-06-01\n# release 7\n" + _STATS_V1)
+        event = run_python(build, "stats.core", "report", [{"price": 0}])
+        assert event.exceptions[-1].frames[0].lineno == service.line("stats/core.py", "MARK:raise") + 2
+        analysis = analyse(service, event)
+        assert culprit_at(analysis) == ("stats/core.py", service.line("stats/core.py", "MARK:mean-call"))
+        raised = analysis.suspects[suspect_at(analysis, "stats/core.py", service.line("stats/core.py", "MARK:raise"))]
+        assert "line unverified" in raised.reason
+
+    def test_the_evidence_names_the_guard_and_the_producing_line(self, tmp_path: Path) -> None:
+        """mean() raises on its parameter; report() built the empty list: the reason says both, with lines."""
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("initial", "Add stats", {"stats/__init__.py": "", "stats/core.py": _STATS_V1})
+        deployed = deploy_copy(service.path, tmp_path / "image")
+        analysis = analyse(service, run_python(deployed, "stats.core", "report", [{"price": 0}]))
+        mean_call = service.line("stats/core.py", "MARK:mean-call")
+        assert culprit_at(analysis) == ("stats/core.py", mean_call)
+        reason = analysis.suspects[0].reason
+        assert "mean() raises when not values, its parameter values (stats/core.py:3)" in reason
+        assert f"caller report() passed prices at stats/core.py:{mean_call}, assigned at stats/core.py:8" in reason
+        assert "caller report() passed prices" in analysis.root_cause
+
+
+class TestWithoutApplicationFrames:
+    """No frame is application code: the message and the history are searched instead."""
+
+    def test_refused_port_finds_its_configuration_and_the_change_since_the_last_good_deploy(
+        self, tmp_path: Path
+    ) -> None:
+        """Node's ECONNREFUSED carries only a runtime frame: the port leads to the config that names it,
+        which also changed since the last good deploy."""
+        service = Service(GitRepo(tmp_path / "repo"))
+        good = service.commit("good", "Relay", {"src/config.js": "module.exports = { port: 47391 };\n",
+                                                "src/relay.js": "const { port } = require('./config');\n"})
+        service.commit("bug", "Move the upstream", {"src/config.js": "module.exports = { port: 47393 };\n"})
+        frame = Frame(function="TCPConnectWrap.afterConnect [as oncomplete]", filename="node:net", lineno=1555)
+        exc = ExceptionInfo("Error", "connect ECONNREFUSED 127.0.0.1:47393", (frame,))
+        event = ErrorEvent(server_id="relay", timestamp=1.0, message=exc.value, exceptions=(exc,))
+        checkout = open_local(service.path)
+        tools = FileTools(checkout.root, repo_dir=checkout.repo_dir, commit=checkout.commit)
+        analysis = localise(cluster_of(event), checkout, tools, last_good=good)
+        assert culprit_at(analysis) == ("src/config.js", 1)
+        assert f"changed since {good[:12]}, the last good deploy" in analysis.suspects[0].reason
+        assert "uses 47393, which the message names" in analysis.suspects[0].reason
+        assert any("not from a frame" in n for n in analysis.notes)

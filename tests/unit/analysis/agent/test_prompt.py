@@ -208,3 +208,28 @@ class TestParseAnswer:
         """Prose without any object is rejected."""
         with pytest.raises(AnswerError, match="no JSON object"):
             parse_answer("I believe the discount is missing.")
+
+
+class TestFindingsEvidence:
+    """The model starts from the localiser's reasoning, step by step, not from the raw frames."""
+
+    def test_evidence_read_in_the_code_is_listed_as_steps(self, redactor: Redactor) -> None:
+        """The culprit's evidence appears once, numbered, with the lines to check."""
+        reason = ("require_positive() raises when value <= 0, its parameter value (app/validate.py:3); "
+                  "caller place() passed qty at app/orders.py:12, assigned at app/orders.py:11; "
+                  "blamed frame of the root cause")
+        heuristic = _heuristic("ValueError at app/orders.py:12. Read in the code: require_positive() raises ...")
+        heuristic = heuristic.model_copy(update={"suspects": [
+            Suspect(path="app/orders.py", line=12, function="place", score=0.9, reason=reason)]})
+        inputs = PromptInputs(cluster=_cluster(["bad qty"]), heuristic=heuristic)
+        findings = _blocks(build_user_message(inputs, redactor, nonce=NONCE))["localiser"]
+        assert ("  1. require_positive() raises when value <= 0, its parameter value (app/validate.py:3)\n"
+                "  2. caller place() passed qty at app/orders.py:12, assigned at app/orders.py:11") in findings
+        assert findings.count("require_positive() raises when value <= 0") == 1
+        assert "blamed frame of" not in findings
+
+    def test_position_only_reasons_are_not_called_evidence(self, redactor: Redactor) -> None:
+        """When no code was read (a file the localiser cannot parse), the reasons stay as they were."""
+        findings = _blocks(build_user_message(_inputs(), redactor, nonce=NONCE))["localiser"]
+        assert "evidence read in the code" not in findings
+        assert "suspect 1: app/mod1.py:11 fn1 (score 0.40) caller" in findings

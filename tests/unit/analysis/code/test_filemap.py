@@ -32,6 +32,19 @@ class TestFileIndex:
             assert match is not None and match.path == "src/main/java/com/acme/billing/OrderService.java"
             assert not match.ambiguous
 
+    def test_jvm_frame_of_another_package_does_not_map(self) -> None:
+        """A runner's org.apache.tools.ant.Main is not the repository's own lib/tools/Main.java."""
+        repo = FileIndex(["lib/tools/Main.java", "src/main/java/com/acme/Main.java"])
+        assert repo.locate(Frame(function="runBuild", module="org.apache.tools.ant.Main", filename="Main.java")) is None
+        match = repo.locate(Frame(function="main", module="com.acme.Main", filename="Main.java"))
+        assert match is not None and match.path == "src/main/java/com/acme/Main.java"
+
+    def test_paths_ending(self) -> None:
+        """Files whose last parts are the given ones."""
+        assert REPO.paths_ending(("orders", "service.py")) == ["src/orders/service.py"]
+        assert REPO.paths_ending(("index.js",)) == ["lib/index.js", "web/src/index.js"]
+        assert REPO.paths_ending(("billing", "service.py")) == []
+
     def test_python_deployed_path_suffix(self) -> None:
         """/app/orders/service.py (src/ copied to /app) maps to src/orders/service.py."""
         match = REPO.locate(Frame(function="place", filename="/app/orders/service.py"))
