@@ -13,6 +13,8 @@ import sys
 import time
 from datetime import UTC, datetime
 
+from bench.timing import load_average
+
 BENCHMARKS = ("grouping", "e2e", "redaction", "llm_calls", "memory", "footprint")
 
 
@@ -38,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     quick = not args.full
     print(f"# {'quick' if quick else 'full'} run, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}", flush=True)
+          f"{os.cpu_count()} cores, load average {load_average()}, Python {platform.python_version()}",
+          flush=True)
     failed = 0
     for name in args.names or BENCHMARKS:
         started = time.perf_counter()
