@@ -41,6 +41,9 @@ class WorkloadSpec:
     mean_gap_s: float = 0.01
     start: float = 1_717_000_000.0
     seed: int = 20_240_601
+    fresh_failures: bool = False
+    """Every burst takes a failure no burst had before (the churn stream: with bursts of one, every
+    trace is new); `failures_per_server` must cover the bursts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +84,10 @@ def generate(spec: WorkloadSpec = WorkloadSpec()) -> list[WorkloadEvent]:
     now = spec.start
     while len(events) < spec.events:
         while len(active) < spec.concurrent_bursts:
-            server = rng.choice(servers)
+            server = rng.choice([s for s in servers if s.failures] if spec.fresh_failures else servers)
             size = rng.randint(spec.burst_min, spec.burst_max)
-            active.append(_Burst(rng.choice(server.failures), server, size))
+            failure_id = server.failures.pop() if spec.fresh_failures else rng.choice(server.failures)
+            active.append(_Burst(failure_id, server, size))
         burst = active[rng.randrange(len(active))]
         burst.remaining -= 1
         if burst.remaining <= 0:
@@ -152,15 +156,18 @@ def _iso(ts: float) -> str:
 
 
 def encode(shape: str, *, server: str, message: str, commit: str, now: float, exc_type: str = "",
-           exc_value: str = "", trace: str = "",
-           frames: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """One log record in `shape` (native, ecs, logstash, otel) as a logging library would write it."""
+           exc_value: str = "", trace: str = "", frames: list[dict[str, Any]] | None = None,
+           chained: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One log record in `shape` (native, ecs, logstash, otel) as a logging library would write it;
+    `chained` (native only) are the exception's causes, each `{type, value, stacktrace}`."""
     if shape == "native":
         record: dict[str, Any] = {"server_id": server, "timestamp": now, "level": "error",
                                   "logger": f"{server}.app", "message": message, "commit": commit}
         if exc_type:
             # Structured frames (outermost first), the way SDKs that capture exceptions send them.
             record["exception"] = {"type": exc_type, "value": exc_value, "stacktrace": frames or []}
+            if chained:
+                record["exception"]["chained"] = chained
         return record
     if shape == "ecs":
         record = {"@timestamp": _iso(now), "log.level": "error", "message": message, "service.name": server,
