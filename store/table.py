@@ -145,9 +145,9 @@ def case_summary(row: Mapping[str, Any], score: float | None = None) -> CaseSumm
     )
 
 
-def query_rows(query: Any) -> list[dict[str, Any]]:
-    """Rows of a query as dicts, with each vector a row of one float32 matrix instead of a Python list."""
-    result = query.to_arrow()
+def arrow_to_rows(result: Any) -> list[dict[str, Any]]:
+    """Rows of a query's Arrow result as dicts, with each vector a row of one float32 matrix instead of a
+    Python list."""
     if "vector" not in result.column_names:
         rows: list[dict[str, Any]] = result.to_pylist()
         return rows
