@@ -189,14 +189,36 @@ def _server(language: str, domain: str) -> str:
     return f"{domain}-{language}"
 
 
+def _servers(languages: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """(language, server, shape) of every server of these languages."""
+    return [(language, _server(language, domain), shape) for language in languages
+            for domain, shape in zip(_DOMAINS[language], _SHAPES[language], strict=True)]
+
+
+def pod_bursts(bursts: int, per_burst: int, seed: int = 5) -> list[list[bytes]]:
+    """`bursts` bursts of `per_burst` events (0.05 s apart), each on a pod of its own: a fleet where the
+    same failures run on many pods, every (pod, failure) its own burst. One deploy."""
+    languages = available()
+    captured = capture_all(languages, 1)
+    servers = _servers(languages)
+    rng = random.Random(seed)
+    out = []
+    for b in range(bursts):
+        language, server, shape = servers[b % len(servers)]
+        trace = captured[(server, 0)][b // len(servers) % len(ROUTES)]
+        pod = f"{server}-pod-{b}"
+        out.append([_event(rng, shape, pod, language, trace, commit_of(server, 0), 1_733_000_000.0 + j * 0.05, b)
+                    .line for j in range(per_burst)])
+    return out
+
+
 def build(events: int, *, deploys: int = 3, seed: int = 20_241_201, burst_min: int = 20, burst_max: int = 400,
           concurrent_bursts: int = 12) -> RealTraceStream:
     """`events` events of real traces from every language that runs here, bursts overlapping."""
     languages = available()
     captured = capture_all(languages, deploys)
     rng = random.Random(seed)
-    servers = [(language, _server(language, domain), shape) for language in languages
-               for domain, shape in zip(_DOMAINS[language], _SHAPES[language], strict=True)]
+    servers = _servers(languages)
     active: list[list[Any]] = []  # [server index, route index, remaining]
     out: list[WorkloadEvent] = []
     now = 1_733_000_000.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -75,14 +76,19 @@ class _Burst:
 
 def generate(spec: WorkloadSpec = WorkloadSpec()) -> list[WorkloadEvent]:
     """The whole stream, in arrival order; the same spec always yields the same bytes."""
+    return list(stream(spec))
+
+
+def stream(spec: WorkloadSpec = WorkloadSpec()) -> Iterator[WorkloadEvent]:
+    """The stream event by event, for streams too large to hold (`generate` is its list)."""
     rng = random.Random(spec.seed)
     servers, failures = _catalogue(spec, rng)
     frame_cache: dict[tuple[int, str, int], tuple[str, list[dict[str, Any]]]] = {}
     commits_per_deploy = spec.events // max(1, spec.deploys_per_server)
     active: list[_Burst] = []
-    events: list[WorkloadEvent] = []
+    emitted = 0
     now = spec.start
-    while len(events) < spec.events:
+    while emitted < spec.events:
         while len(active) < spec.concurrent_bursts:
             server = rng.choice([s for s in servers if s.failures] if spec.fresh_failures else servers)
             size = rng.randint(spec.burst_min, spec.burst_max)
@@ -93,7 +99,7 @@ def generate(spec: WorkloadSpec = WorkloadSpec()) -> list[WorkloadEvent]:
         if burst.remaining <= 0:
             active.remove(burst)
         server = burst.server
-        server.deploy = min(len(events) // commits_per_deploy, spec.deploys_per_server - 1)
+        server.deploy = min(emitted // commits_per_deploy, spec.deploys_per_server - 1)
         key = (burst.failure, server.name, server.deploy)
         failure = failures[burst.failure]
         if key not in frame_cache:
@@ -104,8 +110,11 @@ def generate(spec: WorkloadSpec = WorkloadSpec()) -> list[WorkloadEvent]:
         now += rng.expovariate(1.0 / spec.mean_gap_s)
         commit = commit_of(server.name, server.deploy)
         frame_text, structured = frame_cache[key]
-        events.append(_event(rng, server, failure, burst.failure, frame_text, structured, commit, now))
-    return events
+        yield _event(rng, server, failure, burst.failure, frame_text, structured, commit, now)
+        emitted += 1
+        if spec.fresh_failures and burst.remaining <= 0:
+            for deploy in range(spec.deploys_per_server):  # no burst takes this failure again
+                frame_cache.pop((burst.failure, server.name, deploy), None)
 
 
 def hash_seed(name: str, deploy: int) -> int:
