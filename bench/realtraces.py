@@ -38,6 +38,7 @@ _DOMAINS = {"python": ("orders", "billing"), "java": ("inventory", "shipping"), 
             "go": ("payments", "users")}
 _SITE_PACKAGES = "/usr/local/lib/python3.11/site-packages"
 _TIMEOUT_S = 300
+_DEPLOYS = 3
 _GOROUTINE = re.compile(r"^goroutine \d+ \[running\]:", re.MULTILINE)
 
 
@@ -197,9 +198,9 @@ def _servers(languages: tuple[str, ...]) -> list[tuple[str, str, str]]:
 
 def pod_bursts(bursts: int, per_burst: int, seed: int = 5) -> list[list[bytes]]:
     """`bursts` bursts of `per_burst` events (0.05 s apart), each on a pod of its own: a fleet where the
-    same failures run on many pods, every (pod, failure) its own burst. One deploy."""
+    same failures run on many pods, every (pod, failure) its own burst. The first deploy's traces."""
     languages = available()
-    captured = capture_all(languages, 1)
+    captured = capture_all(languages, _DEPLOYS)  # the captures `build` makes, run once per process
     servers = _servers(languages)
     rng = random.Random(seed)
     out = []
@@ -212,7 +213,7 @@ def pod_bursts(bursts: int, per_burst: int, seed: int = 5) -> list[list[bytes]]:
     return out
 
 
-def build(events: int, *, deploys: int = 3, seed: int = 20_241_201, burst_min: int = 20, burst_max: int = 400,
+def build(events: int, *, deploys: int = _DEPLOYS, seed: int = 20_241_201, burst_min: int = 20, burst_max: int = 400,
           concurrent_bursts: int = 12) -> RealTraceStream:
     """`events` events of real traces from every language that runs here, bursts overlapping."""
     languages = available()
