@@ -208,7 +208,7 @@ def pod_bursts(bursts: int, per_burst: int, seed: int = 5) -> list[list[bytes]]:
         language, server, shape = servers[b % len(servers)]
         trace = captured[(server, 0)][b // len(servers) % len(ROUTES)]
         pod = f"{server}-pod-{b}"
-        out.append([_event(rng, shape, pod, language, trace, commit_of(server, 0), 1_733_000_000.0 + j * 0.05, b)
+        out.append([event(rng, shape, pod, language, trace, commit_of(server, 0), 1_733_000_000.0 + j * 0.05, b)
                     .line for j in range(per_burst)])
     return out
 
@@ -235,14 +235,15 @@ def build(events: int, *, deploys: int = _DEPLOYS, seed: int = 20_241_201, burst
         deploy = min(len(out) * deploys // events, deploys - 1)
         trace = captured[(server, deploy)][burst[1]]
         now += rng.expovariate(100.0)
-        out.append(_event(rng, shape, server, language, trace, commit_of(server, deploy), now,
+        out.append(event(rng, shape, server, language, trace, commit_of(server, deploy), now,
                           burst[0] * len(ROUTES) + burst[1]))
     missing = tuple(language for language in LANGUAGES if language not in languages)
     return RealTraceStream(out, languages, missing, sum(len(traces) for traces in captured.values()))
 
 
-def _event(rng: random.Random, shape: str, server: str, language: str, trace: CapturedTrace, commit: str,
-           now: float, failure: int) -> WorkloadEvent:
+def event(rng: random.Random, shape: str, server: str, language: str, trace: CapturedTrace, commit: str,
+          now: float, failure: int) -> WorkloadEvent:
+    """One log record of `trace` in `shape`, with a fresh request id (and goroutine number) from `rng`."""
     request_id = str(rng.randrange(10**9, 10**10))
 
     def fresh(text: str) -> str:
