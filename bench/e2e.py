@@ -6,7 +6,8 @@ process from its first consumed message to its last:
 - Log Agent: the real `Service` (decode, redaction, fingerprint, window; one heuristic analysis per
   burst published to the output topic), consuming with its own group;
 - the peer: bare aiokafka consuming the same messages and producing each one to another topic, the
-  least any consume-and-produce service costs.
+  least any consume-and-produce service costs;
+- and, for scale, bare aiokafka only consuming them.
 The broker runs in a process of its own, so its CPU counts for neither. Log Agent is also timed from its
 first message until every analysis is published (the bursts close after the quiet time; git runs in
 child processes, whose CPU is added), and the time from each burst's close to its analysis on the
@@ -82,6 +83,7 @@ class E2eResult:
     logagent: Timing
     bare: Timing
     logagent_drained: Timing
+    consume_only: Timing
     bursts: int
     close_to_output: Latency
 
@@ -93,7 +95,9 @@ class E2eResult:
                 f"consume-and-produce ({self.bare.rate_text(self.events)}; turns {to_bare.spread()}) "
                 f"[target >= {TARGET}x: {verdict}]; until every analysis is out "
                 f"{self.logagent_drained.rate_text(self.events)} per CPU second = "
-                f"{ratio(self.logagent_drained, self.bare).text()}; burst close->output p50 "
+                f"{ratio(self.logagent_drained, self.bare).text()}; bare consume alone "
+                f"{self.consume_only.rate_text(self.events)} = {ratio(self.logagent, self.consume_only).text()}; "
+                f"burst close->output p50 "
                 f"{self.close_to_output.p50_ms:.0f} ms p99 {self.close_to_output.p99_ms:.0f} ms ({self.bursts} "
                 f"bursts; {self.events} events, {len(self.logagent.seconds)} repetitions in turns)")
 
@@ -109,10 +113,11 @@ async def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | N
         await producer.stop()
 
 
-async def bare_consume_produce(bootstrap: str, topic: str, out_topic: str, group: str, expected: int) -> float:
+async def bare_consume_produce(bootstrap: str, topic: str, out_topic: str | None, group: str,
+                               expected: int) -> float:
     """CPU seconds for a plain group consumer to read the topic from the start and produce every message
-    to `out_topic`, from its first message to the last delivery acknowledged. It produces the cheapest
-    way aiokafka offers: whole batches (`create_batch`, `send_batch`), not one `send` per message."""
+    to `out_topic` (None: only read), from its first message to the last delivery acknowledged. It
+    produces the cheapest way aiokafka offers: whole batches (`create_batch`, `send_batch`)."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                                 enable_auto_commit=False, **_FAST_GROUP)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_request_size=2_000_000)
@@ -126,6 +131,8 @@ async def bare_consume_produce(bootstrap: str, topic: str, out_topic: str, group
                 if records and not started:
                     started = time.process_time()
                 seen += len(records)
+                if out_topic is None:
+                    continue
                 batch = producer.create_batch()
                 for record in records:
                     while batch.append(key=record.key, value=record.value, timestamp=None) is None:
@@ -212,22 +219,26 @@ async def measure(events: int, repetitions: int) -> E2eResult:
         ours: list[float] = []
         drained: list[float] = []
         bare: list[float] = []
+        consume_only: list[float] = []
         delays: list[float] = []
         for rep in range(repetitions):
             topics = [f"errors-{rep}", f"analyses-{rep}", f"errors.dlq-{rep}", f"bare-out-{rep}"]
             await create_topics(bench.bootstrap, topics, {topics[0]: _PARTITIONS})
             await produce(bench.bootstrap, topics[0], bench.messages)
-            for contender in (("service", "bare") if rep % 2 == 0 else ("bare", "service")):
+            order = ["service", "bare", "consume"]
+            for contender in order[rep % 3:] + order[:rep % 3]:
                 if contender == "service":
                     cpu_s, drained_s, burst_delays = await run_service(bench, rep)
                     ours.append(cpu_s)
                     drained.append(drained_s)
                     delays += burst_delays
                 else:
-                    bare.append(await bare_consume_produce(bench.bootstrap, topics[0], topics[3], f"bare-{rep}",
-                                                           len(bench.messages)))
+                    out = topics[3] if contender == "bare" else None
+                    seconds = await bare_consume_produce(bench.bootstrap, topics[0], out, f"{contender}-{rep}",
+                                                         len(bench.messages))
+                    (bare if contender == "bare" else consume_only).append(seconds)
     return E2eResult(stream.event_count, Timing(tuple(ours)), Timing(tuple(bare)), Timing(tuple(drained)),
-                     len(delays), latency(delays))
+                     Timing(tuple(consume_only)), len(delays), latency(delays))
 
 
 async def wait_consumed(service: Service, task: asyncio.Task[None], total: int, timeout_s: float = 300.0) -> None:

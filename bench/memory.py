@@ -28,9 +28,10 @@ import pyarrow as pa
 
 from bench.stats import Latency, latency
 from bench.timing import load_average
+from consumer.runner import configure_gc
 from store import CitedRange, MemoryConfig, MemoryStore, NewCase, RecallQuery
 from store.scope import scope_filter, table_name
-from store.table import case_row, memory_schema
+from store.table import NEW_TABLE_OPTIONS, case_row, memory_schema
 
 DIM = 384
 TENANTS = 10
@@ -137,6 +138,7 @@ def run(rows: int, queries: int = 100, inserts: int = 50, seed: int = 11, warm_u
         collection, chroma_inserts = _build_chroma(Path(tmp) / "chroma", work)
         contenders = {"store.recall": _store_recall(store, embedder, work), "lance": _lance_search(table, work),
                       "chroma": _chroma_search(collection, work)}
+        configure_gc()  # as `logagent run` does: what start-up built is frozen out of every collection
         times: dict[str, list[float]] = {name: [] for name in contenders}
         found: dict[str, list[set[int]]] = {name: [] for name in contenders}
         names = list(contenders)
@@ -185,7 +187,8 @@ def _build_lance(path: Path, work: _Workload) -> tuple[MemoryStore, LookupEmbedd
     store = MemoryStore(config, embedder)
     db = lancedb.connect(str(path))
     schema = memory_schema(DIM, embedder.name)
-    table: Any = db.create_table(table_name(SERVER), schema=schema)  # LanceDB is only partly typed
+    # Created as the store creates its tables; LanceDB is only partly typed.
+    table: Any = db.create_table(table_name(SERVER), schema=schema, storage_options=NEW_TABLE_OPTIONS)
     ttl = config.ttl_for(SCOPE)
     for start in range(0, len(work.data), 20_000):
         stop = min(len(work.data), start + 20_000)

@@ -42,6 +42,7 @@ from store.record import (
 from store.relevance import Candidate, Ranked, RankQuery, cosine, rank, select
 from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_float, sql_string, table_name
 from store.table import (
+    NEW_TABLE_OPTIONS,
     RECALL_COLUMNS,
     SUMMARY_COLUMNS,
     arrow_rows,
@@ -119,7 +120,7 @@ class MemoryStore:
                 return None
             schema = memory_schema(self._embedder.dim, self._embedder.name)
             try:
-                table = db.create_table(name, schema=schema, exist_ok=True)
+                table = db.create_table(name, schema=schema, exist_ok=True, storage_options=NEW_TABLE_OPTIONS)
             except (ValueError, OSError):  # another writer created it between our open and create
                 table = db.open_table(name)
         check_compatible(table.schema, self._embedder.dim, self._embedder.name, name)
