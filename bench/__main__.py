@@ -13,7 +13,9 @@ import sys
 import time
 from datetime import UTC, datetime
 
-BENCHMARKS = ("grouping", "e2e", "redaction", "llm_calls", "memory", "footprint")
+from bench.timing import load_average
+
+BENCHMARKS = ("grouping", "floor", "startup", "e2e", "redaction", "llm_calls", "memory", "footprint", "scale")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     quick = not args.full
     print(f"# {'quick' if quick else 'full'} run, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}", flush=True)
+          f"{os.cpu_count()} cores, load average {load_average()}, Python {platform.python_version()}",
+          flush=True)
     failed = 0
     for name in args.names or BENCHMARKS:
         started = time.perf_counter()

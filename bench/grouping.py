@@ -1,6 +1,7 @@
 """Grouping throughput: decode + fingerprint + burst window in process, against Drain3 and bare orjson.
 
-Every contender reads the same generated stream in the same run. Log Agent reads the Kafka message bytes
+Every contender reads the same generated stream in the same run, timed in CPU seconds, in turns
+(`bench.timing`); Drain3 mines the whole stream. Log Agent reads the Kafka message bytes
 exactly as the consumer does (`decode_message` → `fingerprint_event` → `BurstWindow.add`). Drain3 is
 handed the text it mines already extracted (message plus trace), which spares it the JSON decode: the
 comparison favours the peer. `orjson.loads` of the same bytes is the floor: reading the events at all.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import cProfile
 import io
 import pstats
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +21,7 @@ import orjson
 
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.signature import fingerprint_event
+from bench.timing import Timing, interleaved, kilo, ratio
 from bench.workload import WorkloadEvent, WorkloadSpec, generate
 from consumer.runner import configure_gc
 from consumer.settings import WindowSettings
@@ -42,54 +43,47 @@ class GroupingResult:
     """Events per second of each contender and how many groups each found."""
 
     events: int
-    logagent_s: float
-    drain3_s: float
-    drain3_message_s: float
-    orjson_s: float
-    python_floor_s: float
+    timings: dict[str, Timing]
     bursts: int
     signatures: int
     true_groups: int
     drain3_clusters: int
 
-    def rate(self, seconds: float) -> float:
-        """Events per second for a duration."""
-        return self.events / seconds if seconds > 0 else float("inf")
-
     def line(self) -> str:
-        """The one-line summary."""
-        ours, drain3, floor = self.rate(self.logagent_s), self.rate(self.drain3_s), self.rate(self.orjson_s)
-        drain3_message, python_floor = self.rate(self.drain3_message_s), self.rate(self.python_floor_s)
-        return (f"grouping: {ours / 1000:.0f}k events/s = {ours / drain3:.1f}x drain3, "
-                f"{ours / drain3_message:.2f}x drain3-message-line, "
-                f"{ours / floor:.2f}x orjson-decode (drain3 {drain3 / 1000:.1f}k/s on message + trace, "
-                f"{drain3_message / 1000:.1f}k/s on the message line alone,"
-                f" orjson {floor / 1000:.0f}k/s, python-floor {python_floor / 1000:.0f}k/s ="
-                f" {python_floor / floor:.2f}x orjson; {self.events} events; signatures "
+        """The one-line summary: rates per CPU second, best (median) of the repetitions."""
+        t = self.timings
+        ours = t["logagent"]
+        return (f"grouping: {ours.rate_text(self.events)} = {ratio(ours, t['drain3']).text()} drain3, "
+                f"{ratio(ours, t['drain3-message']).text()} drain3-message-line, "
+                f"{ratio(ours, t['python-floor']).text()} python-floor, "
+                f"{ratio(ours, t['orjson']).text()} orjson-decode (drain3 {t['drain3'].rate_text(self.events)} "
+                f"on message + trace, {t['drain3-message'].rate_text(self.events)} on the message line alone, "
+                f"orjson {t['orjson'].rate_text(self.events)}, python-floor "
+                f"{t['python-floor'].rate_text(self.events)} = {ratio(t['python-floor'], t['orjson']).text()} "
+                f"orjson; CPU time, {len(ours.seconds)} repetitions in turns; {self.events} events; signatures "
                 f"{self.signatures} vs {self.true_groups} true (server, failure) groups, drain3 "
                 f"{self.drain3_clusters} templates; {self.bursts} bursts)")
 
 
-def run_logagent(lines: Sequence[bytes]) -> tuple[float, int, int]:
-    """Seconds to decode, fingerprint and window every line; bursts closed; distinct signatures seen."""
+def run_logagent(lines: Sequence[bytes]) -> tuple[int, int]:
+    """Decode, fingerprint and window every line; returns the bursts closed and the distinct signatures."""
     window_settings = WindowSettings()
     window = BurstWindow(window_settings.quiet_s, window_settings.max_length_s, window_settings.max_open,
                          window_settings.max_samples)
     config = DecodeConfig()
     keys: set[tuple[str, str]] = set()
     closed = 0
-    started = time.perf_counter()
     for offset, raw in enumerate(lines):
         for event in decode_message(raw, config):
             signature = fingerprint_event(event)
             keys.add((event.server_id, signature.fingerprint))
             closed += len(window.add(event, signature, (_TP, offset)))
     closed += len(window.flush())
-    return time.perf_counter() - started, closed, len(keys)
+    return closed, len(keys)
 
 
-def run_drain3(texts: Sequence[str]) -> tuple[float, int]:
-    """Seconds for Drain3 (with masking) to mine every text, and how many templates it found."""
+def run_drain3(texts: Sequence[str]) -> int:
+    """Drain3 (with masking) mines every text; returns how many templates it found."""
     # drain3 ships no type information.
     from drain3 import TemplateMiner
     from drain3.masking import MaskingInstruction
@@ -99,79 +93,77 @@ def run_drain3(texts: Sequence[str]) -> tuple[float, int]:
     config.masking_instructions = [MaskingInstruction(pattern, mask) for pattern, mask in DRAIN3_MASKING]
     config.profiling_enabled = False
     miner = TemplateMiner(config=config)
-    started = time.perf_counter()
     for text in texts:
         miner.add_log_message(text)
-    return time.perf_counter() - started, len(miner.drain.clusters)
+    return len(miner.drain.clusters)
 
 
-def run_orjson(lines: Sequence[bytes]) -> float:
-    """Seconds to `orjson.loads` every line: the cost of reading the events at all."""
+def run_orjson(lines: Sequence[bytes]) -> None:
+    """`orjson.loads` every line: the cost of reading the events at all."""
     loads = orjson.loads
-    started = time.perf_counter()
     for raw in lines:
         loads(raw)
-    return time.perf_counter() - started
 
 
 _FLOOR_FIELDS = ("server_id", "service.name", "app_name", "message", "@timestamp", "timestamp", "level", "log.level")
 
 
-def run_python_floor(lines: Sequence[bytes]) -> float:
-    """Seconds for the least a grouping written in Python does per event: decode it, read eight fields
-    into a tuple and count it in a dict. No validation, no trace parsing, no signature, no window."""
+def run_python_floor(lines: Sequence[bytes]) -> int:
+    """The least a grouping written in Python does per event: decode it, read eight fields into a tuple
+    and count it in a dict. No validation, no trace parsing, no signature, no window. Returns the keys."""
     loads = orjson.loads
     counts: dict[tuple[object, ...], int] = {}
-    started = time.perf_counter()
     for raw in lines:
         get = loads(raw).get
         record = tuple([get(field) for field in _FLOOR_FIELDS])
         key = record[:3]
         counts[key] = counts.get(key, 0) + 1
-    return time.perf_counter() - started
+    return len(counts)
 
 
-def measure(events: Sequence[WorkloadEvent], drain3_events: int | None = None) -> GroupingResult:
-    """Every contender on the same events, in the same process.
-
-    Drain3 mines about 1.5k multi-line traces a second, so it may be timed on the first
-    `drain3_events` only; its rate per event does not depend on the stream's length.
-    """
+def measure(events: Sequence[WorkloadEvent], repetitions: int = 3) -> GroupingResult:
+    """Every contender on the same events, in the same process, in turns; Drain3 over the whole stream."""
     lines = [event.line for event in events]
-    orjson_s = min(run_orjson(lines) for _ in range(3))  # the floor is noisy at this speed; take its best
-    python_floor_s = min(run_python_floor(lines) for _ in range(3))
-    logagent_s, bursts, signatures = run_logagent(lines)
-    sample = events[: drain3_events or len(events)]
-    drain3_s, clusters = run_drain3([event.text for event in sample])
-    drain3_s *= len(events) / len(sample)
+    texts = [event.text for event in events]
     # Drain3's usual input is one log line; without the trace it cannot tell failure sites apart, but it
     # is the fastest the peer gets, so it is the honest bar for the speed target.
-    drain3_message_s, _ = run_drain3([event.text.split("\n", 1)[0] for event in events])
+    message_lines = [text.split("\n", 1)[0] for text in texts]
+    grouped: list[tuple[int, int]] = []
+    templates: list[int] = []
+    contenders = {
+        "logagent": lambda: grouped.append(run_logagent(lines)),
+        "drain3": lambda: templates.append(run_drain3(texts)),
+        "drain3-message": lambda: run_drain3(message_lines),
+        "orjson": lambda: run_orjson(lines),
+        "python-floor": lambda: run_python_floor(lines),
+    }
+    timings = interleaved(contenders, repetitions)
+    bursts, signatures = grouped[0]
     truth = len({(event.server, event.failure) for event in events})
-    return GroupingResult(len(events), logagent_s, drain3_s, drain3_message_s, orjson_s, python_floor_s, bursts,
-                          signatures, truth, clusters)
+    return GroupingResult(len(events), timings, bursts, signatures, truth, templates[0])
 
 
-def churn(events: int) -> str:
+def churn(events: int, repetitions: int = 3) -> str:
     """Log Agent against orjson on a stream where nearly every burst is a new failure: the worst case for
     the caches, which miss and evict all the time."""
     stream = generate(WorkloadSpec(events=events, failures_per_server=events // 15, burst_min=1, burst_max=3,
                                    concurrent_bursts=50))
     lines = [event.line for event in stream]
-    orjson_s = min(run_orjson(lines) for _ in range(3))
-    logagent_s, _, signatures = run_logagent(lines)
+    signatures: list[int] = []
+    timings = interleaved({"logagent": lambda: signatures.append(run_logagent(lines)[1]),
+                           "orjson": lambda: run_orjson(lines)}, repetitions)
     failures = len({(event.server, event.failure) for event in stream})
-    return (f"distinct-failure stream: {len(lines) / logagent_s / 1000:.1f}k events/s = "
-            f"{orjson_s / logagent_s:.3f}x orjson-decode ({failures} failures, {signatures} signatures in "
-            f"{len(lines)} events)")
+    return (f"distinct-failure stream: {timings['logagent'].rate_text(len(lines))} = "
+            f"{ratio(timings['logagent'], timings['orjson']).text()} orjson-decode ({failures} failures, "
+            f"{signatures[0]} signatures in {len(lines)} events; {kilo(len(lines) / timings['orjson'].best)}/s orjson)")
 
 
 def bench(quick: bool) -> str:
-    """One line: 20k events when quick, 120k when full, with the collector tuned as `logagent run` tunes it;
-    then the same on a stream of mostly distinct failures (10k / 60k events)."""
+    """One line: 6k events when quick, 100k when full, with the collector tuned as `logagent run` tunes
+    it; then the same on a stream of mostly distinct failures (10k / 60k events)."""
     configure_gc()
-    events = generate(WorkloadSpec(events=20_000 if quick else 120_000))
-    return f"{measure(events, drain3_events=4_000 if quick else 30_000).line()}; {churn(10_000 if quick else 60_000)}"
+    events = generate(WorkloadSpec(events=6_000 if quick else 100_000))
+    return f"{measure(events).line()}; {churn(10_000 if quick else 60_000)}"
 
 
 def profile(events: int = 50_000, top: int = 25) -> str:

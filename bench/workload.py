@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -41,6 +42,9 @@ class WorkloadSpec:
     mean_gap_s: float = 0.01
     start: float = 1_717_000_000.0
     seed: int = 20_240_601
+    fresh_failures: bool = False
+    """Every burst takes a failure no burst had before (the churn stream: with bursts of one, every
+    trace is new); `failures_per_server` must cover the bursts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,24 +76,30 @@ class _Burst:
 
 def generate(spec: WorkloadSpec = WorkloadSpec()) -> list[WorkloadEvent]:
     """The whole stream, in arrival order; the same spec always yields the same bytes."""
+    return list(stream(spec))
+
+
+def stream(spec: WorkloadSpec = WorkloadSpec()) -> Iterator[WorkloadEvent]:
+    """The stream event by event, for streams too large to hold (`generate` is its list)."""
     rng = random.Random(spec.seed)
     servers, failures = _catalogue(spec, rng)
     frame_cache: dict[tuple[int, str, int], tuple[str, list[dict[str, Any]]]] = {}
     commits_per_deploy = spec.events // max(1, spec.deploys_per_server)
     active: list[_Burst] = []
-    events: list[WorkloadEvent] = []
+    emitted = 0
     now = spec.start
-    while len(events) < spec.events:
+    while emitted < spec.events:
         while len(active) < spec.concurrent_bursts:
-            server = rng.choice(servers)
+            server = rng.choice([s for s in servers if s.failures] if spec.fresh_failures else servers)
             size = rng.randint(spec.burst_min, spec.burst_max)
-            active.append(_Burst(rng.choice(server.failures), server, size))
+            failure_id = server.failures.pop() if spec.fresh_failures else rng.choice(server.failures)
+            active.append(_Burst(failure_id, server, size))
         burst = active[rng.randrange(len(active))]
         burst.remaining -= 1
         if burst.remaining <= 0:
             active.remove(burst)
         server = burst.server
-        server.deploy = min(len(events) // commits_per_deploy, spec.deploys_per_server - 1)
+        server.deploy = min(emitted // commits_per_deploy, spec.deploys_per_server - 1)
         key = (burst.failure, server.name, server.deploy)
         failure = failures[burst.failure]
         if key not in frame_cache:
@@ -100,8 +110,11 @@ def generate(spec: WorkloadSpec = WorkloadSpec()) -> list[WorkloadEvent]:
         now += rng.expovariate(1.0 / spec.mean_gap_s)
         commit = commit_of(server.name, server.deploy)
         frame_text, structured = frame_cache[key]
-        events.append(_event(rng, server, failure, burst.failure, frame_text, structured, commit, now))
-    return events
+        yield _event(rng, server, failure, burst.failure, frame_text, structured, commit, now)
+        emitted += 1
+        if spec.fresh_failures and burst.remaining <= 0:
+            for deploy in range(spec.deploys_per_server):  # no burst takes this failure again
+                frame_cache.pop((burst.failure, server.name, deploy), None)
 
 
 def hash_seed(name: str, deploy: int) -> int:
@@ -152,15 +165,18 @@ def _iso(ts: float) -> str:
 
 
 def encode(shape: str, *, server: str, message: str, commit: str, now: float, exc_type: str = "",
-           exc_value: str = "", trace: str = "",
-           frames: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """One log record in `shape` (native, ecs, logstash, otel) as a logging library would write it."""
+           exc_value: str = "", trace: str = "", frames: list[dict[str, Any]] | None = None,
+           chained: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One log record in `shape` (native, ecs, logstash, otel) as a logging library would write it;
+    `chained` (native only) are the exception's causes, each `{type, value, stacktrace}`."""
     if shape == "native":
         record: dict[str, Any] = {"server_id": server, "timestamp": now, "level": "error",
                                   "logger": f"{server}.app", "message": message, "commit": commit}
         if exc_type:
             # Structured frames (outermost first), the way SDKs that capture exceptions send them.
             record["exception"] = {"type": exc_type, "value": exc_value, "stacktrace": frames or []}
+            if chained:
+                record["exception"]["chained"] = chained
         return record
     if shape == "ecs":
         record = {"@timestamp": _iso(now), "log.level": "error", "message": message, "service.name": server,

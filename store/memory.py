@@ -1,19 +1,22 @@
 """MemoryStore: past analyses per server in LanceDB, recalled per tenant and scope, fresh and correctable.
 
 Synchronous by design: LanceDB's Python API is blocking, so the pipeline calls it via asyncio.to_thread.
+Recall reads through LanceDB's async API instead, on LanceDB's own event loop: its two queries then run
+together in one hop, without the schema reads the blocking wrapper makes around every query.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Coroutine, Iterator, Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import lancedb
+from lancedb.background_loop import LOOP
 
 from store.browse import browse_filter, case_detail, server_summaries
 from store.config import MemoryConfig
@@ -39,16 +42,17 @@ from store.record import (
 from store.relevance import Candidate, Ranked, RankQuery, cosine, rank, select
 from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_float, sql_string, table_name
 from store.table import (
+    NEW_TABLE_OPTIONS,
     RECALL_COLUMNS,
     SUMMARY_COLUMNS,
     arrow_rows,
+    arrow_to_rows,
     case_row,
     case_summary,
     check_compatible,
     cited_ranges,
     fetch_rows,
     memory_schema,
-    query_rows,
     row_analysis,
     with_retries,
 )
@@ -68,7 +72,8 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._db: Any = None
         self._tables: dict[str, Any] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._async_db: Any = None
+        self._readers: dict[str, Any] = {}
 
     # -- connection and tables -------------------------------------------------------------------
 
@@ -77,10 +82,29 @@ class MemoryStore:
             if self._db is None:
                 # Tables stay open per server; each read re-checks the latest version once this
                 # interval has passed (0: on every read), so replicas see each other's commits.
-                interval = timedelta(seconds=self._config.read_consistency_s)
-                self._db = lancedb.connect(self._config.uri, read_consistency_interval=interval,
+                self._db = lancedb.connect(self._config.uri, read_consistency_interval=self._consistency(),
                                            storage_options=self._config.storage.to_storage_options())
             return self._db
+
+    def _consistency(self) -> timedelta:
+        return timedelta(seconds=self._config.read_consistency_s)
+
+    def _reader(self, name: str) -> Any:
+        """The async handle of table `name` that recall reads through (same consistency as the writes')."""
+        with self._lock:
+            reader = self._readers.get(name)
+        if reader is not None:
+            return reader
+        with self._lock:
+            if self._async_db is None:
+                self._async_db = _on_lance_loop(lancedb.connect_async(
+                    self._config.uri, read_consistency_interval=self._consistency(),
+                    storage_options=self._config.storage.to_storage_options()))
+            db = self._async_db
+        reader = _on_lance_loop(db.open_table(name))
+        with self._lock:
+            self._readers[name] = reader
+        return reader
 
     def _table(self, server: str, *, create: bool) -> Any | None:
         name = table_name(server)
@@ -96,7 +120,7 @@ class MemoryStore:
                 return None
             schema = memory_schema(self._embedder.dim, self._embedder.name)
             try:
-                table = db.create_table(name, schema=schema, exist_ok=True)
+                table = db.create_table(name, schema=schema, exist_ok=True, storage_options=NEW_TABLE_OPTIONS)
             except (ValueError, OSError):  # another writer created it between our open and create
                 table = db.open_table(name)
         check_compatible(table.schema, self._embedder.dim, self._embedder.name, name)
@@ -130,12 +154,6 @@ class MemoryStore:
             token = page.page_token
             if not token:
                 return
-
-    def _background(self, work: Callable[[], T]) -> Future[T]:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-recall")
-            return self._pool.submit(work)
 
     def _retry(self, operation: Any) -> Any:
         cfg = self._config
@@ -248,11 +266,12 @@ class MemoryStore:
         # `maintain` deletes expired rows, so they are rare, and an `expires_at` range in the pre-filter
         # costs a third of the query (it matches nearly every row). Only when expired rows did take
         # places in the pool does it run again with expiry in the filter.
+        reader = self._reader(table.name)
         where = scope_filter(server=None, tenant=query.tenant, scope=query.scope, now=None)
-        rows = self._candidate_rows(table, vector, where, query.fingerprint)
+        rows = self._candidate_rows(reader, vector, where, query.fingerprint)
         if any(not alive(row, query.now) for row in rows):
             where = scope_filter(server=None, tenant=query.tenant, scope=query.scope, now=query.now)
-            rows = self._candidate_rows(table, vector, where, query.fingerprint)
+            rows = self._candidate_rows(reader, vector, where, query.fingerprint)
         admitted = post_filter(rows, server=query.server, tenant=query.tenant, scope=query.scope,
                                now=query.now)
         by_id = {str(row["id"]): row for row in admitted}
@@ -262,21 +281,20 @@ class MemoryStore:
         ranked = rank(wanted, candidates, self._config.ranking)
         return self._finish(query, ranked, by_id, analyses, is_changed)
 
-    def _candidate_rows(self, table: Any, vector: list[float], where: str, fingerprint: str) -> list[dict[str, Any]]:
+    def _candidate_rows(self, reader: Any, vector: list[float], where: str, fingerprint: str) -> list[dict[str, Any]]:
         """The `candidate_pool` nearest rows passing `where`, plus up to `top_k` exact-fingerprint matches."""
         ranking = self._config.ranking
-        nearest = (table.search(vector).distance_type("cosine").where(where, prefilter=True)
+        # The where clause of a vector search pre-filters (the async API's default).
+        nearest = (reader.vector_search(vector).distance_type("cosine").where(where)
                    .nprobes(self._config.nprobes).select([*RECALL_COLUMNS, "_distance"])
                    .limit(ranking.candidate_pool))
+        queries = [nearest.to_arrow()]
         # Exact fingerprint matches join the pool even when embeddings miss them: a B-tree lookup,
         # run alongside the vector search so the recall waits for the slower of the two only.
-        exact = None
         if fingerprint:
-            exact = self._background(lambda: query_rows(
-                table.search().where(f"{where} AND fingerprint = {sql_string(fingerprint)}")
-                .select(RECALL_COLUMNS).limit(ranking.top_k)))
-        rows = query_rows(nearest)
-        return rows + exact.result() if exact is not None else rows
+            queries.append(reader.query().where(f"{where} AND fingerprint = {sql_string(fingerprint)}")
+                           .select(RECALL_COLUMNS).limit(ranking.top_k).to_arrow())
+        return [row for result in _on_lance_loop(_gather(queries)) for row in arrow_to_rows(result)]
 
     def _finish(self, query: RecallQuery, ranked: list[Ranked], by_id: Mapping[str, Mapping[str, Any]],
                 analyses: Mapping[str, dict[str, Any]], is_changed: IsChanged | None) -> RecallResult:
@@ -382,6 +400,16 @@ class MemoryStore:
             if built:
                 indexed.append(table.name)
         return MaintenanceReport(expired, tuple(names), tuple(indexed))
+
+
+def _on_lance_loop(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` on LanceDB's event loop, where its async API runs, and wait for the result."""
+    result: T = LOOP.run(work)  # type: ignore[no-untyped-call]  # lancedb's loop is untyped
+    return result
+
+
+async def _gather(queries: list[Any]) -> list[Any]:
+    return list(await asyncio.gather(*queries))
 
 
 def _candidate(row: Mapping[str, Any], analysis: Mapping[str, Any]) -> Candidate:

@@ -35,6 +35,11 @@ RECALL_COLUMNS = ["id", "server", "tenant", "scope", "fingerprint", "exception_t
 
 T = TypeVar("T")
 
+NEW_TABLE_OPTIONS = {"new_table_data_storage_version": "2.1"}
+"""How a memory table is created. Lance file format 2.1 reads scattered rows faster than the 2.0 default,
+nested columns (`cited_files`) most: recall reads 18 columns of 50 rows spread over the table, and took
+about a quarter less time on it (100k rows, alternating runs). Tables made before keep their format."""
+
 
 def memory_schema(dim: int, embedder: str) -> pa.Schema:
     """The schema of a `memory_<server>` table; its metadata pins the embedding dimension and model."""
@@ -145,9 +150,9 @@ def case_summary(row: Mapping[str, Any], score: float | None = None) -> CaseSumm
     )
 
 
-def query_rows(query: Any) -> list[dict[str, Any]]:
-    """Rows of a query as dicts, with each vector a row of one float32 matrix instead of a Python list."""
-    result = query.to_arrow()
+def arrow_to_rows(result: Any) -> list[dict[str, Any]]:
+    """Rows of a query's Arrow result as dicts, with each vector a row of one float32 matrix instead of a
+    Python list."""
     if "vector" not in result.column_names:
         rows: list[dict[str, Any]] = result.to_pylist()
         return rows
