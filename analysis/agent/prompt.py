@@ -28,7 +28,6 @@ _VERDICT_NOTE_CHARS = 200
 _ERROR_CHARS = 1500
 # Anything that looks like our delimiter inside data is defused so it cannot end the block early.
 _DELIMITER_LOOKALIKE = re.compile(r"<{2,}|>{2,}")
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
 
 SYSTEM_PROMPT = """\
 You are Log Agent, a senior engineer explaining one production error from the source code that was \
@@ -138,10 +137,7 @@ def build_user_message(
 
 def parse_answer(text: str) -> AgentAnswer:
     """Parse the model's final answer: strip code fences and surrounding prose, validate the schema."""
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group("body").strip()
+    body = _unfenced(text.strip())
     if not body.startswith("{"):
         start, end = body.find("{"), body.rfind("}")
         if start < 0 or end <= start:
@@ -159,6 +155,20 @@ def parse_answer(text: str) -> AgentAnswer:
             for err in exc.errors(include_input=False, include_url=False)
         )
         raise AnswerError(f"schema mismatch: {problems}"[:_ERROR_CHARS]) from None
+
+
+def _unfenced(text: str) -> str:
+    """The body of a ```-fenced answer without its info string (```json), else `text` as it is.
+
+    Plain string operations: the regex this replaces backtracked cubically on long runs of whitespace.
+    """
+    if len(text) < 6 or not text.startswith("```") or not text.endswith("```"):
+        return text
+    inner = text[3:-3]
+    info, newline, rest = inner.partition("\n")
+    if (newline and info.strip().replace("-", "").replace("_", "").isalnum()) or not info.strip():
+        inner = rest
+    return inner.strip()
 
 
 # -- rendering --------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ _CREDENTIAL_HELPER = (
 )
 # Revisions come from untrusted log fields: refuse anything git could read as an option or a range.
 _SAFE_REVISION = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._/+-]{0,199}$")
-_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+# A scheme starts after a character that cannot be part of one, so a long word is tried once, not per letter.
+_URL_USERINFO = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^/@\s]+@")
 _SEEN_COMMITS_CAP = 2048
 
 
