@@ -71,7 +71,7 @@ class Service:
         self._clock = clock
         w = settings.window
         self._window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, clock=clock,
-                                   on_open=self._burst_opened)
+                                   on_open=self._burst_opened, max_open_bytes=w.max_open_bytes)
         self._offsets = OffsetTracker()
         self.stats = ServiceStats()
         self._workers = AnalysisWorkers(settings, analyzer, metrics, self._offsets, self.stats)
@@ -182,8 +182,9 @@ class Service:
             self._send_to_dlq(tp, message, "internal_error", type(error).__name__)
             return
         self._accepted.inc()
+        share = len(raw) // len(signed) if signed else 0
         for event, signature in signed:
-            for closed in self._window.add(event, signature, (tp, offset)):
+            for closed in self._window.add(event, signature, (tp, offset), share):
                 self._enqueue(closed)
 
     def _send_to_dlq(self, tp: PartitionKey, message: Any, reason: str, error: str) -> None:

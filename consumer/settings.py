@@ -152,6 +152,9 @@ class WindowSettings(BaseModel):
     max_length_s: float = Field(300.0, gt=0, description="A burst closes this long after its first event.")
     max_open: int = Field(10_000, ge=1, description="Open bursts cap; past it the oldest closes early.")
     max_samples: int = Field(20, ge=1, description="Events kept per burst for analysis and the event's samples.")
+    max_open_bytes: int = Field(
+        256 << 20, ge=1 << 20, description="Bytes the open bursts' samples may hold; past it the oldest closes early."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> WindowSettings:
