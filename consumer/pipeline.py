@@ -129,6 +129,8 @@ class Service:
             try:
                 await self._consume(consumer, stop)
             finally:
+                if self._health is not None:
+                    self._health.loop_stopped()
                 await self._finish()
                 await self._commit()
                 if self._health is not None:
@@ -141,6 +143,8 @@ class Service:
         next_commit = self._clock() + self._settings.kafka.commit_interval_s
         next_expire = self._clock()
         while not stop.is_set():
+            if self._health is not None:
+                self._health.beat()  # /livez fails when this stops for http.stall_after_s
             batch = await consumer.getmany(timeout_ms=pipeline.poll_timeout_ms)
             for tp, messages in batch.items():
                 for message in messages:

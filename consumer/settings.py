@@ -209,6 +209,9 @@ class HttpSettings(BaseModel):
 
     host: str = "0.0.0.0"  # noqa: S104 - the pod's probes and Prometheus reach it from outside
     port: int = Field(9464, ge=0, le=65535)
+    stall_after_s: float = Field(
+        120.0, gt=0, description="/livez fails once the main loop has made no progress for this long."
+    )
 
 
 class OllamaSettings(BaseModel):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import itertools
+import threading
+import time
 from collections.abc import Callable
 
 import jsonschema
@@ -13,6 +16,7 @@ import pytest
 from analysis.code.repo import RepoSync
 from consumer.cloudevent import event_schema
 from consumer.explainer import HeuristicAnalyzer
+from consumer.http import HealthState, serve_http
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from tests.conftest import SHOP_BUGS, KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error, shop_line
@@ -107,3 +111,48 @@ class TestPipelineFlow:
             lag = [sample(name, {"consumergroup": group, "topic": settings.kafka.input_topic, "partition": str(p)})
                    for p in ends]
             assert lag == [0, 0], name
+
+
+class TestLiveness:
+    def test_livez_fails_while_the_event_loop_is_blocked_and_recovers(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """The real service on a real broker beats on every turn of its loop; when something holds the event
+        loop (here a blocking call scheduled on it, as a runaway parse would), /livez turns 503 within the
+        limit while the HTTP thread keeps answering, and 200 again once the loop turns."""
+        repos = shop_repos("orders")
+        settings = settings_factory()
+        health = HealthState(stall_after_s=0.5)
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics(), health)
+        seen: list[int] = []
+
+        def probe() -> int:
+            connection = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=5)
+            try:
+                connection.request("GET", "/livez")
+                return connection.getresponse().status
+            finally:
+                connection.close()
+
+        async def scenario() -> None:
+            raw = shop_error("orders", next(iter(SHOP_BUGS)), 1_700_000_000.0, repos.commits["orders"])
+            await kafka_io.produce(settings.kafka.input_topic, [raw])
+            stop = asyncio.Event()
+            task = asyncio.create_task(service.run(stop))
+            try:
+                while service.stats.events_in < 1:  # noqa: ASYNC110 - polls the service's counter; no event exists
+                    await asyncio.sleep(0.05)
+                seen.append(await asyncio.to_thread(probe))
+                blocked = threading.Thread(target=lambda: (time.sleep(1.5), seen.append(probe())))
+                blocked.start()
+                time.sleep(2.5)  # noqa: ASYNC251 - holds the event loop, as a message parsed for seconds would
+                blocked.join()
+                await asyncio.sleep(0.5)  # a turn or two
+                seen.append(await asyncio.to_thread(probe))
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, timeout=30)
+
+        with serve_http("127.0.0.1", 0, Metrics(), health) as endpoint:
+            asyncio.run(scenario())
+        assert seen == [200, 503, 200]
