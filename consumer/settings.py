@@ -187,6 +187,9 @@ class PipelineSettings(BaseModel):
     poll_timeout_ms: int = Field(
         200, ge=1, description="Longest wait for new messages before windows are checked."
     )
+    max_turn_s: float = Field(
+        1.0, gt=0, description="Longest the main loop reads one fetch before it turns; the rest is fetched again."
+    )
     shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long in-flight analyses may finish.")
     retry_initial_s: float = Field(0.5, gt=0, description="First backoff after a retriable failure.")
     retry_max_s: float = Field(30.0, gt=0, description="Cap of the exponential backoff (full jitter).")

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from analysis.code.repo import RepoSync
+from bench.bounded import SHAPES, hostile_message
 from consumer.cloudevent import event_schema
 from consumer.explainer import HeuristicAnalyzer
 from consumer.http import HealthState, serve_http
@@ -156,3 +157,46 @@ class TestLiveness:
         with serve_http("127.0.0.1", 0, Metrics(), health) as endpoint:
             asyncio.run(scenario())
         assert seen == [200, 503, 200]
+
+    @pytest.mark.parametrize("max_turn_s", [0.2, 60.0])
+    def test_a_fetch_of_heavy_messages_is_read_over_several_turns(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos],
+        max_turn_s: float,
+    ) -> None:
+        """Distinct Java traces of 512 kB on 8 partitions arrive in fetches of 16 of them (a megabyte a
+        partition), about 0.1 s of work each. Turns of max_turn_s keep /livez up at a 1.5 s stall limit,
+        and every message is read exactly once; without the cap one fetch holds the loop past the limit."""
+        repos = shop_repos("orders")
+        settings = settings_factory(partitions=8, pipeline={"max_turn_s": max_turn_s})
+        health = HealthState(heuristic_mode=True, stall_after_s=1.5)
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics(), health)
+        stream = [hostile_message(i * len(SHAPES) + SHAPES.index("java"), 512 * 1024) for i in range(32)]
+        statuses: list[int] = []
+        done = threading.Event()
+
+        def watch(port: int) -> None:
+            while not done.is_set():
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                connection.request("GET", "/livez")
+                statuses.append(connection.getresponse().status)
+                connection.close()
+                time.sleep(0.05)
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, stream, keys=[str(i).encode() for i in range(32)])
+            await run_until(service, lambda: service.stats.events_in >= len(stream) and service.idle(),
+                            timeout_s=90)
+
+        with serve_http("127.0.0.1", 0, Metrics(), health) as endpoint:
+            watcher = threading.Thread(target=watch, args=(endpoint.port,))
+            watcher.start()
+            try:
+                asyncio.run(scenario())
+            finally:
+                done.set()
+                watcher.join()
+        assert service.stats.events_in == len(stream)  # none read twice, none skipped
+        if max_turn_s < 1:
+            assert set(statuses) == {200}
+        else:
+            assert 503 in statuses
