@@ -9,6 +9,7 @@ entries until both bounds hold. Every cache registers itself, so `cache_bytes()`
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Hashable
 from functools import wraps
@@ -31,9 +32,11 @@ class BoundedCache(Generic[K, V]):
     `get` is the underlying dict's own method, so a lookup costs what a bare dict lookup costs. First in,
     first out: a burst's entries are hot while it lasts, and an entry that stays hot longer (a frame every
     trace shares) is made again once per turn of the table, which costs less than keeping a hit order.
+    Safe to share between threads (an analysis thread pool shares one redactor): `put` holds a lock, and
+    a `get` meanwhile sees the entry or not.
     """
 
-    __slots__ = ("__weakref__", "_data", "_sizes", "get", "max_bytes", "max_entries", "name", "nbytes")
+    __slots__ = ("__weakref__", "_data", "_lock", "_sizes", "get", "max_bytes", "max_entries", "name", "nbytes")
 
     def __init__(self, name: str, max_entries: int, max_bytes: int) -> None:
         if max_entries < 1 or max_bytes < 1:
@@ -44,27 +47,27 @@ class BoundedCache(Generic[K, V]):
         self.nbytes = 0
         self._data: dict[K, V] = {}  # insertion-ordered: its first keys are the oldest
         self._sizes: dict[K, int] = {}
+        self._lock = threading.Lock()
         self.get = self._data.get
         _CACHES.add(self)  # type: ignore[arg-type]  # the registry holds caches of any key and value type
 
     def put(self, key: K, value: V, nbytes: int) -> V:
         """Remember `value` under `key`, charged `nbytes`; returns `value` (so a miss reads `x = put(...)`)."""
-        sizes = self._sizes
-        if key in sizes or nbytes > self.max_bytes >> _LARGEST_ENTRY_SHIFT:
-            return self._put_rare(key, value, nbytes)
-        self._data[key] = value
-        sizes[key] = nbytes
-        total = self.nbytes = self.nbytes + nbytes
-        if total > self.max_bytes or len(sizes) > self.max_entries:
-            self._evict()
-        return value
-
-    def _put_rare(self, key: K, value: V, nbytes: int) -> V:
         if nbytes > self.max_bytes >> _LARGEST_ENTRY_SHIFT:
             return value  # one value that large would flush the table: not kept
-        self.nbytes -= self._sizes.pop(key)
-        del self._data[key]
-        return self.put(key, value, nbytes)
+        sizes = self._sizes
+        with self._lock:
+            total = self.nbytes + nbytes
+            old = sizes.get(key)
+            if old is not None:
+                total -= old
+                del self._data[key]
+            self._data[key] = value
+            sizes[key] = nbytes
+            self.nbytes = total
+            if total > self.max_bytes or len(sizes) > self.max_entries:
+                self._evict()
+        return value
 
     def _evict(self) -> None:
         """Drop the oldest entries until both bounds hold with a sixteenth to spare, so that a full table
@@ -88,9 +91,10 @@ class BoundedCache(Generic[K, V]):
 
     def clear(self) -> None:
         """Forget every entry."""
-        self._data.clear()
-        self._sizes.clear()
-        self.nbytes = 0
+        with self._lock:
+            self._data.clear()
+            self._sizes.clear()
+            self.nbytes = 0
 
     def __len__(self) -> int:
         return len(self._data)
