@@ -26,7 +26,7 @@ from store import MemoryConfig
 
 __all__ = ["ConfigError", "KafkaSettings", "Settings", "env_name", "masked_url"]
 
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/:@\s]*:)[^/@\s]+@")
+_URL_PASSWORD = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<head>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^/:@\s]*:)[^/@\s]+@")
 
 
 class ConfigError(Exception):
