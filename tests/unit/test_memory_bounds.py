@@ -25,7 +25,7 @@ _PACKAGES = ("consumer", "analysis", "store")
 _BOUNDED_BY_CONSTRUCTION = {
     "analysis/intake/field.py:_SECONDS": "4,096 keys of 19 characters (an ISO second), then cleared",
     "analysis/intake/field.py:_PLAIN_SECONDS": "cleared with _SECONDS",
-    "analysis/intake/signature.py:_MASKS_BY_LITERALS": "one pattern per subset of 10 branches: 1,024 at most",
+    "analysis/intake/redact.py:_prefilter": "one compiled rule set per set of kinds configured: eight at most",
 }
 _TOTAL_BUDGET = 400 << 20  # docs/reliability.md: what the intake caches may hold, all together
 _UNBOUNDED = frozenset({"lru_cache", "cache"})  # functools' memo decorators
@@ -79,13 +79,14 @@ class TestNoUnboundedCache:
         found = []
         for path in _sources():
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ImportFrom) and node.module == "functools":
-                    names = {alias.name for alias in node.names} & _UNBOUNDED
-                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                    names = {node.attr} & _UNBOUNDED if node.value.id == "functools" else set()
-                else:
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     continue
-                found += [f"{path.relative_to(_ROOT)}:{node.lineno} {name}" for name in names]
+                for decorator in node.decorator_list:
+                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                    where = f"{path.relative_to(_ROOT).as_posix()}:{node.name}"
+                    if name in _UNBOUNDED and where not in _BOUNDED_BY_CONSTRUCTION:
+                        found.append(where)
         assert not found, f"use analysis.cache.memoize instead: {found}"
 
     def test_every_table_filled_at_run_time_is_bounded(self) -> None:
@@ -106,14 +107,17 @@ class TestNoUnboundedCache:
 
     def test_the_caches_budgets_add_up_to_the_documented_total(self) -> None:
         """Every cache of the intake path, the redactor's included, is registered with a byte budget."""
-        for package in ("analysis.intake.decode", "analysis.intake.signature", "analysis.intake.stacktrace"):
+        for package in ("analysis.intake.decode", "analysis.intake.signature", "analysis.intake.stacktrace",
+                        "analysis.intake.template", "analysis.intake.structured"):
             importlib.import_module(package)
         redactor = Redactor()
         budgets = {name: budget for name, (_, budget) in cache_bytes().items() if not name.startswith("test.")}
-        assert {"decode.frames", "signature.by_frame", "signature.frame_facts", "stacktrace.skeletons",
-                "trace_java.frame", "redact.texts", "redact.lines"} <= set(budgets)
+        assert {"structured.frames", "decode.plans", "signature.by_frame", "signature.frame_facts",
+                "stacktrace.skeletons", "template.spans", "trace_java.frame", "redact.texts", "redact.lines",
+                "redact.frames"} <= set(budgets)
         shared = sum(budget for name, budget in budgets.items() if not name.startswith("redact."))
-        per_redactor = redactor._texts.max_bytes + redactor._lines.max_bytes  # one redactor's own caches
+        # One redactor's own caches.
+        per_redactor = redactor._texts.max_bytes + redactor._lines.max_bytes + redactor._frames.max_bytes
         # The service has two redactors: the pipeline's, and the explainer's for prompts and reports.
         assert shared + 2 * per_redactor <= _TOTAL_BUDGET
 
