@@ -312,7 +312,7 @@ def _redact_key(key: Any, redactor: Redactor) -> Any:
     return redactor.redact(key) if type(key) is str else key
 
 
-@memoize("redact.key_strength", 4096, 4 << 20)
+@memoize("redaction.key_strength", 4096, 4 << 20)
 def _key_strength(key: str) -> str | None:
     return secret_key(key)
 
