@@ -168,7 +168,7 @@ class TestLiveness:
         and every message is read exactly once; without the cap one fetch holds the loop past the limit."""
         repos = shop_repos("orders")
         settings = settings_factory(partitions=8, pipeline={"max_turn_s": max_turn_s})
-        health = HealthState(heuristic_mode=True, stall_after_s=1.5)
+        health = HealthState(stall_after_s=1.5)
         service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics(), health)
         stream = [hostile_message(i * len(SHAPES) + SHAPES.index("java"), 512 * 1024) for i in range(32)]
         statuses: list[int] = []
