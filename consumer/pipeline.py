@@ -147,14 +147,17 @@ class Service:
                 self._health.beat()  # /livez fails when this stops for http.stall_after_s
             batch = await consumer.getmany(timeout_ms=pipeline.poll_timeout_ms)
             # Each message costs at most ~0.2 s per MiB (every rule is linear); a turn stops after
-            # max_turn_s all the same, and what it did not read is fetched again.
+            # max_turn_s all the same (after one message at least, so a turn always moves on), and what it
+            # did not read is fetched again.
             turn_ends = time.monotonic() + pipeline.max_turn_s
+            read = 0
             for tp, messages in batch.items():
                 for message in messages:
-                    if time.monotonic() > turn_ends:
+                    if read and time.monotonic() > turn_ends:
                         consumer.seek(as_topic_partition(tp), message.offset)
                         break
                     self._ingest(tp, message)
+                    read += 1
             await self._settle_dlq()
             await self._measure_lag(consumer)
             if self._clock() >= next_expire:

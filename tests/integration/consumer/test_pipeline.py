@@ -158,19 +158,20 @@ class TestLiveness:
             asyncio.run(scenario())
         assert seen == [200, 503, 200]
 
-    @pytest.mark.parametrize("max_turn_s", [0.2, 60.0])
+    @pytest.mark.parametrize("max_turn_s", [0.2, 1e-6])
     def test_a_fetch_of_heavy_messages_is_read_over_several_turns(
         self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos],
         max_turn_s: float,
     ) -> None:
-        """Distinct Java traces of 512 kB on 8 partitions arrive in fetches of 16 of them (a megabyte a
-        partition), about 0.1 s of work each. Turns of max_turn_s keep /livez up at a 1.5 s stall limit,
-        and every message is read exactly once; without the cap one fetch holds the loop past the limit."""
+        """Distinct Java traces of 512 kB on 16 partitions arrive in fetches of up to 32 of them (a megabyte
+        a partition), each some tens of milliseconds of work. Turns of max_turn_s keep /livez up at a 1 s
+        stall limit, and every message is read exactly once: also when every turn is cut after its first
+        message, and the rest of each fetch is sought back and fetched again."""
         repos = shop_repos("orders")
-        settings = settings_factory(partitions=8, pipeline={"max_turn_s": max_turn_s})
-        health = HealthState(stall_after_s=1.5)
+        settings = settings_factory(partitions=16, pipeline={"max_turn_s": max_turn_s})
+        health = HealthState(stall_after_s=1.0)
         service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics(), health)
-        stream = [hostile_message(i * len(SHAPES) + SHAPES.index("java"), 512 * 1024) for i in range(32)]
+        stream = [hostile_message(i * len(SHAPES) + SHAPES.index("java"), 512 * 1024) for i in range(64)]
         statuses: list[int] = []
         done = threading.Event()
 
@@ -183,7 +184,7 @@ class TestLiveness:
                 time.sleep(0.05)
 
         async def scenario() -> None:
-            await kafka_io.produce(settings.kafka.input_topic, stream, keys=[str(i).encode() for i in range(32)])
+            await kafka_io.produce(settings.kafka.input_topic, stream, keys=[str(i).encode() for i in range(64)])
             await run_until(service, lambda: service.stats.events_in >= len(stream) and service.idle(),
                             timeout_s=90)
 
@@ -196,7 +197,4 @@ class TestLiveness:
                 done.set()
                 watcher.join()
         assert service.stats.events_in == len(stream)  # none read twice, none skipped
-        if max_turn_s < 1:
-            assert set(statuses) == {200}
-        else:
-            assert 503 in statuses
+        assert set(statuses) == {200}
