@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 
 from bench.timing import load_average
 
-BENCHMARKS = ("grouping", "floor", "startup", "e2e", "redaction", "llm_calls", "memory", "footprint", "scale")
+BENCHMARKS = ("grouping", "floor", "startup", "e2e", "redaction", "llm_calls", "memory", "footprint", "scale",
+              "bounded")
 
 
 def main(argv: list[str] | None = None) -> int:

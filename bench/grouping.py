@@ -74,10 +74,12 @@ def run_logagent(lines: Sequence[bytes]) -> tuple[int, int]:
     keys: set[tuple[str, str]] = set()
     closed = 0
     for offset, raw in enumerate(lines):
-        for event in decode_message(raw, config):
+        events = decode_message(raw, config)
+        share = len(raw) // len(events)  # the consumer charges each event its share of the message
+        for event in events:
             signature = fingerprint_event(event)
             keys.add((event.server_id, signature.fingerprint))
-            closed += len(window.add(event, signature, (_TP, offset)))
+            closed += len(window.add(event, signature, (_TP, offset), share))
     closed += len(window.flush())
     return closed, len(keys)
 

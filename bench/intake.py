@@ -22,10 +22,12 @@ class Intake:
 
     def __init__(self, settings: Settings | None = None, *, max_open: int | None = None,
                  count_signatures: bool = False) -> None:
+        """`max_open` lifts both open-burst caps (count and bytes), for benches that hold that many open."""
         settings = settings or Settings()
         w = settings.window
         self.max_samples = w.max_samples
-        self.window = BurstWindow(w.quiet_s, w.max_length_s, max_open or w.max_open, w.max_samples)
+        self.window = BurstWindow(w.quiet_s, w.max_length_s, max_open or w.max_open, w.max_samples,
+                                  max_open_bytes=1 << 40 if max_open else w.max_open_bytes)
         self._decode = DecodeConfig(max_message_bytes=settings.input.max_message_bytes,
                                     max_depth=settings.input.max_depth, commit_field=settings.input.commit_field,
                                     in_app_prefixes=tuple(settings.input.in_app_prefixes))

@@ -2,7 +2,9 @@
 
 It runs on a stdlib `ThreadingHTTPServer` in a daemon thread so a slow scrape never blocks the
 consumer loop, and it reads only what it is handed: the injected metrics registry and a `HealthState`
-that the pipeline updates as the broker answers, the store opens and Ollama comes and goes.
+that the pipeline updates as the broker answers, the store opens and Ollama comes and goes. The main
+loop also reports each turn (`beat`): /livez fails once it has been silent for the stall limit, so the
+kubelet restarts a process stuck on one message while its HTTP thread still answers.
 """
 
 from __future__ import annotations
@@ -70,11 +72,11 @@ class HealthState:
     """Readiness flags shared between the pipeline and housekeeping (writers) and the HTTP threads (readers).
 
     The broker counts as reachable until `broker_grace_s` after its last answer; before the first answer
-    (still connecting) it does not.
+    (still connecting) it does not. The main loop may go `stall_after_s` without a turn before /livez fails.
     """
 
     def __init__(self, *, broker_grace_s: float = 60.0, llm_configured: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, stall_after_s: float = 120.0) -> None:
         self._lock = threading.Lock()
         self._grace_s = broker_grace_s
         self._clock = clock
@@ -83,6 +85,24 @@ class HealthState:
         self._store_open = False
         self._ollama_reachable = False
         self._llm_configured = llm_configured
+        self._stall_after_s = stall_after_s
+        self._last_beat: float | None = None  # None until the loop turns first, and once it has stopped
+
+    def beat(self) -> None:
+        """The main loop made progress (one turn: fetch, ingest, windows, commit)."""
+        self._last_beat = self._clock()  # one float store: atomic under the GIL, no lock on the hot loop
+
+    def loop_stopped(self) -> None:
+        """The main loop ended (shutdown): its silence from now on is no stall."""
+        self._last_beat = None
+
+    def stalled_for(self) -> float | None:
+        """Seconds since the main loop's last turn when that is past the stall limit, else None."""
+        last = self._last_beat
+        if last is None:
+            return None
+        silent = self._clock() - last
+        return silent if silent > self._stall_after_s else None
 
     def set_partitions(self, count: int) -> None:
         """Record how many partitions the consumer owns now."""
@@ -161,7 +181,13 @@ class _Handler(BaseHTTPRequestHandler):
             encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
             self._reply(HTTPStatus.OK, encoder(self.server.metrics.registry), content_type)
         elif path == "/livez":
-            self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+            health = self.server.health
+            stalled = health.stalled_for() if isinstance(health, HealthState) else None
+            if stalled is None:
+                self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+            else:
+                body = f"main loop stalled: no progress for {stalled:.0f}s\n".encode()
+                self._reply(HTTPStatus.SERVICE_UNAVAILABLE, body, "text/plain; charset=utf-8")
         elif path == "/readyz":
             health = self.server.health
             checks = health.checks()

@@ -71,7 +71,7 @@ class Service:
         self._clock = clock
         w = settings.window
         self._window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, clock=clock,
-                                   on_open=self._burst_opened)
+                                   on_open=self._burst_opened, max_open_bytes=w.max_open_bytes)
         self._offsets = OffsetTracker()
         self.stats = ServiceStats()
         self._workers = AnalysisWorkers(settings, analyzer, metrics, self._offsets, self.stats)
@@ -129,6 +129,8 @@ class Service:
             try:
                 await self._consume(consumer, stop)
             finally:
+                if self._health is not None:
+                    self._health.loop_stopped()
                 await self._finish()
                 await self._commit()
                 if self._health is not None:
@@ -141,10 +143,21 @@ class Service:
         next_commit = self._clock() + self._settings.kafka.commit_interval_s
         next_expire = self._clock()
         while not stop.is_set():
+            if self._health is not None:
+                self._health.beat()  # /livez fails when this stops for http.stall_after_s
             batch = await consumer.getmany(timeout_ms=pipeline.poll_timeout_ms)
+            # Each message costs at most ~0.2 s per MiB (every rule is linear); a turn stops after
+            # max_turn_s all the same (after one message at least, so a turn always moves on), and what it
+            # did not read is fetched again.
+            turn_ends = time.monotonic() + pipeline.max_turn_s
+            read = 0
             for tp, messages in batch.items():
                 for message in messages:
+                    if read and time.monotonic() > turn_ends:
+                        consumer.seek(as_topic_partition(tp), message.offset)
+                        break
                     self._ingest(tp, message)
+                    read += 1
             await self._settle_dlq()
             await self._measure_lag(consumer)
             if self._clock() >= next_expire:
@@ -182,8 +195,9 @@ class Service:
             self._send_to_dlq(tp, message, "internal_error", type(error).__name__)
             return
         self._accepted.inc()
+        share = len(raw) // len(signed) if signed else 0
         for event, signature in signed:
-            for closed in self._window.add(event, signature, (tp, offset)):
+            for closed in self._window.add(event, signature, (tp, offset), share):
                 self._enqueue(closed)
 
     def _send_to_dlq(self, tp: PartitionKey, message: Any, reason: str, error: str) -> None:

@@ -62,7 +62,7 @@ async def serve(settings: Settings, stop: asyncio.Event, version: str = "unknown
     metrics.build_info.labels(version, commit).set(1)
     metrics.heuristic_mode.set(0 if settings.ollama.url else 1)
     health = HealthState(broker_grace_s=settings.readiness.broker_grace_s,
-                         llm_configured=settings.ollama.url is not None)
+                         llm_configured=settings.ollama.url is not None, stall_after_s=settings.http.stall_after_s)
     explainer = build_explainer(settings, metrics)
     try:
         with _open_http(settings, metrics, health) as endpoint:

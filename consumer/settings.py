@@ -26,7 +26,7 @@ from store import MemoryConfig
 
 __all__ = ["ConfigError", "KafkaSettings", "Settings", "env_name", "masked_url"]
 
-_URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/:@\s]*:)[^/@\s]+@")
+_URL_PASSWORD = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<head>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^/:@\s]*:)[^/@\s]+@")
 
 
 class ConfigError(Exception):
@@ -152,6 +152,9 @@ class WindowSettings(BaseModel):
     max_length_s: float = Field(300.0, gt=0, description="A burst closes this long after its first event.")
     max_open: int = Field(10_000, ge=1, description="Open bursts cap; past it the oldest closes early.")
     max_samples: int = Field(20, ge=1, description="Events kept per burst for analysis and the event's samples.")
+    max_open_bytes: int = Field(
+        256 << 20, ge=1 << 20, description="Bytes the open bursts' samples may hold; past it the oldest closes early."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> WindowSettings:
@@ -184,6 +187,9 @@ class PipelineSettings(BaseModel):
     poll_timeout_ms: int = Field(
         200, ge=1, description="Longest wait for new messages before windows are checked."
     )
+    max_turn_s: float = Field(
+        1.0, gt=0, description="Longest the main loop reads one fetch before it turns; the rest is fetched again."
+    )
     shutdown_grace_s: float = Field(20.0, ge=0, description="On SIGTERM, how long in-flight analyses may finish.")
     retry_initial_s: float = Field(0.5, gt=0, description="First backoff after a retriable failure.")
     retry_max_s: float = Field(30.0, gt=0, description="Cap of the exponential backoff (full jitter).")
@@ -206,6 +212,9 @@ class HttpSettings(BaseModel):
 
     host: str = "0.0.0.0"  # noqa: S104 - the pod's probes and Prometheus reach it from outside
     port: int = Field(9464, ge=0, le=65535)
+    stall_after_s: float = Field(
+        120.0, gt=0, description="/livez fails once the main loop has made no progress for this long."
+    )
 
 
 class OllamaSettings(BaseModel):

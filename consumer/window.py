@@ -15,13 +15,17 @@ split a burst in two; no event is lost, but the halves are analysed separately.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from analysis.event import Cluster, ErrorEvent, MessageTally
+import orjson
+
+from analysis.cache import OBJECT_BYTES
+from analysis.event import Cluster, ErrorEvent, ExceptionInfo, MessageTally, new_event, new_exception
 from analysis.intake.tally import message_template, tally_messages
 
 if TYPE_CHECKING:
@@ -41,6 +45,12 @@ _MAX_COMMITS = 16
 # Distinct messages counted as logged per burst; past that (an id in every message), new ones are counted
 # by template (`_count_by_template`), up to as many templates again; the rest go uncounted.
 _MAX_MESSAGES = 16
+# The tally reads no further into a message than this (tally.py masks and templates its first 512 chars).
+_TALLY_CHARS = 512
+# A closed burst keeps its last event whole (analysis reads it); of a larger earlier sample it keeps only
+# what the report shows of it (the message, cut), so queued bursts stay small whatever came in.
+_SLIM_BYTES = 16 * 1024
+_SLIM_MESSAGE_CHARS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +83,11 @@ class _Burst:
         "last_seen",
         "last_wall",
         "messages",
+        "nbytes",
         "offsets",
+        "sample_bytes",
         "tail",
+        "tail_bytes",
         "templates",
         "token",
     )
@@ -94,12 +107,16 @@ class _Burst:
         self.tail: deque[ErrorEvent] = deque(maxlen=tail_size)
         self.messages: dict[str, int] = {}
         self.templates: dict[bytes, list[Any]] | None = None  # template -> [count, first message]
+        self.sample_bytes: list[int] = []  # what each head sample costs, then in tail_bytes each tail one's
+        self.tail_bytes: deque[int] = deque(maxlen=tail_size)
+        self.nbytes = 0
         self.offsets: dict[PartitionKey, int] = {}
         self.last_offsets: dict[PartitionKey, int] = {}
 
 
-def _count_by_template(burst: _Burst, message: str) -> None:
-    """Count `message` under its template, a cheap stand-in for its masked form (no regex per event)."""
+def _count_by_template(burst: _Burst, message: str) -> int:
+    """Count `message` under its template, a cheap stand-in for its masked form (no regex per event);
+    returns the bytes a new template holds."""
     if burst.templates is None:
         burst.templates = {}
     key = message_template(message)
@@ -108,6 +125,8 @@ def _count_by_template(burst: _Burst, message: str) -> None:
         entry[0] += 1
     elif len(burst.templates) < _MAX_MESSAGES:
         burst.templates[key] = [1, message]
+        return 2 * OBJECT_BYTES + sys.getsizeof(key) + sys.getsizeof(message)
+    return 0
 
 
 def _tally(burst: _Burst) -> tuple[MessageTally, ...]:
@@ -121,7 +140,9 @@ class BurstWindow:
     """Open bursts keyed by (server, tenant, fingerprint); `add` and `expire` return the ones that close.
 
     `clock` is the wall clock `expire(now)` is measured against (monotonic by default); `on_open` is called
-    with (server, tenant, fingerprint, exception type) when a burst opens.
+    with (server, tenant, fingerprint, exception type) when a burst opens. Past `max_open` bursts, or past
+    `max_open_bytes` of samples and counted messages held (as `sample_bytes` estimates them), the least
+    recently updated burst closes early.
     """
 
     def __init__(
@@ -132,12 +153,15 @@ class BurstWindow:
         max_samples: int,
         clock: Callable[[], float] = time.monotonic,
         on_open: Callable[[str, str, str, str], None] | None = None,
+        max_open_bytes: int = 256 << 20,
     ) -> None:
-        if max_open < 1 or max_samples < 1:
-            raise ValueError("max_open and max_samples must be at least 1")
+        if max_open < 1 or max_samples < 1 or max_open_bytes < 1:
+            raise ValueError("max_open, max_samples and max_open_bytes must be at least 1")
         self.quiet_s = quiet_s
         self.max_length_s = max_length_s
         self.max_open = max_open
+        self.max_open_bytes = max_open_bytes
+        self.open_bytes = 0
         # The first events show how the burst started, the latest what is deployed now.
         self._head_size = max_samples // 2
         self._tail_size = max_samples - self._head_size
@@ -156,8 +180,13 @@ class BurstWindow:
         """How many bursts are open."""
         return len(self._open)
 
-    def add(self, event: ErrorEvent, signature: Signature, position: Position) -> list[ClosedBurst]:
-        """Put one event into its burst; returns the bursts this closed (its own old one, an evicted one)."""
+    def add(self, event: ErrorEvent, signature: Signature, position: Position, raw_bytes: int | None = None
+            ) -> list[ClosedBurst]:
+        """Put one event into its burst; returns the bursts this closed (its own old one, an evicted one).
+
+        `raw_bytes` is the size of the message the event was decoded from (its share of it, for a batch):
+        every string of the event came out of it, so the sample is charged that instead of measuring them.
+        """
         key = (event.server_id, event.tenant, signature.fingerprint)
         ts = event.timestamp
         now = self._clock()
@@ -202,19 +231,35 @@ class BurstWindow:
             burst.last_commit = commit
         chain = event.exceptions  # `event.exception_message`, inlined
         message = (chain[-1].value if chain else "") or event.message
+        if len(message) > _TALLY_CHARS:  # all the tally reads of it: a megabyte message is not kept whole
+            message = message[:_TALLY_CHARS]
         messages = burst.messages
         seen = messages.get(message)
+        nbytes = 0
         if seen is not None:
             messages[message] = seen + 1
         elif len(messages) < _MAX_MESSAGES:
             messages[message] = 1
+            nbytes = OBJECT_BYTES + sys.getsizeof(message)
         else:
-            _count_by_template(burst, message)
+            nbytes = _count_by_template(burst, message)
         head = burst.head
         if len(head) < self._head_size:
+            charge = sample_bytes(event, head[0] if head else None, raw_bytes)
             head.append(event)
+            burst.sample_bytes.append(charge)
+            nbytes += charge
         elif self._tail_size:
-            burst.tail.append(event)
+            charge = sample_bytes(event, head[0] if head else None, raw_bytes)
+            tail, tail_bytes = burst.tail, burst.tail_bytes
+            dropped = tail_bytes[0] if len(tail) == self._tail_size else 0  # the deques drop it on append
+            tail.append(event)
+            tail_bytes.append(charge)
+            nbytes += charge - dropped
+        burst.nbytes += nbytes
+        self.open_bytes += nbytes
+        while self.open_bytes > self.max_open_bytes and len(open_bursts) > 1:  # the front is never this one
+            closed.append(self._close(next(iter(open_bursts)), "evicted"))
         tp, offset = position
         # Offsets grow within a partition, so the first one seen is the lowest and the last the highest.
         if tp not in burst.offsets:
@@ -266,6 +311,7 @@ class BurstWindow:
             held = burst.offsets.keys()
             if held and held <= gone:
                 del self._open[key]
+                self.open_bytes -= burst.nbytes
             elif gone & held:
                 closing.append(self._close(key, "rebalance"))
         return closing
@@ -282,7 +328,12 @@ class BurstWindow:
 
     def _close(self, key: _BurstKey, reason: CloseReason) -> ClosedBurst:
         burst = self._open.pop(key)
+        self.open_bytes -= burst.nbytes
         server_id, tenant, fingerprint = key
+        samples = (*burst.head, *burst.tail)
+        charged = (*burst.sample_bytes, *burst.tail_bytes)
+        earlier = [_slim(event) if nbytes > _SLIM_BYTES else event
+                   for event, nbytes in zip(samples[:-1], charged[:-1], strict=True)]
         cluster = Cluster(
             server_id=server_id,
             tenant=tenant,
@@ -292,9 +343,75 @@ class BurstWindow:
             last_seen=burst.last_seen,
             count=burst.count,
             commits=tuple(burst.commits),
-            samples=(*burst.head, *burst.tail),
+            samples=(*earlier, samples[-1]),
             messages=_tally(burst),
         )
         spans = {tp: (first, burst.last_offsets[tp]) for tp, first in burst.offsets.items()}
         return ClosedBurst(cluster=cluster, reason=reason, offsets=dict(burst.offsets), token=burst.token,
                            spans=spans)
+
+
+def sample_bytes(event: ErrorEvent, reference: ErrorEvent | None = None, raw_bytes: int | None = None) -> int:
+    """What holding `event` in a burst costs, about: its strings (measured, or `raw_bytes` when the size of
+    the message they came from is known) and objects, not counting the parsed frames it shares with
+    `reference` (events of one trace share their frames tuples)."""
+    exceptions = event.exceptions
+    if raw_bytes is None:
+        size = sys.getsizeof
+        nbytes = OBJECT_BYTES + size(event.message) + size(event.raw_trace)
+        nbytes += sum([size(exception.value) for exception in exceptions])
+        if event.extra:
+            nbytes += _value_bytes(event.extra)
+    else:
+        # Its strings came out of the message's bytes; a wide character widens a whole string (up to four
+        # bytes a character), which is checked on the two large ones. (`sys.getsizeof` would cost more
+        # than the rest of the window's work.)
+        message, trace = event.message, event.raw_trace
+        nbytes = OBJECT_BYTES + raw_bytes
+        if not (message.isascii() and trace.isascii()):
+            nbytes += 3 * (len(message) + len(trace))
+        for value in event.extra.values():
+            if type(value) is dict or type(value) is list:  # containers cost more than their JSON text
+                nbytes += _value_bytes(value)
+    if exceptions:
+        shared = reference.exceptions if reference is not None else ()
+        if not (len(exceptions) == 1 and len(shared) == 1 and shared[0].frames is exceptions[0].frames):
+            nbytes += _frames_bytes(event, shared, raw_bytes is None)  # the usual repeat of a trace has none
+    return nbytes
+
+
+def _frames_bytes(event: ErrorEvent, shared: tuple[ExceptionInfo, ...], measure: bool) -> int:
+    """The frames `event` does not share with the reference: an object each, and their strings."""
+    size = sys.getsizeof
+    nbytes = 0
+    trace = event.raw_trace
+    for index, exception in enumerate(event.exceptions):
+        nbytes += OBJECT_BYTES
+        frames = exception.frames
+        if frames and not (index < len(shared) and shared[index].frames is frames):
+            nbytes += OBJECT_BYTES * len(frames)
+            if trace:  # frames parsed from the trace are cut from it: at most its size again, once
+                nbytes, trace = nbytes + size(trace), ""
+            elif measure and not event.raw_trace:  # structured frames: their strings are theirs alone
+                nbytes += sum([size(f.function) + size(f.filename) + size(f.abs_path) + size(f.module)
+                               for f in frames])
+    return nbytes
+
+
+def _value_bytes(value: Any) -> int:
+    """Unknown fields as decoded from JSON: their JSON text twice over (the strings, and slack for their
+    headers), plus 64 bytes an item (a comma apart), what an empty container or a number costs at most."""
+    try:
+        text = orjson.dumps(value)
+    except TypeError:  # not made from JSON after all: a rough count of its items instead
+        return OBJECT_BYTES * (1 + len(value))
+    return 2 * len(text) + OBJECT_BYTES + 64 * text.count(b",")
+
+
+def _slim(event: ErrorEvent) -> ErrorEvent:
+    """An earlier sample as the report uses it: its message and its root cause's type and message, cut;
+    no trace, frames or unknown fields."""
+    root = event.root_cause
+    chain = (new_exception(root.type[:_SLIM_MESSAGE_CHARS], root.value[:_SLIM_MESSAGE_CHARS]),) if root else ()
+    return new_event(event.server_id, event.timestamp, event.message[:_SLIM_MESSAGE_CHARS], event.level,
+                     event.logger[:_SLIM_MESSAGE_CHARS], event.commit, event.tenant, chain, "", event.shape, {})

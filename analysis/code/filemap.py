@@ -124,6 +124,15 @@ def _go_package(function: str) -> tuple[str, ...]:
     return tuple(p for p in directory.split("/") if p) + ((package,) if package else ())
 
 
+def _regular_inside(entry: os.DirEntry[str], top: Path) -> bool:
+    """Whether a symlink leads to a regular file inside `top` (not out of it, not into .git, no loop)."""
+    try:
+        real = Path(entry.path).resolve(strict=True)
+        return real.is_relative_to(top) and ".git" not in real.relative_to(top).parts and real.is_file()
+    except (OSError, RuntimeError):  # dangling, unreadable, a loop
+        return False
+
+
 def _suffix_len(a: tuple[str, ...], b: tuple[str, ...]) -> int:
     n = 0
     while n < len(a) and n < len(b) and a[-1 - n] == b[-1 - n]:
@@ -144,16 +153,28 @@ class FileIndex:
 
     @classmethod
     def build(cls, root: Path, skip_dirs: Iterable[str], max_files: int = 200_000) -> FileIndex:
-        """Index every file under `root` except skipped (vendored, build) directories and `.git`."""
+        """Index every regular file under `root` except skipped (vendored, build) directories and `.git`.
+
+        A symlink counts when it leads to a regular file inside `root`: one leading outside (to
+        /etc/passwd), a loop, a FIFO, socket or device is never a suspect. Symlinked directories are not
+        walked.
+        """
         skip = set(skip_dirs) | {".git"}
+        top = root.resolve()
         paths: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if d not in skip]
-            rel = Path(dirpath).relative_to(root).as_posix()
-            prefix = "" if rel == "." else rel + "/"
-            paths.extend(prefix + name for name in filenames)
-            if len(paths) >= max_files:
-                break
+        pending = [(top, "")]
+        while pending and len(paths) < max_files:
+            directory, prefix = pending.pop()
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError:  # unreadable: nothing of it to index
+                continue
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in skip:
+                        pending.append((Path(entry.path), f"{prefix}{entry.name}/"))
+                elif entry.is_file(follow_symlinks=False) or (entry.is_symlink() and _regular_inside(entry, top)):
+                    paths.append(prefix + entry.name)
         return cls(paths[:max_files])
 
     def paths_ending(self, tail: tuple[str, ...]) -> list[str]:

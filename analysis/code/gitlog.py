@@ -11,6 +11,11 @@ import git
 
 _PORCELAIN_HEADER = re.compile(r"^([0-9a-f]{40}) (\d+) (\d+)(?: \d+)?$")
 _FIELD_SEP = "\x1f"
+_REGULAR_MODES = (0o100644, 0o100755, 0o100664)  # git's regular files; 0o120000 is a symlink, 0o160000 a submodule
+
+
+class GitReadError(ValueError):
+    """The path cannot be read at the commit as a file; the message says why, for the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +59,13 @@ def log_entries(repo_dir: Path, commit: str, path: str, limit: int, timeout_s: f
 
 
 def blame_lines(
-    repo_dir: Path, commit: str, path: str, start: int, end: int, timeout_s: float
+    repo_dir: Path, commit: str, path: str, start: int, end: int, timeout_s: float, max_bytes: int = 2_000_000
 ) -> list[BlameLine]:
-    """Porcelain blame of `start`..`end` (clamped to the file) of `path` at `commit`."""
+    """Porcelain blame of `start`..`end` (clamped to the file) of `path` at `commit`; a path that is no
+    regular file of at most `max_bytes` there (a symlink, a submodule, a directory) raises GitReadError."""
     repo = git.Repo(repo_dir)
     try:
-        total = _line_count(repo, commit, path)
+        total = _line_count(repo, commit, path, max_bytes)
         if total == 0 or start > total:
             return []
         out = repo.git.blame(
@@ -76,9 +82,17 @@ def blame_lines(
     return _parse_porcelain(str(out))
 
 
-def _line_count(repo: git.Repo, commit: str, path: str) -> int:
-    blob = repo.commit(commit).tree / path
-    return len(blob.data_stream.read().decode("utf-8", errors="replace").splitlines())
+def _line_count(repo: git.Repo, commit: str, path: str, max_bytes: int) -> int:
+    try:
+        entry = repo.commit(commit).tree / path
+    except KeyError:
+        raise GitReadError(f"no file {path!r} at {commit[:12]}") from None
+    if entry.type != "blob" or entry.mode not in _REGULAR_MODES:
+        kind = {"tree": "a directory", "commit": "a submodule"}.get(entry.type, "a symlink")
+        raise GitReadError(f"{path!r} is {kind} at {commit[:12]}, not a file")
+    if entry.size > max_bytes:
+        raise GitReadError(f"{path!r} is too large to blame ({entry.size} bytes; limit {max_bytes})")
+    return len(entry.data_stream.read().decode("utf-8", errors="replace").splitlines())
 
 
 def _parse_porcelain(out: str) -> list[BlameLine]:

@@ -7,6 +7,7 @@ in argv, the stored remote config, notes or exception text (git error text is re
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -31,7 +32,8 @@ _CREDENTIAL_HELPER = (
 )
 # Revisions come from untrusted log fields: refuse anything git could read as an option or a range.
 _SAFE_REVISION = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._/+-]{0,199}$")
-_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+# A scheme starts after a character that cannot be part of one, so a long word is tried once, not per letter.
+_URL_USERINFO = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^/@\s]+@")
 _SEEN_COMMITS_CAP = 2048
 
 
@@ -158,8 +160,8 @@ class RepoSync:
         self._reported_local: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def repo_dir(self, server_id: str) -> Path:
-        """Where the bare clone of `server_id` lives."""
-        return self._config.cache_dir / "repos" / _safe_dirname(server_id)
+        """Where the bare clone of `server_id` lives (its own: see `_dirname`)."""
+        return self._config.cache_dir / "repos" / _dirname(server_id)
 
     def checkout(self, server_id: str, commit: str | None) -> Checkout:
         """A worktree of `server_id` at `commit` (or its branch head); fetches first if the commit is unknown.
@@ -341,7 +343,7 @@ class RepoSync:
         return sha
 
     def _worktree(self, repo: git.Repo, server_id: str, sha: str) -> Path:
-        base = self._config.cache_dir / "worktrees" / _safe_dirname(server_id)
+        base = self._config.cache_dir / "worktrees" / _dirname(server_id)
         return _ensure_worktree(repo, base / sha, sha, self._config.max_worktrees)
 
 
@@ -369,10 +371,12 @@ def _ensure_worktree(repo: git.Repo, path: Path, sha: str, cap: int) -> Path:
     return path.resolve()
 
 
-def _safe_dirname(name: str) -> str:
-    """A directory name for an untrusted id: no separators, no dot-dot."""
+def _dirname(name: str) -> str:
+    """A directory name of its own for an untrusted id: readable, with no separators or dot-dot, and a
+    digest of the exact id, so ids the cleaning maps alike (`team/pay`, `team_pay`, `Team_Pay` on a
+    case-insensitive disk) never share a clone."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "_"
-    return cleaned[:100]
+    return f"{cleaned[:80]}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = None) -> Checkout:
@@ -407,6 +411,6 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
     if sha is None:
         raise RepoError(f"commit {commit[:40]!r} not found in {path}")
     cache = cache_dir or Path(tempfile.gettempdir()) / "logagent-worktrees"
-    base = cache / _safe_dirname(repo_dir.as_posix())
+    base = cache / _dirname(repo_dir.as_posix())
     root = _ensure_worktree(repo, base / sha, sha, cap=8)
     return Checkout(root=root, commit=sha, repo_dir=repo_dir, requested=commit, notes=tuple(notes))

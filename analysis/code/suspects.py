@@ -231,7 +231,7 @@ def merge(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 _NULL_MESSAGES = re.compile(
     r"NoneType|nil pointer|null pointer|Cannot read propert(y|ies) of (undefined|null)|is (undefined|null)\b"
-    r"|undefined is not an object|null is not an object|because .* is null",
+    r"|undefined is not an object|null is not an object",  # `is null` covers Java's `because "x" is null`
     re.IGNORECASE,
 )
 _JAVA_RETURN_NULL = re.compile(r'the return value of "([\w.$]+)\.([\w$]+)\(')
@@ -264,10 +264,11 @@ def null_callee(message: str, line: str, before: Sequence[str]) -> str | None:
     if var_match:
         receivers.append(var_match.group(1))
     if attr:
-        direct = re.search(r"([\w.]+)\s*\([^()]*\)\s*\??\." + re.escape(attr) + r"\b", line)
+        # Each name starts after a non-name character, and an index holds no bracket: both keep these linear.
+        direct = re.search(r"(?<![\w.])([\w.]+)\s*\([^()]*\)\s*\??\." + re.escape(attr) + r"\b", line)
         if direct:
             return direct.group(1).rsplit(".", 1)[-1]
-        receivers += re.findall(r"([A-Za-z_]\w*)\??(?:\[[^\]]*\])?\." + re.escape(attr) + r"\b", line)
+        receivers += re.findall(r"(?<!\w)([A-Za-z_]\w*)\??(?:\[[^\][]*\])?\." + re.escape(attr) + r"\b", line)
     if not receivers:
         receivers = re.findall(r"\b([A-Za-z_]\w*)\.\w+", line)
     for receiver in receivers:

@@ -15,6 +15,8 @@ from analysis.code.linemap import file_hunks
 from analysis.code.repo import Checkout
 from analysis.report import Citation, CitationRef, Fix, Location
 
+_SYMLINK_MODE = 0o120000
+
 
 def normalise_path(path: str, root: Path | None = None) -> str | None:
     """A clean repo-relative posix path, or None when it is absolute (outside `root`), escaping or empty.
@@ -55,7 +57,7 @@ class _Tree:
             except KeyError:
                 self._cache[path] = None
             else:
-                if obj.type != "blob":
+                if obj.type != "blob" or obj.mode == _SYMLINK_MODE:  # a symlink's blob is its target's name
                     self._cache[path] = None
                 else:
                     text = obj.data_stream.read().decode("utf-8", errors="replace")

@@ -14,13 +14,14 @@ type check, and the spellings present in a message layout are looked up once per
 
 from __future__ import annotations
 
+import sys
 import time
-from collections import OrderedDict
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, ExceptionInfo, Shape, new_event
 from analysis.intake.field import get_path, identifier, level, require, text, text_chain, timestamp
@@ -54,8 +55,8 @@ _WHOLLY_READ = frozenset({"error", "log"})  # read whole when they are objects, 
 _ECS_MARKERS = frozenset({"ecs.version", "ecs", "log.level", "log", "service.name", "error.stack_trace", "error",
                           "error.type"})  # fmt: skip
 _LOGSTASH_MARKERS = frozenset({"logger_name", "stack_trace", "level_value", "@version", "thread_name"})
-_PLANS: OrderedDict[tuple[str, ...], tuple[Any, ...]] = OrderedDict()
-_PLANS_SIZE = 1024
+# Keyed by a document's key names, which the input chooses: charged for them (see _plan).
+_PLANS: BoundedCache[tuple[str, ...], tuple[Any, ...]] = BoundedCache("decode.plans", 1024, 16 << 20)
 
 
 class DecodeConfig(BaseModel):
@@ -122,9 +123,7 @@ def _plan(doc: dict[str, Any], config: DecodeConfig) -> tuple[Any, ...]:
         consumed = frozenset(name for names in SPELLINGS.values() for name in names if name in keys) | {
             "exception", "server_id"}
         plan = (*specs, consumed - _WHOLLY_READ, tuple(_WHOLLY_READ & keys), _shape(doc), config.server_id_fields)
-        if len(_PLANS) >= _PLANS_SIZE:
-            _PLANS.popitem(last=False)
-        _PLANS[layout] = plan
+        _PLANS.put(layout, plan, OBJECT_BYTES * (2 + len(layout)) + sum(map(sys.getsizeof, layout)))
     return plan
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import operator
 import re
+import sys
 import threading
 from collections.abc import Mapping
 from functools import lru_cache
@@ -26,6 +27,7 @@ import hyperscan
 import regex
 from pydantic import BaseModel, ConfigDict, Field
 
+from analysis.cache import OBJECT_BYTES, BoundedCache, memoize
 from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
 from analysis.intake.redact_rules import INTL, PRIVATE_KEY, RULES, Rule, looks_generated, placeholder, secret_key
 
@@ -37,10 +39,8 @@ KINDS = tuple(dict.fromkeys((PRIVATE_KEY, *(rule.kind for rule in RULES))))
 _EXTRA_PATTERN_TIMEOUT_SECONDS = 0.05
 _MAX_VALUE_DEPTH = 64
 _SHORT_TEXT = 256  # texts up to this long are cached whole (types, loggers, tenants, repeated messages)
-_TEXT_CACHE_CHARS = 2_000_000
 _LONG_TEXT = 512  # a multi-line text with hits past this length goes line by line
 _MAX_CACHED_LINE = 1024
-_LINE_CACHE_CHARS = 4_000_000
 _FRAMES_CACHE_SIZE = 4096
 
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -116,10 +116,12 @@ class Redactor:
         self._rules, self._prefilter = _prefilter(tuple(sorted(set(self.config.kinds))))
         self._pem = len(self._rules) if PRIVATE_KEY in self.config.kinds else -1
         self._extra = tuple((name, regex.compile(pattern)) for name, pattern in self.config.extra_patterns.items())
-        self._texts = _BoundedCache(_TEXT_CACHE_CHARS)
-        self._lines = _BoundedCache(_LINE_CACHE_CHARS)
+        # Bounded in entries and bytes (analysis.cache), each charged for the text and its redacted copy.
+        self._texts: BoundedCache[str, str] = BoundedCache("redact.texts", 16384, 8 << 20)
+        self._lines: BoundedCache[str, str] = BoundedCache("redact.lines", 32768, 16 << 20)
         # id(frames) → (frames, redacted frames): decoding hands out one tuple per repeated trace.
-        self._frames: dict[int, tuple[tuple[Frame, ...], tuple[Frame, ...]]] = {}
+        self._frames: BoundedCache[int, tuple[tuple[Frame, ...], tuple[Frame, ...]]] = BoundedCache(
+            "redact.frames", _FRAMES_CACHE_SIZE, 16 << 20)
 
     def redact(self, text: str) -> str:
         """`text` with every enabled kind replaced by its placeholder."""
@@ -130,7 +132,7 @@ class Redactor:
         cached = self._texts.get(text)
         if cached is None:
             cached = self._redact(text)
-            self._texts.put(text, cached)
+            self._texts.put(text, cached, _pair_bytes(text, cached))
         return cached
 
     def every_rule(self, text: str) -> str:
@@ -160,7 +162,7 @@ class Redactor:
             hits = self._prefilter.hits(line)
             cached = self._apply(line, hits) if hits else line
             if len(line) <= _MAX_CACHED_LINE:
-                self._lines.put(line, cached)
+                self._lines.put(line, cached, _pair_bytes(line, cached))
         return cached
 
     def _apply(self, text: str, hits: list[int]) -> str:
@@ -209,29 +211,16 @@ class Redactor:
                                     f.lineno, f.in_app) for f in frames])
             if redacted == frames:
                 redacted = frames
-        if len(self._frames) >= _FRAMES_CACHE_SIZE:
-            self._frames.clear()
-        self._frames[id(frames)] = (frames, redacted)
+        # The entry keeps the frames alive (and their redacted copies): their strings, about the size of
+        # `joined`, and an object each.
+        copies = 1 if redacted is frames else 2
+        self._frames.put(id(frames), (frames, redacted),
+                         copies * (sys.getsizeof(joined) + OBJECT_BYTES * (1 + len(frames))))
         return redacted
 
 
-class _BoundedCache:
-    """text → redacted text, emptied when its keys pass a number of characters (a burst refills it)."""
-
-    def __init__(self, max_chars: int) -> None:
-        self._entries: dict[str, str] = {}
-        self._chars = 0
-        self._max_chars = max_chars
-
-    def get(self, text: str) -> str | None:
-        return self._entries.get(text)
-
-    def put(self, text: str, redacted: str) -> None:
-        self._chars += len(text) + len(redacted)
-        if self._chars > self._max_chars:
-            self._entries.clear()
-            self._chars = len(text) + len(redacted)
-        self._entries[text] = redacted
+def _pair_bytes(text: str, redacted: str) -> int:
+    return OBJECT_BYTES + sys.getsizeof(text) + (0 if redacted is text else sys.getsizeof(redacted))
 
 
 def _redact_private_keys(text: str) -> str:
@@ -323,7 +312,7 @@ def _redact_key(key: Any, redactor: Redactor) -> Any:
     return redactor.redact(key) if type(key) is str else key
 
 
-@lru_cache(maxsize=4096)
+@memoize("redaction.key_strength", 4096, 4 << 20)
 def _key_strength(key: str) -> str | None:
     return secret_key(key)
 

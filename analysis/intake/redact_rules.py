@@ -70,7 +70,7 @@ _VALUE = (
 
 
 # `android.os.BinderProxy@2bd79ce`: Java's default toString of an object, not a secret.
-_OBJECT_REF = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]*@[0-9a-f]{1,8}")
+_OBJECT_REF = re.compile(r"(?<![A-Za-z0-9_$.])[A-Za-z_$][A-Za-z0-9_$.]*@[0-9a-f]{1,8}")  # a name is tried once
 
 
 def _keyed(match: re.Match[str]) -> str:
@@ -124,7 +124,8 @@ def _weak_keyed(match: re.Match[str]) -> str:
 # `Set-Cookie` attributes are not secret; every other `name=value` of a cookie header is.
 _COOKIE_ATTRIBUTES = frozenset({"path", "domain", "expires", "max-age", "secure", "httponly", "samesite",
                                 "priority", "partitioned"})
-_COOKIE_PAIR = re.compile(r"([^=;\s]{1,256})=([^;\r\n\"']*)", re.ASCII)
+# A name starts after `;` or a space, so a long run is tried once (any length: a long name hides nothing).
+_COOKIE_PAIR = re.compile(r"(?<![^;\s])([^=;\s]+)=([^;\r\n\"']*)", re.ASCII)
 
 
 def _cookie(match: re.Match[str]) -> str:

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections import OrderedDict
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
+from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
 from analysis.intake.frame_key import frame_key, is_in_app
-from analysis.intake.template import mask_message, remember
+from analysis.intake.template import mask_message
 
 __all__ = ["MAX_SIGNATURE_FRAMES", "Signature", "describe", "fingerprint_event", "is_in_app", "mask_message",
            "normalise_frame"]  # fmt: skip
@@ -97,7 +97,7 @@ def _stack_signature_of(chain: tuple[ExceptionInfo, ...], prefixes: tuple[str, .
         if entry is not None and entry[0] is frames and entry[1] == root.type and entry[2] == prefixes:
             return entry[3]
         signature = _stack_signature(root.type, (frames,), prefixes)
-        remember(_BY_FRAMES, id(frames), (frames, root.type, prefixes, signature), _CHAIN_CACHE_SIZE)
+        _BY_FRAMES.put(id(frames), (frames, root.type, prefixes, signature), _chain_bytes(root.type, (frames,)))
         return signature
     stacks = tuple([exception.frames for exception in reversed(chain) if exception.frames])
     if not stacks:
@@ -107,15 +107,28 @@ def _stack_signature_of(chain: tuple[ExceptionInfo, ...], prefixes: tuple[str, .
     if cached is not None and all(map(operator.is_, cached[0], stacks)):
         return cached[1]
     signature = _stack_signature(root.type, stacks, prefixes)
-    remember(_BY_STACKS, key, (stacks, signature), _CHAIN_CACHE_SIZE)
+    _BY_STACKS.put(key, (stacks, signature), _chain_bytes(root.type, stacks))
     return signature
 
 
-_BY_FRAMES: OrderedDict[int, tuple[tuple[Frame, ...], str, tuple[str, ...], Signature]] = OrderedDict()
-_BY_STACKS: OrderedDict[tuple[Any, ...], tuple[tuple[tuple[Frame, ...], ...], Signature]] = OrderedDict()
-_BY_FRAME: OrderedDict[tuple[int, tuple[str, ...]], tuple[Frame, str, bool]] = OrderedDict()
-_BY_MESSAGE: OrderedDict[tuple[str, str], Signature] = OrderedDict()
-_BY_LIBRARY_MESSAGE: OrderedDict[tuple[str, str], Signature] = OrderedDict()
+def _chain_bytes(exception_type: str, stacks: tuple[tuple[Frame, ...], ...]) -> int:
+    """What an entry keeping `stacks` alive costs: an object per frame and the type; the frames' strings are
+    charged where the frames are made (the parse and decode caches, `_BY_FRAME`)."""
+    return sys.getsizeof(exception_type) + OBJECT_BYTES * (1 + sum(map(len, stacks)))
+
+
+# Bounded in entries and bytes (analysis.cache); first in, first out: a burst's entries are hot while it lasts.
+_BY_FRAMES: BoundedCache[int, tuple[tuple[Frame, ...], str, tuple[str, ...], Signature]] = BoundedCache(
+    "signature.by_frames", _CHAIN_CACHE_SIZE, 32 << 20)
+_BY_STACKS: BoundedCache[tuple[Any, ...], tuple[tuple[tuple[Frame, ...], ...], Signature]] = BoundedCache(
+    "signature.by_stacks", _CHAIN_CACHE_SIZE, 16 << 20)
+_BY_FRAME: BoundedCache[tuple[int, tuple[str, ...]], tuple[Frame, str, bool]] = BoundedCache(
+    "signature.by_frame", _FRAME_CACHE_SIZE, 16 << 20)
+_FRAME_FACTS: BoundedCache[tuple[Frame, tuple[str, ...]], tuple[str, bool, int]] = BoundedCache(
+    "signature.frame_facts", _FRAME_CACHE_SIZE, 16 << 20)
+_BY_MESSAGE: BoundedCache[tuple[str, str], Signature] = BoundedCache("signature.by_message", _CACHE_SIZE, 8 << 20)
+_BY_LIBRARY_MESSAGE: BoundedCache[tuple[str, str], Signature] = BoundedCache(
+    "signature.by_library_message", _CACHE_SIZE, 4 << 20)
 
 
 def _message_signature(exception_type: str, message: str) -> Signature:
@@ -123,7 +136,8 @@ def _message_signature(exception_type: str, message: str) -> Signature:
     signature = _BY_MESSAGE.get((exception_type, masked))
     if signature is None:
         signature = Signature(_digest("message", exception_type, masked), "message", exception_type)
-        remember(_BY_MESSAGE, (exception_type, masked), signature, _CACHE_SIZE)
+        nbytes = 2 * sys.getsizeof(exception_type) + sys.getsizeof(masked) + OBJECT_BYTES
+        _BY_MESSAGE.put((exception_type, masked), signature, nbytes)
     return signature
 
 
@@ -152,8 +166,8 @@ def _stack_signature(
         for frame in frames:
             facts = _BY_FRAME.get((id(frame), prefixes))  # parsers share frame objects per line
             if facts is None or facts[0] is not frame:
-                facts = (frame, *_frame_facts(frame, prefixes))
-                remember(_BY_FRAME, (id(frame), prefixes), facts, _FRAME_CACHE_SIZE)
+                key, own, nbytes = _frame_facts(frame, prefixes)
+                facts = _BY_FRAME.put((id(frame), prefixes), (frame, key, own), nbytes)
             _, key, own = facts
             if not key:
                 continue
@@ -186,7 +200,7 @@ def _with_message(signature: Signature, message: str) -> Signature:
         body = "\n".join((*signature.frames, masked))
         refined = Signature(_digest("stacktrace", signature.exception_type, body), "stacktrace",
                             signature.exception_type, signature.frames, library_only=True)
-        remember(_BY_LIBRARY_MESSAGE, key, refined, _CACHE_SIZE)
+        _BY_LIBRARY_MESSAGE.put(key, refined, sys.getsizeof(masked) + OBJECT_BYTES * (2 + len(refined.frames)))
     return refined
 
 
@@ -203,6 +217,14 @@ def _type_key(exception_type: str) -> str:
     return name.rpartition(".")[2]
 
 
-@lru_cache(maxsize=65536)
-def _frame_facts(frame: Frame, prefixes: tuple[str, ...]) -> tuple[str, bool]:
-    return frame_key(frame), is_in_app(frame, prefixes)
+def _frame_facts(frame: Frame, prefixes: tuple[str, ...]) -> tuple[str, bool, int]:
+    """Key and in-app flag of a frame, shared by equal frames that are distinct objects, and the bytes an
+    entry keeping the frame and its key alive costs (the object and its strings)."""
+    facts = _FRAME_FACTS.get((frame, prefixes))
+    if facts is None:
+        key = frame_key(frame)
+        size = sys.getsizeof
+        nbytes = (OBJECT_BYTES + size(frame.function) + size(frame.filename) + size(frame.abs_path)
+                  + size(frame.module) + size(key))
+        facts = _FRAME_FACTS.put((frame, prefixes), (key, is_in_app(frame, prefixes), nbytes), nbytes)
+    return facts

@@ -10,8 +10,9 @@ lines are read per event, without scanning the frames again.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+import sys
 
+from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.intake.trace_dialect import Chain, Stacks, TraceDialect
 from analysis.intake.trace_go import DIALECT as GO
 from analysis.intake.trace_java import DIALECT as JAVA
@@ -100,13 +101,15 @@ def _parse(text: str, max_frames: int) -> Chain:
 class _Skeleton:
     """The cached frame regions of one trace text and their parsed frames."""
 
-    __slots__ = ("dialect", "facts", "last_chain", "last_headers", "regions", "stacks")
+    __slots__ = ("dialect", "facts", "last_chain", "last_headers", "nbytes", "regions", "stacks")
 
-    def __init__(self, dialect: TraceDialect, regions: tuple[str, ...], stacks: Stacks, facts: int) -> None:
+    def __init__(self, dialect: TraceDialect, regions: tuple[str, ...], stacks: Stacks, facts: int,
+                 nbytes: int) -> None:
         self.dialect = dialect
         self.regions = regions
         self.stacks = stacks
         self.facts = facts
+        self.nbytes = nbytes  # what the cache charges for it: see _trace_bytes
         # A repeat of the last headers hands back the very chain object (the fingerprint caches on it).
         self.last_headers: tuple[str, ...] = ()
         self.last_chain: Chain = ()
@@ -117,11 +120,17 @@ _KEY_SIZE = 96
 _KEY_SEARCH = 2048
 _INDENTED = re.compile(r"\n[ \t]")
 _PY_FRAME_LINE = '\n  File "'
-_SKELETONS: OrderedDict[tuple[str, int], list[_Skeleton]] = OrderedDict()
-_SKELETONS_SIZE = 1024
 _BUCKET_SIZE = 8
-_TEXTS: OrderedDict[tuple[int, str, int], list[tuple[str, Chain]]] = OrderedDict()  # texts no skeleton covers
-_TEXTS_SIZE = 1024
+_SKELETONS: BoundedCache[tuple[str, int], list[_Skeleton]] = BoundedCache("stacktrace.skeletons", 1024, 64 << 20)
+# Texts no skeleton covers, with their chains.
+_TEXTS: BoundedCache[tuple[int, str, int], list[tuple[str, Chain, int]]] = BoundedCache("stacktrace.texts", 1024,
+                                                                                        32 << 20)
+
+
+def _trace_bytes(text: str, stacks: Stacks) -> int:
+    """What an entry made from `text` keeps alive: the text (regions, or the text itself), the headers and
+    frame strings cut from it (at most as much again), and an object per frame."""
+    return 2 * sys.getsizeof(text) + OBJECT_BYTES * (1 + sum(map(len, stacks)))
 
 
 def parse_trace(text: str, max_frames: int = DEFAULT_MAX_FRAMES) -> Chain:
@@ -141,7 +150,7 @@ def parse_trace(text: str, max_frames: int = DEFAULT_MAX_FRAMES) -> Chain:
     text_key = (len(text), text[-_KEY_SIZE:], max_frames)
     bucket = _TEXTS.get(text_key)
     if bucket is not None:
-        for cached_text, cached in bucket:
+        for cached_text, cached, _ in bucket:
             if cached_text == text:
                 return cached
     chain = _parse(text, max_frames)
@@ -225,25 +234,14 @@ def _learn(text: str, key: tuple[str, int], chain: Chain) -> bool:
     facts = 0
     for region in regions:
         facts |= _facts(region)
-    skeleton = _Skeleton(dialect, tuple(regions), stacks, facts)
+    skeleton = _Skeleton(dialect, tuple(regions), stacks, facts, _trace_bytes(text, stacks))
     skeleton.last_headers, skeleton.last_chain = tuple(headers), chain
-    bucket = _SKELETONS.get(key)
-    if bucket is None:
-        if len(_SKELETONS) >= _SKELETONS_SIZE:
-            _SKELETONS.popitem(last=False)  # O(1), unlike a dict's first key after deletions
-        _SKELETONS[key] = [skeleton]
-    else:
-        bucket.insert(0, skeleton)  # the newest deploy's frames are the likeliest next
-        del bucket[_BUCKET_SIZE:]
+    bucket = [skeleton, *(_SKELETONS.get(key) or ())][:_BUCKET_SIZE]  # the newest deploy's frames first
+    _SKELETONS.put(key, bucket, sum(s.nbytes for s in bucket))
     return True
 
 
 def _remember_text(key: tuple[int, str, int], text: str, chain: Chain) -> None:
-    bucket = _TEXTS.get(key)
-    if bucket is None:
-        if len(_TEXTS) >= _TEXTS_SIZE:
-            _TEXTS.popitem(last=False)
-        _TEXTS[key] = [(text, chain)]
-    else:
-        bucket.append((text, chain))
-        del bucket[:-_BUCKET_SIZE]
+    entry = (text, chain, _trace_bytes(text, tuple(exception.frames for exception in chain)))
+    bucket = [*(_TEXTS.get(key) or ()), entry][-_BUCKET_SIZE:]
+    _TEXTS.put(key, bucket, sum(nbytes for _, _, nbytes in bucket))

@@ -6,11 +6,12 @@ repeated trace are built once and shared, which also lets the fingerprint cache 
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import sys
 from typing import Any
 
 import orjson
 
+from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.errors import BadInput
 from analysis.event import ExceptionInfo, Frame, new_exception
 from analysis.intake.field import text
@@ -33,7 +34,9 @@ def structured_chain(exception: dict[str, Any], max_frames: int) -> tuple[Except
     return (outer,) if outer is not None else ()
 
 
-_FRAMES_CACHE: OrderedDict[tuple[int, bytes, int], list[tuple[bytes, tuple[Frame, ...]]]] = OrderedDict()
+# A bucket's entries: the frames' JSON text, its frames, and the bytes charged for them (see _frames).
+_FRAMES_CACHE: BoundedCache[tuple[int, bytes, int], list[tuple[bytes, tuple[Frame, ...], int]]] = BoundedCache(
+    "structured.frames", _FRAMES_CACHE_SIZE, 48 << 20)
 
 
 def _frames(value: Any, max_frames: int) -> tuple[Frame, ...]:
@@ -55,18 +58,15 @@ def _frames(value: Any, max_frames: int) -> tuple[Frame, ...]:
     key = (len(dumped), dumped[-_FRAMES_KEY_TAIL:], max_frames)
     bucket = _FRAMES_CACHE.get(key) if dumped else None
     if bucket is not None:
-        for cached_json, cached in bucket:
+        for cached_json, cached, _ in bucket:
             if cached_json == dumped:
                 return cached
     frames = tuple([_frame(item) for item in reversed(value[-max_frames:])])
     if dumped and len(dumped) <= _FRAMES_CACHE_MAX_KEY:
-        if bucket is None:
-            if len(_FRAMES_CACHE) >= _FRAMES_CACHE_SIZE:
-                _FRAMES_CACHE.popitem(last=False)  # O(1), unlike a dict's first key after deletions
-            _FRAMES_CACHE[key] = [(dumped, frames)]
-        else:
-            bucket.append((dumped, frames))
-            del bucket[:-8]
+        # The frames' strings come out of the JSON text: at most its size again, plus an object per frame.
+        entry = (dumped, frames, 2 * sys.getsizeof(dumped) + OBJECT_BYTES * (1 + len(frames)))
+        cached_bucket = [*(bucket or ()), entry][-8:]
+        _FRAMES_CACHE.put(key, cached_bucket, sum(nbytes for _, _, nbytes in cached_bucket))
     return frames
 
 

@@ -18,8 +18,9 @@ replica and every restart masks alike. Two passes:
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
-from typing import Any
+import sys
+
+from analysis.cache import OBJECT_BYTES, BoundedCache
 
 MASK = "<*>"
 _INPUT_LIMIT = 512
@@ -70,8 +71,9 @@ _PHRASES: tuple[tuple[re.Pattern[str], str | frozenset[str]], ...] = (
 )
 _SIGN = re.compile(r"[<>~≈](?=<\*>)")  # `<1 sec`: the sign belongs to the masked number after it
 
-_SPANS: OrderedDict[bytes, tuple[tuple[int, int], ...]] = OrderedDict()
-_PHRASED: OrderedDict[str, str] = OrderedDict()
+# Keys are cut at _INPUT_LIMIT characters; the budgets bound the spans and the phrased texts too.
+_SPANS: BoundedCache[bytes, tuple[tuple[int, int], ...]] = BoundedCache("template.spans", _CACHE_SIZE, 8 << 20)
+_PHRASED: BoundedCache[str, str] = BoundedCache("template.phrased", _CACHE_SIZE, 8 << 20)
 
 
 def mask_message(text: str) -> str:
@@ -81,7 +83,7 @@ def mask_message(text: str) -> str:
     spans = _SPANS.get(key)
     if spans is None:
         spans = token_spans(text.translate(_TEMPLATE))
-        remember(_SPANS, key, spans)
+        _SPANS.put(key, spans, sys.getsizeof(key) + OBJECT_BYTES * (1 + len(spans)))
     if spans:
         parts = []
         position = 0
@@ -94,7 +96,7 @@ def mask_message(text: str) -> str:
     phrased = _PHRASED.get(masked)
     if phrased is None:
         phrased = _phrases(masked)
-        remember(_PHRASED, masked, phrased)
+        _PHRASED.put(masked, phrased, sys.getsizeof(masked) + sys.getsizeof(phrased) + OBJECT_BYTES)
     return phrased
 
 
@@ -108,13 +110,6 @@ def mask_uncached(text: str) -> str:
         position = end
     parts.append(text[position:])
     return _phrases(" ".join(MASK.join(parts).split()))
-
-
-def remember(cache: OrderedDict[Any, Any], key: Any, value: Any, size: int = _CACHE_SIZE) -> None:
-    """Store `value`, dropping the oldest entry of a full cache first (O(1) on an OrderedDict)."""
-    if len(cache) >= size:
-        cache.popitem(last=False)
-    cache[key] = value
 
 
 def token_spans(template: str) -> tuple[tuple[int, int], ...]:

@@ -8,9 +8,11 @@ repeat verbatim. `analysis.intake.stacktrace` caches parsed frames per region an
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from typing import NamedTuple
 
+from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.event import ExceptionInfo, Frame
 
 MAX_CHAIN = 64
@@ -41,7 +43,8 @@ class TraceDialect(NamedTuple):
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
-_TYPE_NAMES: dict[str, bool] = {}  # exception type names repeat across a burst: check each once
+# Exception type names repeat across a burst: check each once.
+_TYPE_NAMES: BoundedCache[str, bool] = BoundedCache("trace_dialect.type_names", 4096, 4 << 20)
 
 
 def split_type(line: str) -> tuple[str, str] | None:
@@ -56,9 +59,7 @@ def split_type(line: str) -> tuple[str, str] | None:
     known = _TYPE_NAMES.get(head)
     if known is None:
         known = len(head) <= 512 and _IDENTIFIER.fullmatch(head) is not None
-        if len(_TYPE_NAMES) >= 4096:
-            _TYPE_NAMES.clear()
-        _TYPE_NAMES[head] = known
+        _TYPE_NAMES.put(head, known, sys.getsizeof(head) + OBJECT_BYTES)
     return (head, message) if known else None
 
 

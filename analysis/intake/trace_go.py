@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
+from analysis.cache import memoize
 from analysis.event import Frame, new_exception
 from analysis.intake.trace_dialect import MAX_CHAIN, RARE_BREAK, Chain, Split, Stacks, TraceDialect
 
@@ -21,7 +20,7 @@ def _go_function(line: str) -> tuple[str, str]:
     return name[:dot], name[dot + 1 :]
 
 
-@lru_cache(maxsize=16384)
+@memoize("trace_go.frame", 16384, 8 << 20)
 def _go_frame(function_line: str, location_line: str) -> Frame:
     module, function = _go_function(function_line)
     location = location_line.strip().partition(" +0x")[0]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
+from analysis.cache import memoize
 from analysis.event import ExceptionInfo, Frame, new_exception
 from analysis.intake.trace_dialect import (
     MAX_CHAIN,
@@ -27,7 +27,7 @@ _STEERING = ("Suppressed: ", "Caused by: ", "... ", "at ")
 _STEERING_LINE = re.compile(r"\n[ \t]*(?:Suppressed: |Caused by: |\.\.\. |at )")
 
 
-@lru_cache(maxsize=16384)
+@memoize("trace_java.frame", 16384, 8 << 20)
 def _java_frame(line: str) -> Frame:
     body = line[3:].strip()
     paren = body.find("(")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+import sys
 
+from analysis.cache import OBJECT_BYTES, BoundedCache, memoize
 from analysis.event import ExceptionInfo, Frame, new_exception
 from analysis.intake.trace_dialect import (
     MAX_CHAIN,
@@ -26,7 +27,7 @@ _STEERING = ("at ", "[cause]: ")
 _STEERING_LINE = re.compile(r"\n[ \t]*(?:at |\[cause\]: )")
 
 
-@lru_cache(maxsize=16384)
+@memoize("trace_node.frame", 16384, 8 << 20)
 def _node_frame(line: str) -> Frame:
     body = line[3:].strip()
     function, location = "", body.removeprefix("async ")
@@ -50,16 +51,14 @@ def _node_frame(line: str) -> Frame:
 
 
 _NO_SOURCE = frozenset({"<anonymous>", "native", "[native code]"})
-_TYPES: dict[str, bool] = {}  # error names repeat across a burst: match each once
+_TYPES: BoundedCache[str, bool] = BoundedCache("trace_node.types", 4096, 4 << 20)  # names repeat in a burst
 
 
 def _is_type(name: str) -> bool:
     known = _TYPES.get(name)
     if known is None:
         known = _TYPE.fullmatch(name) is not None
-        if len(_TYPES) >= 4096:
-            _TYPES.clear()
-        _TYPES[name] = known
+        _TYPES.put(name, known, sys.getsizeof(name) + OBJECT_BYTES)
     return known
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
+from analysis.cache import memoize
 from analysis.event import ExceptionInfo, Frame, new_exception
 from analysis.intake.trace_dialect import (
     MAX_CHAIN,
@@ -27,7 +27,7 @@ _MESSAGE_START = re.compile(r"\n(?=[^ \t\n])")
 _GROUP = "Exception Group"
 
 
-@lru_cache(maxsize=16384)
+@memoize("trace_python.frame", 16384, 8 << 20)
 def _python_frame(line: str) -> Frame | None:
     match = _FRAME.fullmatch(line)
     if match is None:

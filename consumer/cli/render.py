@@ -27,7 +27,7 @@ __all__ = ["CodeLines", "excerpt_of", "print_analysis", "print_case", "print_cas
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _EXCERPT = re.compile(r"\n\nCode at (?P<path>[^\n]+):\n(?P<rows>(?:\d+\| [^\n]*(?:\n|$))+)")
-_ROW = re.compile(r"(\d+)\| (.*)")
+_ROW = re.compile(r"^(\d+)\| (.*)")  # matched at a line's start only
 _STATUS_STYLE = {"analyzed": "bold green", "recurrence": "bold cyan", "heuristic": "bold yellow",
                  "failed": "bold red"}
 _VERDICT_STYLE = {"wrong": "bold red", "correct": "bold green"}

@@ -16,7 +16,7 @@ from consumer.settings import Settings
 
 __all__ = ["register", "setting_groups"]
 
-_ASIDE = re.compile(r"\s*\([^)]*\)")
+_ASIDE = re.compile(r"(?<!\s)\s*\([^()]*\)")  # from the first space only, and no nested "(": linear
 
 
 def setting_groups() -> list[tuple[str, str]]:

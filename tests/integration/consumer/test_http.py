@@ -166,6 +166,25 @@ class TestProbes:
             health.broker_answered()
             assert _get(endpoint, "/readyz")[0] == 200
 
+    def test_livez_fails_once_the_main_loop_is_silent_past_the_limit(self, metrics: Metrics) -> None:
+        """After its first turn the loop must beat within `stall_after_s`; past it /livez is 503, and a new
+        beat, or the loop stopping for shutdown, makes it live again."""
+        now = [1000.0]
+        health = HealthState(stall_after_s=5.0, clock=lambda: now[0])
+        with serve_http("127.0.0.1", 0, metrics, health) as endpoint:
+            assert _get(endpoint, "/livez")[0] == 200  # not started yet: start-up is the startup probe's
+            health.beat()
+            now[0] += 5.0
+            assert _get(endpoint, "/livez")[0] == 200
+            now[0] += 2.5
+            status, _, body = _get(endpoint, "/livez")
+            assert status == 503 and body == b"main loop stalled: no progress for 8s\n"
+            health.beat()
+            assert _get(endpoint, "/livez")[0] == 200
+            now[0] += 60
+            health.loop_stopped()
+            assert _get(endpoint, "/livez")[0] == 200
+
     def test_unknown_path_is_404(self, endpoint: HttpEndpoint) -> None:
         """Only the three documented paths answer."""
         status, _, _ = _get(endpoint, "/admin")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import itertools
+import threading
+import time
 from collections.abc import Callable
 
 import jsonschema
@@ -11,8 +14,10 @@ import orjson
 import pytest
 
 from analysis.code.repo import RepoSync
+from bench.bounded import SHAPES, hostile_message
 from consumer.cloudevent import event_schema
 from consumer.explainer import HeuristicAnalyzer
+from consumer.http import HealthState, serve_http
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from tests.conftest import SHOP_BUGS, KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error, shop_line
@@ -107,3 +112,89 @@ class TestPipelineFlow:
             lag = [sample(name, {"consumergroup": group, "topic": settings.kafka.input_topic, "partition": str(p)})
                    for p in ends]
             assert lag == [0, 0], name
+
+
+class TestLiveness:
+    def test_livez_fails_while_the_event_loop_is_blocked_and_recovers(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """The real service on a real broker beats on every turn of its loop; when something holds the event
+        loop (here a blocking call scheduled on it, as a runaway parse would), /livez turns 503 within the
+        limit while the HTTP thread keeps answering, and 200 again once the loop turns."""
+        repos = shop_repos("orders")
+        settings = settings_factory()
+        health = HealthState(stall_after_s=0.5)
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics(), health)
+        seen: list[int] = []
+
+        def probe() -> int:
+            connection = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=5)
+            try:
+                connection.request("GET", "/livez")
+                return connection.getresponse().status
+            finally:
+                connection.close()
+
+        async def scenario() -> None:
+            raw = shop_error("orders", next(iter(SHOP_BUGS)), 1_700_000_000.0, repos.commits["orders"])
+            await kafka_io.produce(settings.kafka.input_topic, [raw])
+            stop = asyncio.Event()
+            task = asyncio.create_task(service.run(stop))
+            try:
+                while service.stats.events_in < 1:  # noqa: ASYNC110 - polls the service's counter; no event exists
+                    await asyncio.sleep(0.05)
+                seen.append(await asyncio.to_thread(probe))
+                blocked = threading.Thread(target=lambda: (time.sleep(1.5), seen.append(probe())))
+                blocked.start()
+                time.sleep(2.5)  # noqa: ASYNC251 - holds the event loop, as a message parsed for seconds would
+                blocked.join()
+                await asyncio.sleep(0.5)  # a turn or two
+                seen.append(await asyncio.to_thread(probe))
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, timeout=30)
+
+        with serve_http("127.0.0.1", 0, Metrics(), health) as endpoint:
+            asyncio.run(scenario())
+        assert seen == [200, 503, 200]
+
+    @pytest.mark.parametrize("max_turn_s", [0.2, 1e-6])
+    def test_a_fetch_of_heavy_messages_is_read_over_several_turns(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos],
+        max_turn_s: float,
+    ) -> None:
+        """Distinct Java traces of 512 kB on 16 partitions arrive in fetches of up to 32 of them (a megabyte
+        a partition), each some tens of milliseconds of work. Turns of max_turn_s keep /livez up at a 1 s
+        stall limit, and every message is read exactly once: also when every turn is cut after its first
+        message, and the rest of each fetch is sought back and fetched again."""
+        repos = shop_repos("orders")
+        settings = settings_factory(partitions=16, pipeline={"max_turn_s": max_turn_s})
+        health = HealthState(stall_after_s=1.0)
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics(), health)
+        stream = [hostile_message(i * len(SHAPES) + SHAPES.index("java"), 512 * 1024) for i in range(64)]
+        statuses: list[int] = []
+        done = threading.Event()
+
+        def watch(port: int) -> None:
+            while not done.is_set():
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                connection.request("GET", "/livez")
+                statuses.append(connection.getresponse().status)
+                connection.close()
+                time.sleep(0.05)
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, stream, keys=[str(i).encode() for i in range(64)])
+            await run_until(service, lambda: service.stats.events_in >= len(stream) and service.idle(),
+                            timeout_s=90)
+
+        with serve_http("127.0.0.1", 0, Metrics(), health) as endpoint:
+            watcher = threading.Thread(target=watch, args=(endpoint.port,))
+            watcher.start()
+            try:
+                asyncio.run(scenario())
+            finally:
+                done.set()
+                watcher.join()
+        assert service.stats.events_in == len(stream)  # none read twice, none skipped
+        assert set(statuses) == {200}

@@ -246,3 +246,65 @@ class TestDistinctMessages:
             _add(window, _event(100.0 + i * 0.01, message=f"order {i} not found"), offset=i)
         (closed,) = window.flush()
         assert [(m.message, m.count) for m in closed.cluster.messages] == [("order <*> not found", 300)]
+
+
+class TestByteBudget:
+    """Open bursts are bounded in bytes too: large distinct events cannot pile up to the count cap."""
+
+    def test_large_distinct_events_evict_the_oldest_past_the_budget(self) -> None:
+        """Each 1 MiB event opens a burst; past max_open_bytes the least recently updated ones close early."""
+        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=10_000, max_samples=4,
+                             clock=FakeClock(), max_open_bytes=8 << 20)
+        evicted = 0
+        for i in range(40):
+            event = _event(100.0, function=f"f{i}", message=f"{i} " + "m" * (1 << 20))
+            closed = window.add(event, fingerprint_event(event, ()), (TP0, i), 1 << 20)
+            evicted += sum(c.reason == "evicted" for c in closed)
+            assert window.open_bytes <= 8 << 20
+        assert window.open_count <= 8 and evicted == 40 - window.open_count
+
+    def test_a_repeated_trace_is_charged_its_messages_not_its_frames_again(self) -> None:
+        """Samples sharing the first event's frames tuple cost their own bytes only."""
+        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=100, max_samples=20, clock=FakeClock())
+        frames = tuple(Frame(function=f"fn{i}", module="com.shop.S", filename="S.java", lineno=i)
+                       for i in range(200))
+        charged = []
+        for i in range(20):
+            event = ErrorEvent(server_id="s", timestamp=100.0 + i, message=f"m{i}",
+                               exceptions=(ExceptionInfo(type="E", value=f"m{i}", frames=frames),))
+            window.add(event, fingerprint_event(event, ()), (TP0, i))
+            charged.append(window.open_bytes)
+        assert charged[0] > 200 * 200  # the first sample pays for the frames
+        assert charged[-1] - charged[0] < 19 * 1000  # the others for their messages only
+
+    def test_unknown_fields_holding_many_small_values_are_charged_for_them(self) -> None:
+        """A list of 100,000 numbers in an unknown field costs far more than its JSON text: it is charged so."""
+        event = ErrorEvent(server_id="s", timestamp=1.0, message="m", extra={"x": [1.5] * 100_000})
+        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=100, max_samples=2, clock=FakeClock())
+        window.add(event, fingerprint_event(event, ()), (TP0, 0), 400_000)
+        assert window.open_bytes >= 100_000 * 32
+
+    def test_a_closed_burst_keeps_its_last_event_whole_and_only_messages_of_large_earlier_ones(self) -> None:
+        """The representative keeps its trace and frames; an earlier sample over 16 kB keeps its message."""
+        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=100, max_samples=4, clock=FakeClock())
+        big = "t" * 100_000
+        for i in range(4):
+            event = ErrorEvent(server_id="s", timestamp=100.0 + i, message=f"message {i}", raw_trace=big + str(i),
+                               exceptions=_event(0.0).exceptions)
+            window.add(event, fingerprint_event(event, ()), (TP0, i))
+        (closed,) = window.flush()
+        *earlier, last = closed.cluster.samples
+        assert last.raw_trace == big + "3" and last.exceptions
+        assert [s.message for s in earlier] == ["message 0", "message 1", "message 2"]
+        assert all(not s.raw_trace and [e.frames for e in s.exceptions] == [()] for s in earlier)
+        assert window.open_bytes == 0
+
+    def test_the_message_tally_keeps_what_it_reads_of_each_message(self) -> None:
+        """Distinct megabyte messages in one burst are tallied by their first 512 characters, and charged."""
+        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=100, max_samples=2, clock=FakeClock())
+        for i in range(16):
+            event = _event(100.0 + i, message=f"{i:02d} " + "m" * (1 << 20))
+            window.add(event, fingerprint_event(event, ()), (TP0, i), 1 << 20)
+        assert window.open_bytes < 3 * (1 << 20) + 16 * 1024  # two samples, and 16 short tally keys
+        (closed,) = window.flush()
+        assert sum(m.count for m in closed.cluster.messages) == 16

@@ -112,7 +112,7 @@ class TestCheckout:
         sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), max_worktrees=2)
         roots = [sync.checkout("orders", sha).root for sha in shas]
         assert [r.exists() for r in roots] == [False, False, True, True]
-        listed = git(tmp_path / "cache/repos/orders", "worktree", "list")
+        listed = git(sync.repo_dir("orders"), "worktree", "list")
         assert shas[0] not in listed and shas[3] in listed
 
 
@@ -162,7 +162,7 @@ class TestFetchFailures:
             sync.checkout("orders", None)
         assert info.value.retriable
         assert TOKEN not in str(info.value)
-        assert not (tmp_path / "cache/repos/orders").exists()
+        assert not sync.repo_dir("orders").exists() and sync.repo_dir("orders").parent == tmp_path / "cache/repos"
 
     def test_token_reaches_git_only_through_the_credential_helper(self, tmp_path: Path,
                                                                   upstream: GitRepo) -> None:

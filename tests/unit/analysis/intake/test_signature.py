@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import orjson
@@ -18,7 +17,6 @@ from analysis.intake.signature import (
     normalise_frame,
 )
 from analysis.intake.stacktrace import parse_trace
-from analysis.intake.template import remember
 from tests.paths import TRACES
 
 TRACES = TRACES
@@ -333,13 +331,6 @@ class TestFrameNormalisation:
 
 
 class TestCaches:
-    def test_a_full_cache_drops_its_oldest_entries_first(self) -> None:
-        """The signature caches hold at most their size and forget the oldest entries first."""
-        cache: OrderedDict[int, int] = OrderedDict()
-        for key in range(110):
-            remember(cache, key, key * 2, size=100)
-        assert len(cache) == 100 and next(iter(cache)) == 10 and cache[109] == 218
-
     def test_distinct_traces_past_the_cache_sizes_keep_their_fingerprints(self) -> None:
         """Once a stream of distinct traces has cycled the caches, a trace seen before is still
         fingerprinted as it was the first time."""

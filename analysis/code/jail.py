@@ -1,0 +1,151 @@
+"""The jail of the file tools: paths resolved inside one checkout, and only regular files read.
+
+A repository is untrusted too. Paths are resolved for real and must stay inside the checkout
+(`Path.is_relative_to`, not a string prefix); `.git`, absolute paths, NUL bytes, symlink loops and
+symlinks leading outside are refused. A file is opened without blocking and read only when the open
+descriptor is a regular file of bounded size, so a FIFO, socket or device in a working tree can neither
+hang a tool nor feed it endless bytes. Every refusal is a `Refused` whose message the model can act on.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+__all__ = ["Jail", "Refused"]
+
+_BINARY_SNIFF_BYTES = 8192
+_KINDS = (
+    (stat.S_ISDIR, "a directory; use list_directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO), not a regular file"),
+    (stat.S_ISSOCK, "a socket, not a regular file"),
+    (stat.S_ISCHR, "a character device, not a regular file"),
+    (stat.S_ISBLK, "a block device, not a regular file"),
+)
+
+
+class Refused(Exception):
+    """A path or file the jail refuses; the message is shown to the model."""
+
+
+class Jail:
+    """Resolves and reads paths of the checkout at `root` (resolved once), files up to `max_file_bytes`."""
+
+    def __init__(self, root: Path, max_file_bytes: int) -> None:
+        self.root = root.resolve()
+        self.max_file_bytes = max_file_bytes
+
+    def resolve(self, path: str) -> tuple[Path, str]:
+        """The real path inside the jail and its repo-relative posix form ('' for the root)."""
+        if not isinstance(path, str):
+            raise Refused("path must be a string")
+        if "\x00" in path:
+            raise Refused("path contains a NUL byte")
+        raw = path.strip().replace("\\", "/")
+        if raw.startswith("/") or (len(raw) > 1 and raw[0].isalpha() and raw[1] == ":"):
+            raise Refused(
+                f"absolute paths are not allowed ({path!r}); give a path relative to the "
+                "repository root, e.g. 'src/app.py' (use grep_files to find a file by name)"
+            )
+        parts = PurePosixPath(raw).parts if raw not in ("", ".") else ()
+        if ".git" in parts:
+            raise Refused("the .git directory is not readable")
+        real = self._real(self.root / raw, path)
+        if not real.is_relative_to(self.root):
+            raise Refused(f"path {path!r} leads outside the repository")
+        rel = real.relative_to(self.root)
+        if ".git" in rel.parts:
+            raise Refused("the .git directory is not readable")
+        return real, rel.as_posix() if rel.parts else ""
+
+    def inside(self, path: str) -> bool:
+        """Whether repo-relative `path` names something that resolves inside the checkout."""
+        try:
+            self.resolve(path)
+        except Refused:
+            return False
+        return True
+
+    def read_text(self, real: Path, shown: str) -> str:
+        """A regular file's text (UTF-8, undecodable bytes replaced); FileNotFoundError when it is missing."""
+        try:
+            mode = real.stat()  # before opening: opening a device can itself do something
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            raise Refused(_open_error(shown, error)) from None
+        self.check_regular(mode, shown)
+        if mode.st_size > self.max_file_bytes:
+            raise Refused(f"{shown!r} is too large ({mode.st_size} bytes; limit {self.max_file_bytes})")
+        try:
+            # Non-blocking, should a FIFO have been swapped in since: it would wait for a writer forever.
+            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        except OSError as error:
+            raise Refused(_open_error(shown, error)) from None
+        with os.fdopen(fd, "rb") as handle:
+            self.check_regular(os.fstat(fd), shown)
+            data = handle.read(self.max_file_bytes + 1)  # a file growing while read is still capped
+        if len(data) > self.max_file_bytes:
+            raise Refused(f"{shown!r} is too large (over {self.max_file_bytes} bytes)")
+        if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+            raise Refused(f"{shown!r} is a binary file")
+        return data.decode("utf-8", errors="replace")
+
+    @staticmethod
+    def check_regular(mode: os.stat_result, shown: str) -> None:
+        """Refuse anything but a regular file, naming what it is."""
+        for test, what in _KINDS:
+            if test(mode.st_mode):
+                raise Refused(f"{shown!r} is {what}")
+        if not stat.S_ISREG(mode.st_mode):
+            raise Refused(f"{shown!r} is not a regular file")
+
+    def files(self, top: Path, suffixes: tuple[str, ...], skip_dirs: set[str], limit: int) -> Iterator[Path]:
+        """Regular files under `top` ending in one of `suffixes`, walking no symlinked directory, at most
+        `limit`; symlinked files count when they lead to a regular file inside the jail."""
+        found = 0
+        for dirpath, dirnames, filenames in os.walk(top):  # does not follow symlinked directories
+            dirnames[:] = [d for d in dirnames if d not in skip_dirs]
+            for name in filenames:
+                if not name.lower().endswith(suffixes):
+                    continue
+                candidate = Path(dirpath) / name
+                if self._regular_inside(candidate):
+                    yield candidate
+                    found += 1
+                    if found >= limit:
+                        return
+
+    def _regular_inside(self, candidate: Path) -> bool:
+        try:
+            mode = candidate.lstat()
+            if stat.S_ISLNK(mode.st_mode):
+                real = candidate.resolve(strict=True)
+                if not real.is_relative_to(self.root) or ".git" in real.relative_to(self.root).parts:
+                    return False
+                mode = real.stat()
+        except (OSError, RuntimeError):  # vanished, unreadable, a symlink loop
+            return False
+        return stat.S_ISREG(mode.st_mode)
+
+    @staticmethod
+    def _real(candidate: Path, shown: str) -> Path:
+        try:
+            return candidate.resolve()
+        except RuntimeError:  # Python 3.11 reports a symlink loop so; later versions raise OSError(ELOOP)
+            raise Refused(f"{shown!r} is a symlink loop") from None
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise Refused(f"{shown!r} is a symlink loop") from None
+            raise Refused(f"cannot resolve {shown!r}: {error.strerror or type(error).__name__}") from None
+
+
+def _open_error(shown: str, error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return f"{shown!r} is a symlink loop"
+    if error.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # opening a socket
+        return f"{shown!r} is a socket, not a regular file"
+    return f"cannot read {shown!r}: {error.strerror or type(error).__name__}"

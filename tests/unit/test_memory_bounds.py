@@ -1,0 +1,138 @@
+"""Every cache of the product is bounded in bytes, found programmatically so a new one cannot be forgotten.
+
+The source of `consumer/`, `analysis/` and `store/` may not use `functools.lru_cache` (bounded by count
+only); a module-level table that functions fill at run time must be a `BoundedCache` or be listed below
+with what bounds it. Hostile messages then go through the intake path and every cache stays within its
+budget. RSS on gigabytes of such input is measured by `bench/bounded.py` (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+from analysis.cache import cache_bytes
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.signature import fingerprint_event
+from bench.bounded import SHAPES, hostile_message
+from consumer.window import BurstWindow
+
+_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGES = ("consumer", "analysis", "store")
+# Module-level tables filled at run time that are not BoundedCaches, and what bounds them.
+_BOUNDED_BY_CONSTRUCTION = {
+    "analysis/intake/field.py:_SECONDS": "4,096 keys of 19 characters (an ISO second), then cleared",
+    "analysis/intake/field.py:_PLAIN_SECONDS": "cleared with _SECONDS",
+    "analysis/intake/redact.py:_prefilter": "one compiled rule set per set of kinds configured: eight at most",
+}
+_TOTAL_BUDGET = 400 << 20  # docs/reliability.md: what the intake caches may hold, all together
+_UNBOUNDED = frozenset({"lru_cache", "cache"})  # functools' memo decorators
+_MUTATORS = frozenset({"append", "add", "setdefault", "update", "pop", "popitem", "clear", "insert", "extend"})
+
+
+def _sources() -> list[Path]:
+    return sorted(path for package in _PACKAGES for path in (_ROOT / package).rglob("*.py"))
+
+
+def _module_tables(tree: ast.Module) -> set[str]:
+    """Names bound at module level to an empty (or literal) dict, list, set or OrderedDict."""
+    tables = set()
+    for node in tree.body:
+        target, value = None, None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            target, value = node.target.id, node.value
+        if target is None or value is None:
+            continue
+        call = isinstance(value, ast.Call) and isinstance(value.func, ast.Name | ast.Attribute)
+        name = (value.func.id if isinstance(value.func, ast.Name) else value.func.attr) if call else ""  # type: ignore[union-attr]
+        if isinstance(value, ast.Dict | ast.List | ast.Set) or name in ("dict", "list", "set", "OrderedDict"):
+            tables.add(target)
+    return tables
+
+
+def _filled_at_run_time(tree: ast.Module, tables: set[str]) -> set[str]:
+    """Which of `tables` a function writes to: `T[k] = v`, `T.append(...)` and the like."""
+    filled = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+                base = node.value
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in _MUTATORS):
+                base = node.func.value
+            else:
+                continue
+            if isinstance(base, ast.Name) and base.id in tables:
+                filled.add(base.id)
+    return filled
+
+
+class TestNoUnboundedCache:
+    def test_no_lru_cache_in_the_product(self) -> None:
+        """`functools.lru_cache` bounds entries only; `analysis.cache.memoize` bounds bytes as well."""
+        found = []
+        for path in _sources():
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for decorator in node.decorator_list:
+                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                    where = f"{path.relative_to(_ROOT).as_posix()}:{node.name}"
+                    if name in _UNBOUNDED and where not in _BOUNDED_BY_CONSTRUCTION:
+                        found.append(where)
+        assert not found, f"use analysis.cache.memoize instead: {found}"
+
+    def test_every_table_filled_at_run_time_is_bounded(self) -> None:
+        """A module-level dict, list or set that functions fill is a cache: it must say what bounds it."""
+        unexplained = []
+        for path in _sources():
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for name in _filled_at_run_time(tree, _module_tables(tree)):
+                key = f"{path.relative_to(_ROOT).as_posix()}:{name}"
+                if key not in _BOUNDED_BY_CONSTRUCTION:
+                    unexplained.append(key)
+        assert not unexplained, f"make these BoundedCaches or list what bounds them: {unexplained}"
+
+    def test_the_scan_sees_a_table_filled_at_run_time(self) -> None:
+        """The check above can fail: a module-level dict written by a function is found."""
+        tree = ast.parse("SEEN = {}\nCONST = {'a': 1}\ndef f(k):\n    SEEN[k] = 1\n    return CONST[k]\n")
+        assert _filled_at_run_time(tree, _module_tables(tree)) == {"SEEN"}
+
+    def test_the_caches_budgets_add_up_to_the_documented_total(self) -> None:
+        """Every cache of the intake path, the redactor's included, is registered with a byte budget."""
+        for package in ("analysis.intake.decode", "analysis.intake.signature", "analysis.intake.stacktrace",
+                        "analysis.intake.template", "analysis.intake.structured"):
+            importlib.import_module(package)
+        redactor = Redactor()
+        budgets = {name: budget for name, (_, budget) in cache_bytes().items() if not name.startswith("test.")}
+        assert {"structured.frames", "decode.plans", "signature.by_frame", "signature.frame_facts",
+                "stacktrace.skeletons", "template.spans", "trace_java.frame", "redact.texts", "redact.lines",
+                "redact.frames"} <= set(budgets)
+        shared = sum(budget for name, budget in budgets.items() if not name.startswith("redact."))
+        # One redactor's own caches.
+        per_redactor = redactor._texts.max_bytes + redactor._lines.max_bytes + redactor._frames.max_bytes
+        # The service has two redactors: the pipeline's, and the explainer's for prompts and reports.
+        assert shared + 2 * per_redactor <= _TOTAL_BUDGET
+
+
+class TestHostileInputStaysInBudget:
+    def test_distinct_large_messages_of_every_shape_keep_each_cache_in_its_budget(self) -> None:
+        """Three rounds of every hostile shape (256 kB each) through decode, redact, fingerprint, window."""
+        redactor, decode = Redactor(), DecodeConfig()
+        window = BurstWindow(30.0, 300.0, 10_000, 20, max_open_bytes=2 << 20)
+        for offset in range(3 * len(SHAPES)):
+            raw = hostile_message(offset, 256 * 1024)
+            events = [redact_event(event, redactor) for event in decode_message(raw, decode)]
+            for event in events:
+                window.add(event, fingerprint_event(event), (("errors", 0), offset), len(raw) // len(events))
+            assert window.open_bytes <= window.max_open_bytes or window.open_count == 1  # one burst may be over
+            for name, (used, budget) in cache_bytes().items():
+                assert used <= budget, f"{name}: {used} bytes charged, budget {budget}"
+        assert window.open_count < 3 * len(SHAPES)  # the byte budget closed some bursts early

