@@ -41,7 +41,7 @@ integration: $(VENV)/.dev tools
 	$(BIN)/pytest tests/integration -q
 
 test: $(VENV)/.dev tools lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 bench-deps: $(VENV)/.dev
 	$(PIP) install -e '.[bench]'

@@ -13,8 +13,10 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,7 @@ pytestmark = pytest.mark.integration
 _REPLICAS = 3
 _PARTITIONS = 2
 _READY_WITHIN_S = 30.0
+_STOP_WITHIN_S = 30.0  # a pod's default terminationGracePeriodSeconds
 
 
 def _free_port() -> int:
@@ -45,6 +48,30 @@ def _readyz(port: int) -> tuple[int, dict[str, object]]:
         return error.code, json.loads(error.read())
     except OSError:
         return 0, {}
+
+
+async def _stopped(replicas: list[Replica], what: str) -> None:
+    """Every replica's task ends within the time a pod is given to stop; never waits longer (a cancelled
+    wait would block on the task again)."""
+    tasks = {r.task for r in replicas}
+    _, pending = await asyncio.wait(tasks, timeout=_STOP_WITHIN_S)
+    assert not pending, f"{what}: {len(pending)} replica(s) still running {_STOP_WITHIN_S}s after their stop"
+
+
+def _run_bounded(main: Coroutine[Any, Any, None]) -> None:
+    """`asyncio.run`, except that tasks left running by a failure get a bounded time to end after being
+    cancelled, so a failing test reports instead of hanging until the pytest timeout."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main)
+    finally:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=_STOP_WITHIN_S))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 @dataclass
@@ -106,15 +133,15 @@ class TestRollingUpdate:
                 for index in reversed(range(_REPLICAS)):  # a StatefulSet rolls from the highest ordinal
                     old = replicas[index]
                     old.stop.set()
-                    await asyncio.wait_for(old.task, 30)
+                    await _stopped([old], f"replica {index} in the roll")
                     replicas[index] = start(index)
                     await settled(replicas, f"after replacing replica {index}")
             finally:
                 for replica in replicas:
                     replica.stop.set()
-                await asyncio.gather(*(r.task for r in replicas), return_exceptions=True)
+                await _stopped(replicas, "the replicas at the end")
 
-        asyncio.run(scenario())
+        _run_bounded(scenario())
         assert seen_standby, "one replica had no partition and was ready all the same"
 
 

@@ -64,14 +64,20 @@ def notify_settings(base: Settings, secrets_dir: Path, slack: SlackWebhook, hook
 
 
 @contextmanager
-def rig(settings_factory: Callable[..., Settings], tmp_path: Path, **overrides: Any) -> Iterator[Rig]:
-    """All four servers running, and Settings on fresh topics that reach them."""
+def rig(settings_factory: Callable[..., Settings], tmp_path: Path, analyses_partitions: int = 1,
+        **overrides: Any) -> Iterator[Rig]:
+    """All four servers running, and Settings on fresh topics that reach them; the analyses topic notify
+    reads has `analyses_partitions` partitions (replicas of one lane share them)."""
     with ExitStack() as stack:
         slack = stack.enter_context(SlackWebhook())
         hook = stack.enter_context(WebhookReceiver())
         github = stack.enter_context(GitHubServer((REPO,)))
         gitlab = stack.enter_context(GitLabServer((REPO,)))
         base = settings_factory(partitions=2)
+        if analyses_partitions != 1:
+            analyses = f"analyses-{uuid.uuid4().hex[:10]}"
+            asyncio.run(create_topics(base.kafka.bootstrap_servers, [analyses], analyses_partitions))
+            base = base.model_copy(update={"kafka": base.kafka.model_copy(update={"output_topic": analyses})})
         settings = notify_settings(base, tmp_path / "secrets", slack, hook, github, gitlab, **overrides)
         yield Rig(settings, slack, hook, github, gitlab)
 

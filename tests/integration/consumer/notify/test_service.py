@@ -316,7 +316,9 @@ class TestReplicas:
         failures = [("checkout-service", "fp-a"), ("checkout-service", "fp-b"), ("orders", "fp-c"),
                     ("orders", "fp-d"), ("payments", "fp-e"), ("payments", "fp-f")]
         analyses = [make_analysis(server, fp, first_seen=T0 + r * 600) for r in range(3) for server, fp in failures]
-        with rig(settings_factory, tmp_path) as r:
+        # Two partitions, so the joining replica takes one over (keyed by server: orders and payments hash
+        # to one, checkout-service to the other); on one partition it would idle until the first left.
+        with rig(settings_factory, tmp_path, analyses_partitions=2) as r:
             r.github.delay_s = 0.05
             notify = r.settings.notify
             off = {"enabled": False}
@@ -330,16 +332,23 @@ class TestReplicas:
                 first, second = NotifyService(settings), NotifyService(settings)
                 stop_first, stop_second = asyncio.Event(), asyncio.Event()
                 task_first = asyncio.create_task(first.run(stop_first))
-                await _until(lambda: handled_by(first) >= 3, "the first replica's first deliveries")
-                task_second = asyncio.create_task(second.run(stop_second))
-                await _until(lambda: handled_by(second) >= 1, "the second replica's first delivery")
-                stop_first.set()
-                await asyncio.wait_for(task_first, 30)
-                await _until(lambda: sum(1 + len(i.comments) for i in r.github.issues(REPO)) >= len(analyses),
-                             "the second replica finishing the work")
-                stop_second.set()
-                await asyncio.wait_for(task_second, 30)
-                shares.extend([handled_by(first), handled_by(second)])
+                task_second: asyncio.Task[None] | None = None
+                try:
+                    await _until(lambda: handled_by(first) >= 3, "the first replica's first deliveries")
+                    task_second = asyncio.create_task(second.run(stop_second))
+                    await _until(lambda: handled_by(second) >= 1, "the second replica's first delivery")
+                    stop_first.set()
+                    await asyncio.wait_for(task_first, 30)
+                    await _until(lambda: sum(1 + len(i.comments) for i in r.github.issues(REPO)) >= len(analyses),
+                                 "the second replica finishing the work")
+                    stop_second.set()
+                    await asyncio.wait_for(task_second, 30)
+                    shares.extend([handled_by(first), handled_by(second)])
+                finally:  # a failed step stops both replicas, within a bound, instead of cancelling them
+                    stop_first.set()
+                    stop_second.set()
+                    running = [t for t in (task_first, task_second) if t is not None]
+                    await asyncio.wait_for(asyncio.gather(*running, return_exceptions=True), 30)
 
             shares: list[int] = []
             asyncio.run(scenario())
