@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from consumer.retry import Backoff, sleep_unless
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
 
 Headers = Sequence[tuple[str, bytes]]
 PartitionsCallback = Callable[[Collection[Any]], Awaitable[None]]
@@ -187,14 +188,19 @@ async def measure_lag(
     fetch has reported the end offset.
 
     Negative when the log is now shorter than the position: the topic was recreated or truncated.
+    A position that is not known within `_POSITION_WAIT_S` (a rebalance is under way: aiokafka's
+    `position` would wait for the next assignment without bound) leaves that partition and the rest at
+    None, so the main loop turns and still sees its stop.
     """
-    lag: dict[PartitionKey, int | None] = {}
-    for tp in tps:
+    lag: dict[PartitionKey, int | None] = dict.fromkeys(tps)
+    for tp in lag:
         highwater = consumer.highwater(tp)
         if highwater is None:
-            lag[tp] = None
             continue
-        position = await consumer.position(tp)
+        try:
+            position = await asyncio.wait_for(consumer.position(tp), _POSITION_WAIT_S)
+        except (TimeoutError, IllegalStateError):
+            break
         lag[tp] = int(highwater) - int(position)
     return lag
 
