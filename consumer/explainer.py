@@ -22,7 +22,7 @@ from analysis.code.repo import Checkout, RepoError, RepoSync
 from analysis.code.tools import FileTools, ToolLimits
 from analysis.code.validate import citation_changed
 from analysis.event import Cluster
-from analysis.intake.redact import Redactor, redact_model
+from analysis.intake.redact import Redactor, redact_id, redact_model
 from analysis.report import Analysis, PastCaseRef
 from consumer.breaker import CircuitBreaker
 from consumer.metrics import Metrics
@@ -300,7 +300,10 @@ def build_explainer(
     (`with_memory=False`: no recall, no recurrence, nothing remembered, as `logagent analyze` wants)."""
     redactor = Redactor(settings.redaction)
     if repo_sync is None:
-        repo_sync = RepoSync(settings.repo.model_copy(update={"servers": settings.repo_servers()}))
+        servers = settings.repo_servers()
+        # Events carry redacted server ids (`redact_id`): a server named by an IP finds its repository too.
+        servers = {redact_id(server, redactor): spec for server, spec in servers.items()} | servers
+        repo_sync = RepoSync(settings.repo.model_copy(update={"servers": servers}))
     agent = None
     if settings.ollama.url:
         agent = Agent(settings.agent, redactor, settings.ollama.url)

@@ -15,6 +15,7 @@ patterns (`extra_patterns`) run on the `regex` engine with a timeout, after the 
 
 from __future__ import annotations
 
+import hashlib
 import operator
 import re
 import sys
@@ -31,7 +32,7 @@ from analysis.cache import OBJECT_BYTES, BoundedCache, memoize
 from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
 from analysis.intake.redact_rules import INTL, PRIVATE_KEY, RULES, Rule, looks_generated, placeholder, secret_key
 
-__all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_event", "redact_model", "redact_value"]
+__all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_event", "redact_id", "redact_model", "redact_value"]
 
 KINDS = tuple(dict.fromkeys((PRIVATE_KEY, *(rule.kind for rule in RULES))))
 """Every built-in kind of secret or personal data."""
@@ -261,18 +262,29 @@ def redact_event(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
         exceptions = event.exceptions  # keep the shared chain of a repeated trace (cheap fingerprinting)
     redact = redactor.redact
     return new_event(
-        redact(event.server_id),
+        redact_id(event.server_id, redactor),
         event.timestamp,
         redact(event.message),
         event.level,
         redact(event.logger),
-        redact(event.commit) if event.commit else event.commit,
-        redact(event.tenant),
+        redact_id(event.commit, redactor) if event.commit else event.commit,
+        redact_id(event.tenant, redactor),
         exceptions,
         redact(event.raw_trace),
         event.shape,
         redact_value(event.extra, redactor),
     )
+
+
+def redact_id(value: str, redactor: Redactor) -> str:
+    """An identifier (server, tenant, commit) redacted, and tagged with a digest of the original when that
+    changed it: ids that redact alike (two tenants' emails, two servers' IPs) stay apart in bursts, in the
+    memory's tenant scope and tables, and the same id gets the same tag on every replica and restart.
+    The tag is 12 hex digits of an unkeyed SHA-256: it confirms a guessed id, it does not reveal one."""
+    redacted = redactor.redact(value)
+    if redacted == value:
+        return value
+    return f"{redacted}~{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
 
 
 def _redact_exception(exception: ExceptionInfo, redactor: Redactor) -> ExceptionInfo:

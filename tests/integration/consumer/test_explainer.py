@@ -81,7 +81,7 @@ def burst(commit: str, first_seen: float, *, tenant: str = "acme", message: str 
         (event,) = decode_message(raw, DecodeConfig())
         events.append(redact_event(event, redactor) if redact else event)
     signature = fingerprint_event(events[0])
-    return Cluster(server_id=SERVER, tenant=tenant, fingerprint=signature.fingerprint,
+    return Cluster(server_id=events[0].server_id, tenant=events[0].tenant, fingerprint=signature.fingerprint,
                    exception_type=signature.exception_type, first_seen=first_seen,
                    last_seen=first_seen + count - 1, count=count, commits=(commit,), samples=tuple(events))
 
@@ -308,6 +308,23 @@ class TestTenantIsolation:
         for_b = "\n".join(r.raw for r in rig.ollama.requests[requests_before:])
         assert for_b and ROOT_CAUSE not in for_b and a.analysis_id not in for_b
         assert sorted(row["tenant"] for row in rig.rows()) == ["acme", "globex"]
+
+
+    def test_tenants_whose_ids_redact_alike_stay_apart(self, rig_factory: RigFactory) -> None:
+        """Two tenants named by emails both redact to `[REDACTED:email]`; each keeps its own memory scope
+        (no recurrence across them), and neither address is stored."""
+        rig = rig_factory()
+        assert rig.ollama is not None
+        rig.ollama.add(Reply.json(answer("tenant a's private reading")), Reply.json(answer("tenant b's own")))
+        a = rig.run(burst(rig.commits["base"], T0, tenant="alice@tenant-a.example"))
+        b = rig.run(burst(rig.commits["base"], T0 + 600, tenant="bob@tenant-b.example"))
+
+        assert a.cluster.tenant.startswith("[REDACTED:email]~") and b.cluster.tenant.startswith("[REDACTED:email]~")
+        assert a.cluster.tenant != b.cluster.tenant
+        assert b.status == "analyzed" and b.recurrence_of is None and b.past_cases == []
+        rows = rig.rows()
+        assert sorted(row["tenant"] for row in rows) == sorted([a.cluster.tenant, b.cluster.tenant])
+        assert not any("tenant-a.example" in str(row) or "tenant-b.example" in str(row) for row in rows)
 
 
 class TestReview:

@@ -22,7 +22,8 @@ class TestRedactLine:
     def test_a_json_event_comes_out_as_the_redacted_event(self) -> None:
         """Decoded and normalised, every field redacted, as one JSON object."""
         out = orjson.loads(redact_line(EVENT, CONFIG, REDACTOR))
-        assert out["message"] == "login [REDACTED:email]" and out["tenant"] == "acme password=[REDACTED:secret]"
+        assert out["message"] == "login [REDACTED:email]"
+        assert out["tenant"].startswith("acme password=[REDACTED:secret]~")
         assert out["exceptions"][0]["value"] == "[REDACTED:aws_access_key]"
 
     def test_other_lines_come_out_redacted_as_text(self) -> None:

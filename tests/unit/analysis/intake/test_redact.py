@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
-from analysis.intake.redact import KINDS, RedactionConfig, Redactor, redact_event, redact_value
+from analysis.intake.redact import KINDS, RedactionConfig, Redactor, redact_event, redact_id, redact_value
 from analysis.intake.redact_rules import RULES, looks_generated, secret_key
 from evals.redaction import score
 from evals.redaction_corpus import NEGATIVES, positives
@@ -69,6 +70,24 @@ RED_TEAM = [
     ("payout to GB82WEST12345698765432 failed", "GB82WEST12345698765432"),
     ("call (415) 555-2671 or +1 415 555 2671", "555-2671"),
 ]
+
+
+def _tag(original: str) -> str:
+    return hashlib.sha256(original.encode()).hexdigest()[:12]
+
+
+class TestRedactId:
+    """Identifiers are redacted like any text, and stay distinct when they redact alike."""
+
+    def test_ids_that_redact_alike_stay_apart_and_each_is_stable(self) -> None:
+        a, b = redact_id("alice@tenant-a.example", REDACTOR), redact_id("bob@tenant-b.example", REDACTOR)
+        assert a.startswith("[REDACTED:email]~") and b.startswith("[REDACTED:email]~") and a != b
+        assert redact_id("alice@tenant-a.example", Redactor()) == a  # another replica, another process
+        assert "alice" not in a and "tenant-a" not in a
+        assert redact_id("10.0.0.5", REDACTOR) != redact_id("10.0.0.6", REDACTOR)
+
+    def test_a_clean_id_is_left_as_it_is(self) -> None:
+        assert redact_id("checkout-service", REDACTOR) == "checkout-service"
 
 
 class TestRedactor:
@@ -244,10 +263,11 @@ class TestRedactEvent:
                    "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB": 1, "card": 4111111111111111},
         )  # fmt: skip
         redacted = redact_event(event, REDACTOR)
-        assert redacted.server_id == "auth [REDACTED:aws_access_key]"
+        assert redacted.server_id == "auth [REDACTED:aws_access_key]~" + _tag("auth AKIAIOSFODNN7EXAMPLE")
         assert redacted.message == "login failed for [REDACTED:email]"
-        assert (redacted.logger, redacted.tenant) == ("log [REDACTED:email]", "acme password=[REDACTED:secret]")
-        assert redacted.commit == "c0ffee [REDACTED:aws_access_key]"
+        assert redacted.logger == "log [REDACTED:email]"
+        assert redacted.tenant == "acme password=[REDACTED:secret]~" + _tag("acme password=hunter2")
+        assert redacted.commit == "c0ffee [REDACTED:aws_access_key]~" + _tag("c0ffee AKIAIOSFODNN7EXAMPLE")
         root = redacted.exceptions[0]
         assert root.type == "Err_[REDACTED:slack_token]" and root.value == "token=[REDACTED:secret] rejected"
         assert root.frames[0].function == "login_[REDACTED:github_token]"
