@@ -36,7 +36,9 @@ from analysis.agent.prompt import (
     PromptInputs,
     TextRedactor,
     build_user_message,
+    new_nonce,
     parse_answer,
+    quote_data,
     retry_instruction,
 )
 from analysis.code.repo import Checkout
@@ -287,7 +289,11 @@ class Agent:
             _record_read(run, str(checked["path"]), result)
         room = self._config.context_budget_chars - run.size()
         limit = max(MIN_TOOL_OUTPUT, min(self._config.tool_output_chars, room))
-        text = _cap(f"[{result.status}] " + self._redactor.redact(result.output), limit)
+        # The repository's text is untrusted like the log's: quoted as data, so a file cannot close the
+        # block, hide characters or pass for an instruction; the status stays outside, ours.
+        nonce = new_nonce()
+        room_inside = limit - len(quote_data(name, "", nonce)) - len(result.status) - 3
+        text = f"[{result.status}] " + quote_data(name, _cap(self._redactor.redact(result.output), room_inside), nonce)
         run.cache[key] = text
         return ToolMessage(content=text, tool_call_id=call_id, name=name)
 
