@@ -8,6 +8,7 @@ A replica that owns no partition must still be ready, or the rollout would hang 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import socket
 import time
@@ -29,8 +30,10 @@ pytestmark = pytest.mark.integration
 
 _REPLICAS = 3
 _PARTITIONS = 2
-_READY_WITHIN_S = 30.0
-_STOP_WITHIN_S = 30.0  # a pod's default terminationGracePeriodSeconds
+# A rollout waits minutes for readiness (progressDeadlineSeconds 600); a minute covers a rebalance that
+# tansu holds while a leaving member's LeaveGroup is still pending (up to the 40 s request timeout).
+_READY_WITHIN_S = 60.0
+_STOP_WITHIN_S = 60.0  # the chart's terminationGracePeriodSeconds: shutdown_grace_s + a LeaveGroup
 
 
 def _free_port() -> int:
@@ -55,7 +58,12 @@ async def _stopped(replicas: list[Replica], what: str) -> None:
     wait would block on the task again)."""
     tasks = {r.task for r in replicas}
     _, pending = await asyncio.wait(tasks, timeout=_STOP_WITHIN_S)
-    assert not pending, f"{what}: {len(pending)} replica(s) still running {_STOP_WITHIN_S}s after their stop"
+    if pending:  # say where each stuck coroutine waits, so a failure on CI can be read
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            task.print_stack(limit=8, file=stacks)
+        raise AssertionError(f"{what}: {len(pending)} replica(s) still running {_STOP_WITHIN_S}s after their "
+                             f"stop; every task:\n{stacks.getvalue()}")
 
 
 def _run_bounded(main: Coroutine[Any, Any, None]) -> None:
