@@ -16,14 +16,15 @@ KEYWORDS = frozenset((
     "nil", "undefined", "instanceof", "typeof", "not", "and", "or", "is", "in",
 ))
 _IDENT_AT = re.compile(r"(?:this\.|self\.)?" + IDENT)
-_MEMBER = re.compile(r"\s*(?:\?\.|\.)\s*" + IDENT)
-_OPENER = re.compile(r"\s*([(\[])")
+# Matched right after an operand (never after a space), so a run of spaces is tried from its start only.
+_MEMBER = re.compile(r"(?<!\s)\s*+(?:\?\.|\.)\s*+[A-Za-z_$][\w$]*+")
+_OPENER = re.compile(r"(?<!\s)\s*+([(\[])")
 _NUMBER = re.compile(r"\d[\w.]*")
 _LITERAL = re.compile(
     r"-?\d[\d_.eExXa-fA-FlLfFdD]*|\"[^\"]*\"|'[^']*'|`[^`]*`|null|None|nil|true|false|True|False|undefined"
-    r"|\{.*\}|\[.*\]",
-    re.DOTALL,
 )
+# An ALL_CAPS name; the lookbehind tries a run of underscores from its start only.
+CONSTANT_NAME = re.compile(r"(?<!_)_*+[A-Z][A-Z0-9_]*+")
 
 
 def split_args(text: str) -> list[str]:
@@ -170,4 +171,5 @@ def receivers_in(text: str) -> list[str]:
 
 def is_literal(expr: str) -> bool:
     """Whether an expression is a constant: number, string, null, boolean, object or list literal."""
-    return bool(_LITERAL.fullmatch(expr.strip()))
+    expr = expr.strip()
+    return bool(_LITERAL.fullmatch(expr)) or (len(expr) >= 2 and expr[0] + expr[-1] in ("{}", "[]"))

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from analysis.code.expression import IDENT, param_name, split_args
+from analysis.code.expression import CONSTANT_NAME, IDENT, param_name, split_args
 from analysis.code.mask import mask
 
 _C_LIKE = {
@@ -33,15 +33,15 @@ _RESERVED = {
 }  # fmt: skip
 _NOT_A_METHOD = {lang: frozenset(words.split()) for lang, words in _RESERVED.items()}
 _DECL_PREFIX = re.compile(
-    r"^(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:(?:public|protected|private|static|final|abstract|synchronized|native"
-    r"|default|strictfp|override|open|suspend|inline|internal|operator|async|get|set|export|fun|def)\s+)*"
-    r"(?:<[^>]*>\s*)?(?:[\w$.\[\]<>?,]+(?:<[^;=()]*>)?(?:\[\])*\s+)?$"
+    r"^(?:@[\w.]++(?:\([^)]*+\))?\s++)*+(?:(?:public|protected|private|static|final|abstract|synchronized|native"
+    r"|default|strictfp|override|open|suspend|inline|internal|operator|async|get|set|export|fun|def)\s++)*+"
+    r"(?:<[^>]*+>\s*+)?(?:[\w$.\[\]?,]++(?:<[^;=()]*>)?(?:\[\])*\s+)?$"
 )
 _MODIFIERS = frozenset(("public", "protected", "private", "static", "final", "abstract", "synchronized", "native",
                         "default", "strictfp", "override", "open", "suspend", "inline", "internal", "operator"))
 _NOT_DECL = re.compile(r"(?:^|\s)(?:return|new|throw|else|case|await|yield|typeof|delete|in|of)\s*$|[=.!&|?:+\-*/%,(]$")
 _JS_DECLS = (
-    re.compile(r"\bfunction\s*\*?\s*(?P<name>" + IDENT + r")\s*(?P<open>\()"),
+    re.compile(r"\bfunction\s*+\*?\s*+(?P<name>" + IDENT + r"+)\s*+(?P<open>\()"),
     re.compile(r"(?:^|[\s.])(?P<name>" + IDENT + r")\s*[:=]\s*(?:async\s+)?function\s*\*?\s*(?:" + IDENT
                + r")?\s*(?P<open>\()"),
     re.compile(r"(?:^|[\s.])(?P<name>" + IDENT + r")\s*[:=]\s*(?:async\s+)?(?P<open>\()[^()]*\)\s*=>"),
@@ -50,7 +50,7 @@ _JS_DECLS = (
 )
 _PY_DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(" + IDENT + r")\s*\(")
 _GO_FUNC = re.compile(r"^func\s*(?:\((\w+)?[^)]*\)\s*)?$")
-_BODY_HEAD = re.compile(r"^\s*(?:throws\s+[\w$.,\s<>]+)?(?::\s*[\w$.<>\[\]|, ?]+)?\s*(=>|\{)")
+_BODY_HEAD = re.compile(r"^\s*+(?:throws\s++[\w$.,\s<>]++)?(?::[\s\w$.<>\[\]|,?]++)?\s*+(=>|\{)")
 
 
 def language_of(path: str) -> str | None:
@@ -176,7 +176,7 @@ class Source:
         after = " ".join([self.code[li][ci + 1 :], *self.code[li + 1 : li + 4]])
         receiver = returns = ""
         if self.lang == "go":
-            go = re.match(r"^\s*([^{]*)\{", after)
+            go = re.match(r"^\s*+([^{]*+)\{", after)
             if go is None:
                 return None
             receiver, returns = extra, go.group(1).strip()
@@ -308,7 +308,7 @@ class Source:
             return "local"
         if name in method.params:
             return "param"
-        if re.fullmatch(r"_*[A-Z][A-Z0-9_]*", name):
+        if CONSTANT_NAME.fullmatch(name):
             return "constant"
         return "field"
 

@@ -76,29 +76,7 @@ _SAMPLES = {
     ),
 }
 # Slow rules whose owners are replacing them, each expected to fail until its entry goes: none today.
-_OWNED_ELSEWHERE: dict[str, str] = {
-    '(?:throw|raise|panic)\\s*(?:new\\s+)?[\\w$.]*\\s*\\(': "localiser rules (analysis.code.blame._RAISE_CALL), being bounded on branch regex",  # noqa: E501
-    '([\\w$.]+(?:\\([^()]*\\))?)\\s*\\[([^\\[\\]]*)\\]': "localiser rules (analysis.code.blame:_fault_operands), being bounded on branch regex",  # noqa: E501
-    '\\s*[\\w$.]+\\s*': "localiser rules (analysis.code.blame:_fault_operands), being bounded on branch regex",
-    '([\\w$.]+(?:\\([^()]*\\))?)\\s*\\[': "localiser rules (analysis.code.blame:_operation), being bounded on branch regex",  # noqa: E501
-    "([\\w$.]+) is not a function|'(\\w+)' object is not callable": "localiser rules (analysis.code.blame:_operation), being bounded on branch regex",  # noqa: E501
-    '(?:throw|raise|panic|return)\\s*(?:new\\s+)?[\\w$.]*\\s*\\(': "localiser rules (analysis.code.blame:_raise_args_raw), being bounded on branch regex",  # noqa: E501
-    '[\\w$.]+\\s*\\(': "localiser rules (analysis.code.blame:_raise_args_raw), being bounded on branch regex",
-    '\'([^\'\\s]{2,120})\'|\\"([^\\"\\s]{2,120})\\"|`([^`\\s]{2,120})`|(?<![\\w./-])((?:/|\\.{1,2}/)?(?:[\\w.-]+/)+[\\w.-]+\\.\\w{1,10})\\b|\\b([A-Za-z_][\\w$]*(?:\\.[A-Za-z_$][\\w$]*)+)\\b|\\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]+[A-Z]\\w*|[A-Z][a-z0-9]+[A-Z]\\w*|[A-Z][A-Z0-9]*_[A-Z0-9_]+)\\b|(?<=:)(\\d{2,5})\\b': "localiser rules (analysis.code.clue._TERM), being bounded on branch regex",  # noqa: E501
-    '-?\\d[\\d_.eExXa-fA-FlLfFdD]*|\\"[^\\"]*\\"|\'[^\']*\'|`[^`]*`|null|None|nil|true|false|True|False|undefined|\\{.*\\}|\\[.*\\]': "localiser rules (analysis.code.expression._LITERAL), being bounded on branch regex",  # noqa: E501
-    '\\s*(?:\\?\\.|\\.)\\s*[A-Za-z_$][\\w$]*': "localiser rules (analysis.code.expression._MEMBER), being bounded on branch regex",  # noqa: E501
-    '\\s*([(\\[])': "localiser rules (analysis.code.expression._OPENER), being bounded on branch regex",
-    '\\s*(?:\\{|:)\\s*$': "localiser rules (analysis.code.shape:_if_condition), being bounded on branch regex",
-    '^match\\s+(.*):$': "localiser rules (analysis.code.shape:default_case), being bounded on branch regex",
-    '^\\s*(?:throws\\s+[\\w$.,\\s<>]+)?(?::\\s*[\\w$.<>\\[\\]|, ?]+)?\\s*(=>|\\{)': "localiser rules (analysis.code.source._BODY_HEAD), being bounded on branch regex",  # noqa: E501
-    '^(?:@[\\w.]+(?:\\([^)]*\\))?\\s+)*(?:(?:public|protected|private|static|final|abstract|synchronized|native|default|strictfp|override|open|suspend|inline|internal|operator|async|get|set|export|fun|def)\\s+)*(?:<[^>]*>\\s*)?(?:[\\w$.\\[\\]<>?,]+(?:<[^;=()]*>)?(?:\\[\\])*\\s+)?$': "localiser rules (analysis.code.source._DECL_PREFIX), being bounded on branch regex",  # noqa: E501
-    '\\bfunction\\s*\\*?\\s*(?P<name>[A-Za-z_$][\\w$]*)\\s*(?P<open>\\()': "localiser rules (analysis.code.source._JS_DECLS), being bounded on branch regex",  # noqa: E501
-    '^\\s*([^{]*)\\{': "localiser rules (analysis.code.source:Source._declaration), being bounded on branch regex",
-    '_*[A-Z][A-Z0-9_]*': "localiser rules (analysis.code.source:Source.role), being bounded on branch regex",
-    '(?:\\??\\.[\\w$]+|\\[[^\\]]*\\])+': "localiser rules (analysis.code.value._MEMBER_CHAIN), being bounded on branch regex",  # noqa: E501
-    '[\\"\'`]\\s*\\+\\s*([\\w$.]+(?:\\([^()]*\\))?)|([\\w$.]+(?:\\([^()]*\\))?)\\s*\\+\\s*[\\"\'`]': "localiser rules (analysis.code.value:message_values), being bounded on branch regex",  # noqa: E501
-    '\\$?\\{([\\w$.]+)[^}]*\\}': "localiser rules (analysis.code.value:message_values), being bounded on branch regex",
-}
+_OWNED_ELSEWHERE: dict[str, str] = {}
 _RE_FUNCTIONS = frozenset({"compile", "match", "search", "fullmatch", "sub", "subn", "split", "findall", "finditer"})
 
 
