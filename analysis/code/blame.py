@@ -230,7 +230,10 @@ def _computed_index(statement: str, exc_type: str) -> str:
     return next((i.strip() for i in indexes if re.search(r"[-+*/%]|[\w$]\s*\(", i)), "")
 
 
-_OPERAND = r"([\w$.]+(?:\([^()]*\)|\[[^\]]*\])*)"
+# An operand, tried from the start of its run only and never given back: what follows it is an operator.
+_OPERAND = r"(?<![\w$.])([\w$.]++(?:\([^()]*+\)|\[[^\][]*+\])*+)"
+# An operand before `.name`: its pieces are bounded, as the name's own dots may have to be given back.
+_RECEIVER = r"(?<![\w$.])([\w$.]{1,200}(?:\([^()]{0,200}\)|\[[^\][]{0,200}\]){0,4})"
 
 
 def _operation(statement: str, message: str) -> list[str]:
@@ -238,12 +241,12 @@ def _operation(statement: str, message: str) -> list[str]:
     operator = re.search(r"operand type\(s\) for ([^:\s]+):|can only concatenate", message)
     if operator:
         op = re.escape(operator.group(1) if operator.group(1) else "+")
-        pairs = re.findall(_OPERAND + r"\s*" + op + r"=?\s*" + _OPERAND, statement)
+        pairs = re.findall(_OPERAND + r"\s*+" + op + r"=?\s*+" + _OPERAND, statement)
         return [side for pair in pairs for side in pair if side and not is_literal(side)]
     attribute = re.search(r"has no attribute '(\w+)'|\(reading '([^']+)'\)|property '([^']+)'", message)
     if attribute:
         name = re.escape(next(g for g in attribute.groups() if g))
-        return re.findall(_OPERAND + r"\??\." + name + r"\b", statement)
+        return re.findall(_RECEIVER + r"\??\." + name + r"\b", statement)
     if "not subscriptable" in message:
         return re.findall(r"(?<![\w$.])([\w$.]++(?:\([^()]*+\))?)\s*+\[", statement)
     called = re.search(r"(?<![\w$.])([\w$.]++) is not a function|'(\w++)' object is not callable", message)

@@ -88,9 +88,10 @@ def closing(text: str, open_at: int) -> int | None:
 def calls_in(text: str, name: str) -> list[tuple[str, list[str]]]:
     """(receiver, arguments) of every call to `name` in a statement; receiver '' for a bare call."""
     found: list[tuple[str, list[str]]] = []
+    # The receiver starts a word and has at most 6 links, so each position costs a bounded amount.
     pattern = re.compile(
-        r"(?:((?:[\w$]+(?:\([^()]*\))?(?:\[[^\]]*\])?\??\.)*)|new\s+)(?<![\w$])" + re.escape(name)
-        + r"\s*(?:<[^<>()]*>)?\s*\("
+        r"(?:(?<![\w$])((?:[\w$]++(?:\([^()]*+\))?(?:\[[^\][]*+\])?\??\.){0,6})|new\s++)(?<![\w$])" + re.escape(name)
+        + r"\s*+(?:<[^<>()]*+>)?\s*+\("
     )
     for match in pattern.finditer(text):
         open_at = match.end() - 1

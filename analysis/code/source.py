@@ -285,8 +285,10 @@ class Source:
         """The last line in `method` before line `before` that assigns or declares the local `name`."""
         n = re.escape(name)
         if self.lang == "python":
-            pattern = re.compile(rf"(?:^|[\s,(]){n}\s*(?::[^=]+)?=(?!=)|\bfor\s+(?:[\w,\s]*\b)?{n}\b[\w,\s]*\bin\b"
-                                 rf"|\bas\s+{n}\b|\b{n}\s*,[\w\s,]*=(?!=)")
+            # Repeats are bounded (an annotation or a target list is short) so each start costs a constant.
+            pattern = re.compile(rf"(?:^|[\s,(]){n}\s*+(?::[^=]{{1,200}}+)?=(?!=)"
+                                 rf"|\bfor\s++(?:[\w,\s]{{0,60}}\b)?{n}\b[\w,\s]{{0,60}}\bin\b"
+                                 rf"|\bas\s++{n}\b|\b{n}\s*+,[\w\s,]{{0,200}}+=(?!=)")
         elif self.lang == "go":
             pattern = re.compile(rf"\b{n}\b(?:\s*,\s*\w+)*\s*:?=(?!=)|\bvar\s+{n}\b|\bfor\s+(?:\w+\s*,\s*)?{n}\b.*:=")
         else:

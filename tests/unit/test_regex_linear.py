@@ -29,6 +29,10 @@ from typing import Any
 import pytest
 import regex
 
+from analysis.code.blame import _OPERAND, _RECEIVER
+from analysis.code.clue import definition_regex
+from analysis.code.expression import IDENT
+
 _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("consumer", "analysis", "store")
 _SIZE = 1 << 20
@@ -49,31 +53,56 @@ _DYNAMIC = {
     "analysis.intake.template:": "module constants compiled from rule tables; the compiled rules are tested",
     "analysis.code.tools:FileTools.grep_files": "the model's pattern, run on `regex` with a timeout",
     "analysis.code.suspects:null_callee": "identifiers from the message, escaped; tested via _SAMPLES",
-    "analysis.code.blame:_operation": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.clue:ClueFinder._member": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.clue:ClueFinder.definitions": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.expression:": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.expression:calls_in": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.expression:param_name": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.expression:receivers_in": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.site:_expectation": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.site:_explicit_raise": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.site:code_name": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.site:is_throwable_class": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.source:": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.source:Source._head": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.source:Source.assignment": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.source:_self_derived": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.value:": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.value:from_params": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.blame:_operation": "an escaped operator or attribute between operands with a lookbehind; tested via _SAMPLES",  # noqa: E501
+    "analysis.code.clue:ClueFinder._member": "definition_regex of an escaped name, anchored; tested via _SAMPLES",
+    "analysis.code.clue:ClueFinder.definitions": "definition_regex of an escaped name, anchored; tested via _SAMPLES",
+    "analysis.code.expression:": "module constants joined from IDENT; the compiled patterns are tested",
+    "analysis.code.expression:calls_in": "an escaped callee after a receiver of at most 6 links; tested via _SAMPLES",
+    "analysis.code.expression:param_name": "IDENT and an anchored Kotlin parameter; tested via _SAMPLES",
+    "analysis.code.expression:receivers_in": "IDENT with a lookbehind; tested via _SAMPLES",
+    "analysis.code.site:_expectation": "an escaped callee name or owner; tested via _SAMPLES",
+    "analysis.code.site:_explicit_raise": "an escaped exception type after a lookbehind; tested via _SAMPLES",
+    "analysis.code.site:code_name": "IDENT, fullmatch on a frame's function name; tested via _SAMPLES",
+    "analysis.code.site:is_throwable_class": "an escaped class name after `class`; tested via _SAMPLES",
+    "analysis.code.source:": "module constants joined from IDENT; the compiled patterns are tested",
+    "analysis.code.source:Source._head": "IDENT with a lookbehind; tested via _SAMPLES",
+    "analysis.code.source:Source.assignment": "an escaped name, repeats bounded; tested via _SAMPLES",
+    "analysis.code.source:_self_derived": "an escaped name after a lookbehind; tested via _SAMPLES",
+    "analysis.code.value:": "module constants joined from IDENT; the compiled patterns are tested",
+    "analysis.code.value:from_params": "an escaped name after a lookbehind; tested via _SAMPLES",
 }
 # Representative patterns of dynamic sites that run on the `re` engine without a timeout.
+_NAME = re.escape("name")
 _SAMPLES = {
     "analysis.code.suspects:null_callee": (
         r"(?<![\w.])([\w.]+)\s*\([^()]*\)\s*\??\." + re.escape("name") + r"\b",
         r"(?<!\w)([A-Za-z_]\w*)\??(?:\[[^\][]*\])?\." + re.escape("name") + r"\b",
         r"\b" + re.escape("user") + r"\s*(?:,\s*\w+\s*)*(?::=|=(?!=))\s*(?:await\s+)?(?:new\s+)?([\w.]+)\s*\(",
     ),
+    "analysis.code.blame:_operation": (
+        _OPERAND + r"\s*+" + re.escape("+") + r"=?\s*+" + _OPERAND, _RECEIVER + r"\??\." + _NAME + r"\b"),
+    "analysis.code.expression:calls_in": (
+        r"(?:(?<![\w$])((?:[\w$]++(?:\([^()]*+\))?(?:\[[^\][]*+\])?\??\.){0,6})|new\s++)(?<![\w$])" + _NAME
+        + r"\s*+(?:<[^<>()]*+>)?\s*+\(",),
+    "analysis.code.clue:ClueFinder.definitions": (definition_regex("name"),),
+    "analysis.code.expression:param_name": (r"^(?:va[lr]\s+)?(" + IDENT + r")\s*:", IDENT),
+    "analysis.code.expression:receivers_in": (
+        r"(?<![\w$.])((?:this\.|self\.)?" + IDENT + r"(?:\([^()]*\))?)\s*\??(?:\.|\[)",),
+    "analysis.code.site:_expectation": (
+        r"\bnew\s+[\w.]*" + _NAME + r"\b|\b(?:this|super)\s*\(|\b" + _NAME + r"\b", r"(?<![\w$])" + _NAME + r"\b"),
+    "analysis.code.site:_explicit_raise": (r"(?<![\w$.])(?:throw|raise)\s+(?:new\s+)?(?:[\w$]+\.)*" + _NAME + r"\b",),
+    "analysis.code.site:is_throwable_class": (
+        r"\bclass\s+" + _NAME + r"\b[^{]*?(?:extends|:|\()\s*[\w.]*(?:Exception|Error)\b",),
+    "analysis.code.source:Source._head": (r"(?<![\w$.])(" + IDENT + r")\s*\(",),
+    "analysis.code.source:Source.assignment": (
+        r"(?:^|[\s,(])" + _NAME + r"\s*+(?::[^=]{1,200}+)?=(?!=)|\bfor\s++(?:[\w,\s]{0,60}\b)?" + _NAME
+        + r"\b[\w,\s]{0,60}\bin\b|\bas\s++" + _NAME + r"\b|\b" + _NAME + r"\s*+,[\w\s,]{0,200}+=(?!=)",
+        r"\b" + _NAME + r"\b(?:\s*,\s*\w+)*\s*:?=(?!=)|\bvar\s+" + _NAME + r"\b|\bfor\s+(?:\w+\s*,\s*)?" + _NAME
+        + r"\b.*:=",
+        r"(?<![\w$.])" + _NAME + r"\s*(?:[+\-*/|&]?=)(?!=)|(?:[\w$]>?|\])\s+" + _NAME + r"\s*[;:=,]|\bcatch\s*\([^)]*\b"
+        + _NAME + r"\s*\)"),
+    "analysis.code.source:_self_derived": (r"(?<![\w$.])" + _NAME + r"\s*([+\-*/|&]?)=(?!=)(.*)",),
+    "analysis.code.value:from_params": (r"(?<![\w$.])" + _NAME + r"\s*=(?!=)(.*)",),
 }
 # Slow rules whose owners are replacing them, each expected to fail until its entry goes: none today.
 _OWNED_ELSEWHERE: dict[str, str] = {}
