@@ -81,6 +81,11 @@ class Method:
         return self.start <= line <= self.end
 
 
+MAX_LINE_CHARS = 2000
+"""Longer lines are not code a person wrote (minified or generated): they read as blank lines, so the
+rules here, which look for methods and statements, never scan one and cost at most linear in the file."""
+
+
 @dataclass(frozen=True)
 class Source:
     """One file's lines, raw and masked, with the lookups a stack frame needs."""
@@ -88,6 +93,10 @@ class Source:
     path: str
     lines: tuple[str, ...]
     lang: str
+
+    def __post_init__(self) -> None:
+        if any(len(line) > MAX_LINE_CHARS for line in self.lines):
+            object.__setattr__(self, "lines", tuple("" if len(line) > MAX_LINE_CHARS else line for line in self.lines))
 
     @cached_property
     def code(self) -> tuple[str, ...]:
