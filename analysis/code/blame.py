@@ -51,7 +51,7 @@ _ALLOCATION = re.compile(r"\bnew\s+[\w$.<>]+\s*\[|\bArray\.newInstance\s*\(|\bma
 _GUARD_STATEMENT = re.compile(
     r"^(?:\}\s*)?(?:else\b|elif\b|if\b|assert\b|throw\b|raise\b|[\w.]*(?:check|require|validate|verify|ensure)\w*\s*\()"
 )
-_RAISE_CALL = re.compile(r"(?:throw|raise|panic)\s*(?:new\s+)?[\w$.]*\s*\(")
+_RAISE_CALL = re.compile(r"(?<![\w$.])(?:throw|raise|panic)\s*+(?:new\s++)?[\w$.]*+\s*+\(")
 
 Adjacent = Callable[[Site, Site], bool]
 
@@ -210,8 +210,8 @@ def _fault_operands(statement: str, exc_type: str, message: str) -> list[str]:
     if re.search(r"ZeroDivision|Arithmetic", exc_type):
         return [d for d in re.findall(r"[/%]\s*([\w$.]+(?:\([^()]*\))?)", statement) if not is_literal(d)]
     if re.search(r"IndexOutOfBounds|IndexError|ArrayStore|NegativeArraySize", exc_type):
-        pairs = re.findall(r"([\w$.]+(?:\([^()]*\))?)\s*\[([^\[\]]*)\]", statement)
-        return [a for a, _ in pairs] + [i.strip() for _, i in pairs if re.fullmatch(r"\s*[\w$.]+\s*", i)]
+        pairs = re.findall(r"(?<![\w$.])([\w$.]++(?:\([^()]*+\))?)\s*+\[([^\[\]]*+)\]", statement)
+        return [a for a, _ in pairs] + [i.strip() for _, i in pairs if re.fullmatch(r"[\w$.]+", i.strip())]
     if re.search(r"ClassCast", exc_type):
         return re.findall(r"\(\s*[A-Z][\w$.<>\[\], ?]*\)\s*([\w$.]+(?:\([^()]*\))?)", statement)
     named = _operation(statement, message)
@@ -230,7 +230,10 @@ def _computed_index(statement: str, exc_type: str) -> str:
     return next((i.strip() for i in indexes if re.search(r"[-+*/%]|[\w$]\s*\(", i)), "")
 
 
-_OPERAND = r"([\w$.]+(?:\([^()]*\)|\[[^\]]*\])*)"
+# An operand, tried from the start of its run only and never given back: what follows it is an operator.
+_OPERAND = r"(?<![\w$.])([\w$.]++(?:\([^()]*+\)|\[[^\][]*+\])*+)"
+# An operand before `.name`: its pieces are bounded, as the name's own dots may have to be given back.
+_RECEIVER = r"(?<![\w$.])([\w$.]{1,200}(?:\([^()]{0,200}\)|\[[^\][]{0,200}\]){0,4})"
 
 
 def _operation(statement: str, message: str) -> list[str]:
@@ -238,15 +241,15 @@ def _operation(statement: str, message: str) -> list[str]:
     operator = re.search(r"operand type\(s\) for ([^:\s]+):|can only concatenate", message)
     if operator:
         op = re.escape(operator.group(1) if operator.group(1) else "+")
-        pairs = re.findall(_OPERAND + r"\s*" + op + r"=?\s*" + _OPERAND, statement)
+        pairs = re.findall(_OPERAND + r"\s*+" + op + r"=?\s*+" + _OPERAND, statement)
         return [side for pair in pairs for side in pair if side and not is_literal(side)]
     attribute = re.search(r"has no attribute '(\w+)'|\(reading '([^']+)'\)|property '([^']+)'", message)
     if attribute:
         name = re.escape(next(g for g in attribute.groups() if g))
-        return re.findall(_OPERAND + r"\??\." + name + r"\b", statement)
+        return re.findall(_RECEIVER + r"\??\." + name + r"\b", statement)
     if "not subscriptable" in message:
-        return re.findall(r"([\w$.]+(?:\([^()]*\))?)\s*\[", statement)
-    called = re.search(r"([\w$.]+) is not a function|'(\w+)' object is not callable", message)
+        return re.findall(r"(?<![\w$.])([\w$.]++(?:\([^()]*+\))?)\s*+\[", statement)
+    called = re.search(r"(?<![\w$.])([\w$.]++) is not a function|'(\w++)' object is not callable", message)
     if called:
         return [called.group(1) or called.group(2)]
     return []
@@ -255,8 +258,8 @@ def _operation(statement: str, message: str) -> list[str]:
 def _raise_args_raw(site: Site) -> list[str]:
     """The raise's arguments as written (string literals kept), to read its message."""
     statement = site.statement(masked=False)
-    match = re.search(r"(?:throw|raise|panic|return)\s*(?:new\s+)?[\w$.]*\s*\(", statement) or re.search(
-        r"[\w$.]+\s*\(", statement)
+    match = re.search(r"(?<![\w$.])(?:throw|raise|panic|return)\s*+(?:new\s++)?[\w$.]*+\s*+\(", statement) or re.search(
+        r"(?<![\w$.])[\w$.]++\s*+\(", statement)
     return call_args(statement[match.start() :].rstrip().rstrip(";").strip()) if match else []
 
 

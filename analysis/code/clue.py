@@ -21,8 +21,8 @@ from analysis.event import ErrorEvent
 
 _TERM = re.compile(
     r"'([^'\s]{2,120})'|\"([^\"\s]{2,120})\"|`([^`\s]{2,120})`"  # quoted names and paths
-    r"|(?<![\w./-])((?:/|\.{1,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,10})\b"  # paths
-    r"|\b([A-Za-z_][\w$]*(?:\.[A-Za-z_$][\w$]*)+)\b"  # dotted names: modules, classes, members
+    r"|(?<![\w./-])((?:/|\.{1,2}/)?(?:[\w.-]++/)++[\w.-]+\.\w{1,10})\b"  # paths
+    r"|(?<![\w$])([A-Za-z_][\w$]*+(?:\.[A-Za-z_$][\w$]*+)++)"  # dotted names: modules, classes, members
     r"|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*|[A-Z][A-Z0-9]*_[A-Z0-9_]+)\b"
     r"|(?<=:)(\d{2,5})\b"  # a port
 )

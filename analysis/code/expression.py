@@ -15,15 +15,17 @@ KEYWORDS = frozenset((
     "try", "catch", "except", "finally", "this", "self", "super", "null", "true", "false", "None", "True", "False",
     "nil", "undefined", "instanceof", "typeof", "not", "and", "or", "is", "in",
 ))
+_MAX_CALLS = 8
 _IDENT_AT = re.compile(r"(?:this\.|self\.)?" + IDENT)
-_MEMBER = re.compile(r"\s*(?:\?\.|\.)\s*" + IDENT)
-_OPENER = re.compile(r"\s*([(\[])")
+# Matched right after an operand (never after a space), so a run of spaces is tried from its start only.
+_MEMBER = re.compile(r"(?<!\s)\s*+(?:\?\.|\.)\s*+[A-Za-z_$][\w$]*+")
+_OPENER = re.compile(r"(?<!\s)\s*+([(\[])")
 _NUMBER = re.compile(r"\d[\w.]*")
 _LITERAL = re.compile(
     r"-?\d[\d_.eExXa-fA-FlLfFdD]*|\"[^\"]*\"|'[^']*'|`[^`]*`|null|None|nil|true|false|True|False|undefined"
-    r"|\{.*\}|\[.*\]",
-    re.DOTALL,
 )
+# An ALL_CAPS name; the lookbehind tries a run of underscores from its start only.
+CONSTANT_NAME = re.compile(r"(?<!_)_*+[A-Z][A-Z0-9_]*+")
 
 
 def split_args(text: str) -> list[str]:
@@ -84,18 +86,37 @@ def closing(text: str, open_at: int) -> int | None:
     return None
 
 
+def bracket_pairs(text: str) -> dict[int, int]:
+    """Index of every opening bracket that closes, to the index of its closing one (as `closing` finds it),
+    in one pass, so a statement with many calls is not rescanned once per call."""
+    pairs: dict[int, int] = {}
+    opened: list[int] = []
+    for k, ch in enumerate(text):
+        if ch in "([{":
+            opened.append(k)
+        elif ch in ")]}" and opened:
+            pairs[opened.pop()] = k
+    return pairs
+
+
 def calls_in(text: str, name: str) -> list[tuple[str, list[str]]]:
-    """(receiver, arguments) of every call to `name` in a statement; receiver '' for a bare call."""
+    """(receiver, arguments) of the calls to `name` in a statement (the first _MAX_CALLS); receiver '' for a
+    bare call."""
     found: list[tuple[str, list[str]]] = []
+    # The receiver starts a word and has at most 6 links, so each position costs a bounded amount.
     pattern = re.compile(
-        r"(?:((?:[\w$]+(?:\([^()]*\))?(?:\[[^\]]*\])?\??\.)*)|new\s+)(?<![\w$])" + re.escape(name)
-        + r"\s*(?:<[^<>()]*>)?\s*\("
+        r"(?:(?<![\w$])((?:[\w$]++(?:\([^()]*+\))?(?:\[[^\][]*+\])?\??\.){0,6})|new\s++)(?<![\w$])" + re.escape(name)
+        + r"\s*+(?:<[^<>()]*+>)?\s*+\("
     )
+    pairs: dict[int, int] | None = None
     for match in pattern.finditer(text):
         open_at = match.end() - 1
-        close = closing(text, open_at)
+        pairs = bracket_pairs(text) if pairs is None else pairs
+        close = pairs.get(open_at)
         inner = text[open_at + 1 : close] if close is not None else text[open_at + 1 :]
         found.append(((match.group(1) or "").rstrip(".?"), split_args(inner)))
+        if len(found) == _MAX_CALLS:  # each call's arguments are split once: a bounded number stays linear
+            break
     return found
 
 
@@ -170,4 +191,5 @@ def receivers_in(text: str) -> list[str]:
 
 def is_literal(expr: str) -> bool:
     """Whether an expression is a constant: number, string, null, boolean, object or list literal."""
-    return bool(_LITERAL.fullmatch(expr.strip()))
+    expr = expr.strip()
+    return bool(_LITERAL.fullmatch(expr)) or (len(expr) >= 2 and expr[0] + expr[-1] in ("{}", "[]"))

@@ -87,7 +87,7 @@ def condition(source: Source, method: Method, line: int) -> str | None:
 def default_case(source: Source, method: Method, line: int) -> str | None:
     """The switch subject when `line` sits in a switch's default branch (a kind the code does not handle)."""
     for header_line, text in headers(source, method, line):
-        found = re.match(r"^switch\s*\((.*)\)\s*$", text) or re.match(r"^match\s+(.*):$", text)
+        found = re.match(r"^switch\s*\((.*)\)\s*$", text) or re.match(r"^match\s++(.*):$", text)
         if found is None:
             continue
         for n in range(line, header_line, -1):
@@ -108,7 +108,8 @@ def _switch_subject(source: Source, method: Method, case_line: int) -> str | Non
 
 def _if_condition(text: str) -> str:
     body = re.sub(r"^(?:\}\s*)?(?:else\s+)?(?:if|elif)\s*", "", text)
-    body = re.sub(r"\s*(?:\{|:)\s*$", "", body)
+    if body.rstrip().endswith(("{", ":")):
+        body = body.rstrip()[:-1].rstrip()
     body = re.split(r"\)\s*(?:throw|raise)\b", body)[0]
     return body.strip().removeprefix("(").removesuffix(")")
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from analysis.code.expression import IDENT, param_name, split_args
+from analysis.code.expression import CONSTANT_NAME, IDENT, param_name, split_args
 from analysis.code.mask import mask
 
 _C_LIKE = {
@@ -33,15 +33,15 @@ _RESERVED = {
 }  # fmt: skip
 _NOT_A_METHOD = {lang: frozenset(words.split()) for lang, words in _RESERVED.items()}
 _DECL_PREFIX = re.compile(
-    r"^(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:(?:public|protected|private|static|final|abstract|synchronized|native"
-    r"|default|strictfp|override|open|suspend|inline|internal|operator|async|get|set|export|fun|def)\s+)*"
-    r"(?:<[^>]*>\s*)?(?:[\w$.\[\]<>?,]+(?:<[^;=()]*>)?(?:\[\])*\s+)?$"
+    r"^(?:@[\w.]++(?:\([^)]*+\))?\s++)*+(?:(?:public|protected|private|static|final|abstract|synchronized|native"
+    r"|default|strictfp|override|open|suspend|inline|internal|operator|async|get|set|export|fun|def)\s++)*+"
+    r"(?:<[^>]*+>\s*+)?(?:[\w$.\[\]?,]++(?:<[^;=()]*>)?(?:\[\])*\s+)?$"
 )
 _MODIFIERS = frozenset(("public", "protected", "private", "static", "final", "abstract", "synchronized", "native",
                         "default", "strictfp", "override", "open", "suspend", "inline", "internal", "operator"))
 _NOT_DECL = re.compile(r"(?:^|\s)(?:return|new|throw|else|case|await|yield|typeof|delete|in|of)\s*$|[=.!&|?:+\-*/%,(]$")
 _JS_DECLS = (
-    re.compile(r"\bfunction\s*\*?\s*(?P<name>" + IDENT + r")\s*(?P<open>\()"),
+    re.compile(r"\bfunction\s*+\*?\s*+(?P<name>" + IDENT + r"+)\s*+(?P<open>\()"),
     re.compile(r"(?:^|[\s.])(?P<name>" + IDENT + r")\s*[:=]\s*(?:async\s+)?function\s*\*?\s*(?:" + IDENT
                + r")?\s*(?P<open>\()"),
     re.compile(r"(?:^|[\s.])(?P<name>" + IDENT + r")\s*[:=]\s*(?:async\s+)?(?P<open>\()[^()]*\)\s*=>"),
@@ -50,7 +50,7 @@ _JS_DECLS = (
 )
 _PY_DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(" + IDENT + r")\s*\(")
 _GO_FUNC = re.compile(r"^func\s*(?:\((\w+)?[^)]*\)\s*)?$")
-_BODY_HEAD = re.compile(r"^\s*(?:throws\s+[\w$.,\s<>]+)?(?::\s*[\w$.<>\[\]|, ?]+)?\s*(=>|\{)")
+_BODY_HEAD = re.compile(r"^\s*+(?:throws\s++[\w$.,\s<>]++)?(?::[\s\w$.<>\[\]|,?]++)?\s*+(=>|\{)")
 
 
 def language_of(path: str) -> str | None:
@@ -81,6 +81,11 @@ class Method:
         return self.start <= line <= self.end
 
 
+MAX_LINE_CHARS = 2000
+"""Longer lines are not code a person wrote (minified or generated): they read as blank lines, so the
+rules here, which look for methods and statements, never scan one and cost at most linear in the file."""
+
+
 @dataclass(frozen=True)
 class Source:
     """One file's lines, raw and masked, with the lookups a stack frame needs."""
@@ -88,6 +93,10 @@ class Source:
     path: str
     lines: tuple[str, ...]
     lang: str
+
+    def __post_init__(self) -> None:
+        if any(len(line) > MAX_LINE_CHARS for line in self.lines):
+            object.__setattr__(self, "lines", tuple("" if len(line) > MAX_LINE_CHARS else line for line in self.lines))
 
     @cached_property
     def code(self) -> tuple[str, ...]:
@@ -176,7 +185,7 @@ class Source:
         after = " ".join([self.code[li][ci + 1 :], *self.code[li + 1 : li + 4]])
         receiver = returns = ""
         if self.lang == "go":
-            go = re.match(r"^\s*([^{]*)\{", after)
+            go = re.match(r"^\s*+([^{]*+)\{", after)
             if go is None:
                 return None
             receiver, returns = extra, go.group(1).strip()
@@ -285,8 +294,10 @@ class Source:
         """The last line in `method` before line `before` that assigns or declares the local `name`."""
         n = re.escape(name)
         if self.lang == "python":
-            pattern = re.compile(rf"(?:^|[\s,(]){n}\s*(?::[^=]+)?=(?!=)|\bfor\s+(?:[\w,\s]*\b)?{n}\b[\w,\s]*\bin\b"
-                                 rf"|\bas\s+{n}\b|\b{n}\s*,[\w\s,]*=(?!=)")
+            # Repeats are bounded (an annotation or a target list is short) so each start costs a constant.
+            pattern = re.compile(rf"(?:^|[\s,(]){n}\s*+(?::[^=]{{1,200}}+)?=(?!=)"
+                                 rf"|\bfor\s++(?:[\w,\s]{{0,60}}\b)?{n}\b[\w,\s]{{0,60}}\bin\b"
+                                 rf"|\bas\s++{n}\b|\b{n}\s*+,[\w\s,]{{0,200}}+=(?!=)")
         elif self.lang == "go":
             pattern = re.compile(rf"\b{n}\b(?:\s*,\s*\w+)*\s*:?=(?!=)|\bvar\s+{n}\b|\bfor\s+(?:\w+\s*,\s*)?{n}\b.*:=")
         else:
@@ -308,7 +319,7 @@ class Source:
             return "local"
         if name in method.params:
             return "param"
-        if re.fullmatch(r"_*[A-Z][A-Z0-9_]*", name):
+        if CONSTANT_NAME.fullmatch(name):
             return "constant"
         return "field"
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from analysis.code.expression import IDENT, call_args, is_literal, operands
+from analysis.code.expression import CONSTANT_NAME, IDENT, call_args, is_literal, operands
 from analysis.code.site import Site
 
 _CONSTANT = re.compile(r"^(?:[A-Z][\w$]*\.)*[A-Z][A-Z0-9_]*$|^[\w$.]+\.class$")
 _NULLISH = frozenset(("null", "None", "nil", "undefined", "true", "false", "True", "False"))
 _OPERAND = re.compile(r"^((?:this\.|self\.)?)(" + IDENT + r")(.*)$", re.DOTALL)
-_MEMBER_CHAIN = re.compile(r"(?:\??\.[\w$]+|\[[^\]]*\])+")
+_MEMBER_CHAIN = re.compile(r"(?:\??\.[\w$]++|\[[^\][]*+\])++")
 _QUOTED = re.compile(r"[\"'`]")
 
 
@@ -58,7 +58,7 @@ def operand_roles(site: Site, op: str, mode: str, line: int, depth: int = 0) -> 
         return ["field"]
     if owner:
         return ["field", *inner]
-    if re.fullmatch(r"_*[A-Z][A-Z0-9_]*", base) and not rest.startswith("("):
+    if CONSTANT_NAME.fullmatch(base) and not rest.startswith("("):
         return ["constant", *inner]  # SETTINGS["timeout"], LIMITS.max: a module or class constant
     if base[:1].isupper():
         return inner if rest else []  # a class: a static call reads its arguments; a bare name is a type
@@ -131,8 +131,8 @@ def message_values(raw_args: Sequence[str], args: Sequence[str]) -> list[str]:
     found: list[str] = []
     for index, raw in enumerate(raw_args):
         found += [a or b for a, b in re.findall(
-            r"[\"'`]\s*\+\s*([\w$.]+(?:\([^()]*\))?)|([\w$.]+(?:\([^()]*\))?)\s*\+\s*[\"'`]", raw)]
-        found += re.findall(r"\$?\{([\w$.]+)[^}]*\}", raw)  # f-strings and template literals
+            r"[\"'`]\s*+\+\s*+([\w$.]++(?:\([^()]*+\))?)|(?<![\w$.])([\w$.]++(?:\([^()]*+\))?)\s*+\+\s*+[\"'`]", raw)]
+        found += re.findall(r"\$?\{([\w$.]++)[^{}]*+\}", raw)  # f-strings and template literals
         if re.search(r"%[sdrf]|\{\}|\bformat\b", raw):
             found += [a for a in raw_args[index + 1 :] if not _QUOTED.search(a)]
     return list(dict.fromkeys(n for n in found if n and not is_constant(n)))

@@ -29,6 +29,10 @@ from typing import Any
 import pytest
 import regex
 
+from analysis.code.blame import _OPERAND, _RECEIVER
+from analysis.code.clue import definition_regex
+from analysis.code.expression import IDENT
+
 _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("consumer", "analysis", "store")
 _SIZE = 1 << 20
@@ -49,56 +53,59 @@ _DYNAMIC = {
     "analysis.intake.template:": "module constants compiled from rule tables; the compiled rules are tested",
     "analysis.code.tools:FileTools.grep_files": "the model's pattern, run on `regex` with a timeout",
     "analysis.code.suspects:null_callee": "identifiers from the message, escaped; tested via _SAMPLES",
-    "analysis.code.blame:_operation": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.clue:ClueFinder._member": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.clue:ClueFinder.definitions": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.expression:": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.expression:calls_in": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.expression:param_name": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.expression:receivers_in": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.site:_expectation": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.site:_explicit_raise": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.site:code_name": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.site:is_throwable_class": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.source:": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.source:Source._head": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.source:Source.assignment": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.source:_self_derived": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.value:": "TODO(regex branch): localiser call site, to be bounded",
-    "analysis.code.value:from_params": "TODO(regex branch): localiser call site, to be bounded",
+    "analysis.code.blame:_operation": "an escaped operator or attribute between operands with a lookbehind; tested via _SAMPLES",  # noqa: E501
+    "analysis.code.clue:ClueFinder._member": "definition_regex of an escaped name, anchored; tested via _SAMPLES",
+    "analysis.code.clue:ClueFinder.definitions": "definition_regex of an escaped name, anchored; tested via _SAMPLES",
+    "analysis.code.expression:": "module constants joined from IDENT; the compiled patterns are tested",
+    "analysis.code.expression:calls_in": "an escaped callee after a receiver of at most 6 links; tested via _SAMPLES",
+    "analysis.code.expression:param_name": "IDENT and an anchored Kotlin parameter; tested via _SAMPLES",
+    "analysis.code.expression:receivers_in": "IDENT with a lookbehind; tested via _SAMPLES",
+    "analysis.code.site:_expectation": "an escaped callee name or owner; tested via _SAMPLES",
+    "analysis.code.site:_explicit_raise": "an escaped exception type after a lookbehind; tested via _SAMPLES",
+    "analysis.code.site:code_name": "IDENT, fullmatch on a frame's function name; tested via _SAMPLES",
+    "analysis.code.site:is_throwable_class": "an escaped class name after `class`; tested via _SAMPLES",
+    "analysis.code.source:": "module constants joined from IDENT; the compiled patterns are tested",
+    "analysis.code.source:Source._head": "IDENT with a lookbehind; tested via _SAMPLES",
+    "analysis.code.source:Source.assignment": "an escaped name, repeats bounded; tested via _SAMPLES",
+    "analysis.code.source:_self_derived": "an escaped name after a lookbehind; tested via _SAMPLES",
+    "analysis.code.value:": "module constants joined from IDENT; the compiled patterns are tested",
+    "analysis.code.value:from_params": "an escaped name after a lookbehind; tested via _SAMPLES",
 }
 # Representative patterns of dynamic sites that run on the `re` engine without a timeout.
+_NAME = re.escape("name")
 _SAMPLES = {
     "analysis.code.suspects:null_callee": (
         r"(?<![\w.])([\w.]+)\s*\([^()]*\)\s*\??\." + re.escape("name") + r"\b",
         r"(?<!\w)([A-Za-z_]\w*)\??(?:\[[^\][]*\])?\." + re.escape("name") + r"\b",
         r"\b" + re.escape("user") + r"\s*(?:,\s*\w+\s*)*(?::=|=(?!=))\s*(?:await\s+)?(?:new\s+)?([\w.]+)\s*\(",
     ),
+    "analysis.code.blame:_operation": (
+        _OPERAND + r"\s*+" + re.escape("+") + r"=?\s*+" + _OPERAND, _RECEIVER + r"\??\." + _NAME + r"\b"),
+    "analysis.code.expression:calls_in": (
+        r"(?:(?<![\w$])((?:[\w$]++(?:\([^()]*+\))?(?:\[[^\][]*+\])?\??\.){0,6})|new\s++)(?<![\w$])" + _NAME
+        + r"\s*+(?:<[^<>()]*+>)?\s*+\(",),
+    "analysis.code.clue:ClueFinder.definitions": (definition_regex("name"),),
+    "analysis.code.expression:param_name": (r"^(?:va[lr]\s+)?(" + IDENT + r")\s*:", IDENT),
+    "analysis.code.expression:receivers_in": (
+        r"(?<![\w$.])((?:this\.|self\.)?" + IDENT + r"(?:\([^()]*\))?)\s*\??(?:\.|\[)",),
+    "analysis.code.site:_expectation": (
+        r"\bnew\s+[\w.]*" + _NAME + r"\b|\b(?:this|super)\s*\(|\b" + _NAME + r"\b", r"(?<![\w$])" + _NAME + r"\b"),
+    "analysis.code.site:_explicit_raise": (r"(?<![\w$.])(?:throw|raise)\s+(?:new\s+)?(?:[\w$]+\.)*" + _NAME + r"\b",),
+    "analysis.code.site:is_throwable_class": (
+        r"\bclass\s+" + _NAME + r"\b[^{]*?(?:extends|:|\()\s*[\w.]*(?:Exception|Error)\b",),
+    "analysis.code.source:Source._head": (r"(?<![\w$.])(" + IDENT + r")\s*\(",),
+    "analysis.code.source:Source.assignment": (
+        r"(?:^|[\s,(])" + _NAME + r"\s*+(?::[^=]{1,200}+)?=(?!=)|\bfor\s++(?:[\w,\s]{0,60}\b)?" + _NAME
+        + r"\b[\w,\s]{0,60}\bin\b|\bas\s++" + _NAME + r"\b|\b" + _NAME + r"\s*+,[\w\s,]{0,200}+=(?!=)",
+        r"\b" + _NAME + r"\b(?:\s*,\s*\w+)*\s*:?=(?!=)|\bvar\s+" + _NAME + r"\b|\bfor\s+(?:\w+\s*,\s*)?" + _NAME
+        + r"\b.*:=",
+        r"(?<![\w$.])" + _NAME + r"\s*(?:[+\-*/|&]?=)(?!=)|(?:[\w$]>?|\])\s+" + _NAME + r"\s*[;:=,]|\bcatch\s*\([^)]*\b"
+        + _NAME + r"\s*\)"),
+    "analysis.code.source:_self_derived": (r"(?<![\w$.])" + _NAME + r"\s*([+\-*/|&]?)=(?!=)(.*)",),
+    "analysis.code.value:from_params": (r"(?<![\w$.])" + _NAME + r"\s*=(?!=)(.*)",),
 }
 # Slow rules whose owners are replacing them, each expected to fail until its entry goes: none today.
-_OWNED_ELSEWHERE: dict[str, str] = {
-    '(?:throw|raise|panic)\\s*(?:new\\s+)?[\\w$.]*\\s*\\(': "localiser rules (analysis.code.blame._RAISE_CALL), being bounded on branch regex",  # noqa: E501
-    '([\\w$.]+(?:\\([^()]*\\))?)\\s*\\[([^\\[\\]]*)\\]': "localiser rules (analysis.code.blame:_fault_operands), being bounded on branch regex",  # noqa: E501
-    '\\s*[\\w$.]+\\s*': "localiser rules (analysis.code.blame:_fault_operands), being bounded on branch regex",
-    '([\\w$.]+(?:\\([^()]*\\))?)\\s*\\[': "localiser rules (analysis.code.blame:_operation), being bounded on branch regex",  # noqa: E501
-    "([\\w$.]+) is not a function|'(\\w+)' object is not callable": "localiser rules (analysis.code.blame:_operation), being bounded on branch regex",  # noqa: E501
-    '(?:throw|raise|panic|return)\\s*(?:new\\s+)?[\\w$.]*\\s*\\(': "localiser rules (analysis.code.blame:_raise_args_raw), being bounded on branch regex",  # noqa: E501
-    '[\\w$.]+\\s*\\(': "localiser rules (analysis.code.blame:_raise_args_raw), being bounded on branch regex",
-    '\'([^\'\\s]{2,120})\'|\\"([^\\"\\s]{2,120})\\"|`([^`\\s]{2,120})`|(?<![\\w./-])((?:/|\\.{1,2}/)?(?:[\\w.-]+/)+[\\w.-]+\\.\\w{1,10})\\b|\\b([A-Za-z_][\\w$]*(?:\\.[A-Za-z_$][\\w$]*)+)\\b|\\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]+[A-Z]\\w*|[A-Z][a-z0-9]+[A-Z]\\w*|[A-Z][A-Z0-9]*_[A-Z0-9_]+)\\b|(?<=:)(\\d{2,5})\\b': "localiser rules (analysis.code.clue._TERM), being bounded on branch regex",  # noqa: E501
-    '-?\\d[\\d_.eExXa-fA-FlLfFdD]*|\\"[^\\"]*\\"|\'[^\']*\'|`[^`]*`|null|None|nil|true|false|True|False|undefined|\\{.*\\}|\\[.*\\]': "localiser rules (analysis.code.expression._LITERAL), being bounded on branch regex",  # noqa: E501
-    '\\s*(?:\\?\\.|\\.)\\s*[A-Za-z_$][\\w$]*': "localiser rules (analysis.code.expression._MEMBER), being bounded on branch regex",  # noqa: E501
-    '\\s*([(\\[])': "localiser rules (analysis.code.expression._OPENER), being bounded on branch regex",
-    '\\s*(?:\\{|:)\\s*$': "localiser rules (analysis.code.shape:_if_condition), being bounded on branch regex",
-    '^match\\s+(.*):$': "localiser rules (analysis.code.shape:default_case), being bounded on branch regex",
-    '^\\s*(?:throws\\s+[\\w$.,\\s<>]+)?(?::\\s*[\\w$.<>\\[\\]|, ?]+)?\\s*(=>|\\{)': "localiser rules (analysis.code.source._BODY_HEAD), being bounded on branch regex",  # noqa: E501
-    '^(?:@[\\w.]+(?:\\([^)]*\\))?\\s+)*(?:(?:public|protected|private|static|final|abstract|synchronized|native|default|strictfp|override|open|suspend|inline|internal|operator|async|get|set|export|fun|def)\\s+)*(?:<[^>]*>\\s*)?(?:[\\w$.\\[\\]<>?,]+(?:<[^;=()]*>)?(?:\\[\\])*\\s+)?$': "localiser rules (analysis.code.source._DECL_PREFIX), being bounded on branch regex",  # noqa: E501
-    '\\bfunction\\s*\\*?\\s*(?P<name>[A-Za-z_$][\\w$]*)\\s*(?P<open>\\()': "localiser rules (analysis.code.source._JS_DECLS), being bounded on branch regex",  # noqa: E501
-    '^\\s*([^{]*)\\{': "localiser rules (analysis.code.source:Source._declaration), being bounded on branch regex",
-    '_*[A-Z][A-Z0-9_]*': "localiser rules (analysis.code.source:Source.role), being bounded on branch regex",
-    '(?:\\??\\.[\\w$]+|\\[[^\\]]*\\])+': "localiser rules (analysis.code.value._MEMBER_CHAIN), being bounded on branch regex",  # noqa: E501
-    '[\\"\'`]\\s*\\+\\s*([\\w$.]+(?:\\([^()]*\\))?)|([\\w$.]+(?:\\([^()]*\\))?)\\s*\\+\\s*[\\"\'`]': "localiser rules (analysis.code.value:message_values), being bounded on branch regex",  # noqa: E501
-    '\\$?\\{([\\w$.]+)[^}]*\\}': "localiser rules (analysis.code.value:message_values), being bounded on branch regex",
-}
+_OWNED_ELSEWHERE: dict[str, str] = {}
 _RE_FUNCTIONS = frozenset({"compile", "match", "search", "fullmatch", "sub", "subn", "split", "findall", "finditer"})
 
 
