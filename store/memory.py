@@ -23,8 +23,8 @@ from store.config import MemoryConfig
 from store.embedding import Embedder
 from store.errors import RefusedCase, StoreError
 from store.freshness import Freshness, IsChanged, assess
-from store.hygiene import contamination_reasons, summarise
 from store.indexing import maintain_table
+from store.recalled import candidate_of, past_case_of
 from store.record import (
     STORABLE_STATUSES,
     CaseDetail,
@@ -39,7 +39,7 @@ from store.record import (
     Verdict,
     VerdictEntry,
 )
-from store.relevance import Candidate, Ranked, RankQuery, cosine, rank, select
+from store.relevance import Ranked, RankQuery, cosine, rank, select
 from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_float, sql_string, table_name
 from store.table import (
     NEW_TABLE_OPTIONS,
@@ -276,7 +276,7 @@ class MemoryStore:
                                now=query.now)
         by_id = {str(row["id"]): row for row in admitted}
         analyses = {memory_id: row_analysis(row) for memory_id, row in by_id.items()}
-        candidates = [_candidate(row, analyses[memory_id]) for memory_id, row in by_id.items()]
+        candidates = [candidate_of(row, analyses[memory_id]) for memory_id, row in by_id.items()]
         wanted = RankQuery(query.fingerprint, query.exception_type, query.identifiers, vector, query.now)
         ranked = rank(wanted, candidates, self._config.ranking)
         return self._finish(query, ranked, by_id, analyses, is_changed)
@@ -316,7 +316,7 @@ class MemoryStore:
             verdicts[item.candidate.memory_id] = verdict
             fresh.append(item)
         chosen = select(fresh, ranking.top_k, ranking.budget_chars)
-        cases = [_past_case(item, by_id[item.candidate.memory_id], analyses[item.candidate.memory_id],
+        cases = [past_case_of(item, by_id[item.candidate.memory_id], analyses[item.candidate.memory_id],
                             verdicts[item.candidate.memory_id], query.tenant) for item in chosen]
         counted = [verdicts[c.memory_id] for c in cases] + dropped
         return RecallResult(cases, len(by_id), sum(v.checked for v in counted),
@@ -340,8 +340,8 @@ class MemoryStore:
             return None
         best = max(rows, key=lambda r: (r["status"] == "analyzed", float(r["trust"]), float(r["created_at"])))
         analysis = row_analysis(best)
-        ranked = Ranked(_candidate(best, analysis), 1.0, True, 1.0, 1.0)
-        return _past_case(ranked, best, analysis, Freshness(False), tenant)
+        ranked = Ranked(candidate_of(best, analysis), 1.0, True, 1.0, 1.0)
+        return past_case_of(ranked, best, analysis, Freshness(False), tenant)
 
     def list_cases(self, server: str | None, tenant: str | None = None, limit: int = 50) -> list[CaseSummary]:
         """Stored cases of a server (every server without one; optionally one tenant), newest first."""
@@ -410,30 +410,3 @@ def _on_lance_loop(work: Coroutine[Any, Any, T]) -> T:
 
 async def _gather(queries: list[Any]) -> list[Any]:
     return list(await asyncio.gather(*queries))
-
-
-def _candidate(row: Mapping[str, Any], analysis: Mapping[str, Any]) -> Candidate:
-    root_cause = analysis.get("root_cause")
-    return Candidate(
-        memory_id=str(row["id"]), fingerprint=str(row["fingerprint"]),
-        exception_type=str(row.get("exception_type") or ""), error_text=str(row.get("error_text") or ""),
-        root_cause=root_cause if isinstance(root_cause, str) else "", vector=row["vector"],
-        created_at=float(row["created_at"]), trust=float(row.get("trust") or 0.0),
-        feedback=float(row.get("feedback") or 0.0), text_chars=len(summarise(analysis)),
-    )
-
-
-def _past_case(item: Ranked, row: Mapping[str, Any], analysis: dict[str, Any], verdict: Freshness,
-               tenant: str) -> PastCase:
-    text = f"{row.get('error_text') or ''}\n{row.get('analysis_json') or ''}"
-    return PastCase(
-        memory_id=item.candidate.memory_id, score=item.score, stale=verdict.stale, analysis=analysis,
-        created_at=item.candidate.created_at, commit=row.get("commit"),
-        fingerprint=item.candidate.fingerprint,
-        exception_type=item.candidate.exception_type, analyzer=str(row.get("analyzer") or ""),
-        status=str(row.get("status") or ""), trust=item.candidate.trust, feedback=item.candidate.feedback,
-        summary=summarise(analysis), exact_fingerprint=item.exact_fingerprint, cited_files=cited_ranges(row),
-        stale_reasons=verdict.reasons, contaminated=contamination_reasons(text, tenant),
-        citations_checked=verdict.checked, stale_citations=verdict.stale_citations,
-        note=str(row.get("feedback_note") or ""),
-    )
