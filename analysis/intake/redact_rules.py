@@ -76,7 +76,7 @@ _VALUE = (
     rf"|(?P<bv>{_BARE}{{1,512}}+))"  # bare, up to a delimiter
 )
 # After a `:` the rest of the line is the value, words and all (`db_password: correct horse battery`).
-_WORDS = rf"(?!\[REDACTED)(?P<bv>{_BARE}{{1,512}}+(?:[ \t]{{1,5}}+{_BARE}{{1,512}}+){{0,32}})"
+_WORDS = rf"(?!\[REDACTED|\\)(?P<bv>{_BARE}{{1,512}}+(?:[ \t]{{1,5}}+{_BARE}{{1,512}}+){{0,32}})"
 
 
 # `android.os.BinderProxy@2bd79ce`: Java's default toString of an object, not a secret.
@@ -89,8 +89,10 @@ _REPR_OPENERS = "{(["
 def _value(match: re.Match[str]) -> str:
     """The secret a key/value match found, without quotes or brackets."""
     groups = match.groupdict()
-    value = groups.get("qv") or groups.get("eqv") or groups.get("bv") or groups.get("wv") or ""
-    return value[1:-1] if value is groups.get("wv") else value
+    wrapped = groups.get("wv")
+    if wrapped is not None:
+        return str(wrapped)[1:-1]
+    return str(groups.get("qv") or groups.get("eqv") or groups.get("bv") or "")
 
 
 def _keyed(match: re.Match[str]) -> str:
@@ -305,8 +307,9 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}[ \t]{{0,5}}:[ \t]{{1,5}}){_WORDS}", _keyed),
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _keyed, spans_lines=True),
     _rule("secret", rf"(?P<head>{_WEAK_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _weak_keyed, spans_lines=True),
-    # A mailbox, also with a quoted local part (`"jane"@…`), URL-encoded (`%40`) or a full-width `＠`.
-    _rule("email", rf"(?:(?<![{_MAILBOX}])[{_MAILBOX}]{{1,64}}|\\?\"[^\"\\\r\n]{{1,64}}\\?\")(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
+    # A mailbox, also with a quoted local part (`"jane"@…`), URL-encoded (`%40`) or a full-width at sign.
+    _rule("email", rf"(?:(?<![{_MAILBOX}])[{_MAILBOX}]{{1,64}}|\\?\"[^\"\\\r\n]{{1,64}}\\?\")"
+                   rf"(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
                    rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
     # Card numbers: a card network's prefix and length, printed grouping (any separators) or none, Luhn.
     _rule("credit_card", r"(?<![0-9])(?<![0-9][.,])[2-6](?:[ ./_-]{0,2}[0-9]){12,18}(?![0-9])(?![.,][0-9])", _card),
