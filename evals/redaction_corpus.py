@@ -284,6 +284,13 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     gcp = (f'{{"type": "service_account", "project_id": "shop-prod", "private_key_id": "{key_id}", '
            f'"private_key": "-----BEGIN PRIVATE KEY-----\\n{_fill(rng, "{b64:64}")}\\n-----END PRIVATE KEY-----\\n"}}')
     add("private_key", gcp, key_id, source="Google Cloud: service account key file")
+    ssh2 = "\n".join(_fill(rng, "{b64:64}") for _ in range(3))
+    add("private_key", f'---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nComment: "rsa-key"\n{ssh2}\n'
+                       "---- END SSH2 ENCRYPTED PRIVATE KEY ----", ssh2.split("\n")[1], source="RFC 4716 SSH2 key")
+    putty = _fill(rng, "{b64:64}")
+    add("private_key", f"PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: ed\nPublic-Lines: 1\n"
+                       f"AAAAC3NzaC1lZDI1NTE5AAAAI\nPrivate-Lines: 1\n{putty}\nPrivate-MAC: {_fill(rng, '{hex:64}')}",
+        putty, source="PuTTY user key file (PPK v3)")
     truncated = f"-----BEGIN RSA PRIVATE KEY-----\n{_fill(rng, '{b64:64}')}"
     add("private_key", f"config dump: {truncated}", truncated[-40:], source="RFC 7468 PEM, cut off")
 
@@ -291,7 +298,8 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     basic = _fill(rng, "{b64:28}") + "=="
     bearer = _fill(rng, "{url:40}")
     for header in (f"Authorization: Basic {basic}", f"authorization: basic {basic}", f"AUTHORIZATION: BASIC {basic}",
-                   f"Proxy-Authorization: Basic {basic}", f'-H "Authorization: Basic {basic}"'):
+                   f"Proxy-Authorization: Basic {basic}", f'-H "Authorization: Basic {basic}"',
+                   f"X-Forwarded-Authorization: Basic {basic}", f"X-Authorization: Basic {basic}"):
         add("bearer", f"request headers: {header}", basic, source="RFC 7617 Basic")
     for header in (f"Authorization: Bearer {bearer}", f"Authorization: BEARER {bearer}", f"bearer {bearer}",
                    f"BEARER {bearer}", f'{{"Authorization": "Bearer {bearer}"}}',
@@ -367,7 +375,10 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                      "secret_key: {v}", "SECRET_KEY = {v}", "password => {v}", "password := {v}",
                      "Password:{v}", "userPassword={v}", "encryption_key={v}", "signing_key={v}",
                      "PRIVATE-TOKEN: {v}", "Ocp-Apim-Subscription-Key: {v}", "X-Vault-Token: {v}",
-                     "DD_API_KEY={v}", "pin={v}", "otp={v}", "passcode={v}", "-Dpassword={v}"):
+                     "DD_API_KEY={v}", "pin={v}", "otp={v}", "passcode={v}", "-Dpassword={v}",
+                     # a secret name with a suffix (Rails `password_confirmation`, `secret_key_base`)
+                     "password_confirmation={v}", "passwordConfirm={v}", "password2={v}", "PASSWORD_1={v}",
+                     "passwd_old={v}", "secret_value={v}", "token_value={v}", "secret_key_base={v}"):
         value = _fill(rng, "{b62:6}") + rng.choice("!#$%*") + _fill(rng, "{b62:6}")
         add("secret", f"config: {spelling.format(v=value)} loaded", value, source=f"key/value spelling {spelling}")
     for spelling, value in (
@@ -396,9 +407,18 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         ("curl -u admin:{v} https://api", "{w}"),
         ("curl --user admin:{v} https://api", "{w}"),
         ("mysql --password={v} -h db", "{w}"),
+        # values a rule once hid only in part: Python prefixes, brackets, backticks, words after `:`
+        ("password=b'{v}'", "{w}"), ("password=u'{v}'", "{w}"), ("password=({v})", "{w}"),
+        ("password=[{v}]", "{w}"), ("password=<{v}>", "{w}"), ("password=`{v}`", "{w}"),
+        ("password={v}[prod]", "{w}"), ("token={v}(expired)", "{w}"),
+        ('{{"password": {{"v": "{v}"}}}}', "{w}"), ('{{"secret": ["{v}"]}}', "{w}"),
     ):
         filled = value.format(w=_fill(rng, "{b62:12}"), w40=_fill(rng, "{b64:40}"))
         add("secret", f"startup: {spelling.format(v=filled)}", filled, source=f"secret in {spelling}")
+    tail = _fill(rng, "{b62:12}")
+    add("secret", f'startup: password="ab\\"cd-{tail}" user=bob', tail, source="secret with an escaped quote")
+    words = _fill(rng, "{b62:12}")
+    add("secret", f"startup: db_password: correct horse {words}", words, source="words after a secret key and `:`")
     # A key on one line, its value on the next (YAML dumps, pretty-printed JSON, wrapped messages).
     for split in ("password:\n  {v}", "password\n  : {v}", '"api_key":\n    "{v}"', "token =\n{v}"):
         value = _fill(rng, "{b62:14}")
@@ -431,6 +451,10 @@ def _context_positives(rng: random.Random) -> list[Positive]:
             text = _group(number, groups, separator)
             add("credit_card", f"charge declined for card {text} (retry 2)", text, source=f"ISO/IEC 7812 {network}")
         add("credit_card", f"card_{number} rejected", number, source=f"ISO/IEC 7812 {network} after _")
+    number = _card(rng, "4", 16)
+    for text in (f"{number[:4]} {number[4:8]}-{number[8:12]} {number[12:]}", _group(number, (4, 4, 4, 4), "  "),
+                 _group(number, (4, 4, 4, 4), "/"), _group(number, (4, 8, 4), " ")):
+        add("credit_card", f"charge declined for card {text}", text, source="ISO/IEC 7812 Visa, mixed separators")
     for country, bban in (("DE", "{dig:18}"), ("GB", "{up:4}{dig:14}"), ("FR", "{dig:23}"), ("NL", "{up:4}{dig:10}"),
                           ("ES", "{dig:20}"), ("IT", "{up:1}{dig:22}"), ("CH", "{dig:17}"), ("BE", "{dig:12}")):
         iban = _iban(rng, country, bban)
@@ -442,6 +466,9 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                           ("ops-alerts", "acme-corp.travel")):
         email = f"{local}@{domain}"
         add("email", f"notification to {email} bounced", email, source="RFC 5322 / RFC 6531 address")
+    for email in ("jane%40example.com", '"jane.doe"@example.com', "jane\uff20example.com"):
+        add("email", f"GET /users?mail={email} 404", email,
+            source="RFC 3986 percent-encoded, RFC 5322 quoted local part, full-width @")
     for phone in ("+1 415 555 0132", "+44 20 7946 0958", "+33 1 09 75 83 51", "+49 30 901820", "+81-3-1234-5678",
                   "+1 (212) 555-0147", "+61 2 9876 5432", "(415) 555-2671", "415-555-2671", "415.555.2671",
                   "+4915112345678", "+91 98765 43210"):

@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 
 import hyperscan
 import regex
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from analysis.cache import OBJECT_BYTES, BoundedCache, memoize
 from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
@@ -56,6 +56,24 @@ class RedactionConfig(BaseModel):
     kinds: tuple[str, ...] = Field(default=KINDS, description="Built-in kinds to redact.")
     extra_patterns: dict[str, str] = Field(default_factory=dict, description="Name → regex, each redacted.")
 
+    @field_validator("kinds")
+    @classmethod
+    def _known_kinds(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(kinds) - set(KINDS))
+        if unknown:
+            raise ValueError(f"unknown redaction kinds: {unknown}")
+        return kinds
+
+    @field_validator("extra_patterns")
+    @classmethod
+    def _compiling_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
+        for name, pattern in patterns.items():
+            try:
+                regex.compile(pattern)
+            except regex.error as error:
+                raise ValueError(f"pattern {name!r} is not a regular expression: {error}") from None
+        return patterns
+
 
 # ---------------------------------------------------------------- the prefilter
 
@@ -68,6 +86,9 @@ def _prefilter_pattern(rule: Rule) -> bytes:
     return _UPPER_BOUND.sub(r"{\1,}", pattern).encode()  # ... so character counts may not cap byte counts
 
 
+_KEY_HEADERS = b"PRIVATE KEY|PuTTY-User-Key-File-"  # what every private key block the redactor hides holds
+
+
 def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> None:
     cast("list[int]", hits).append(rule_id)
 
@@ -76,7 +97,7 @@ class _Prefilter:
     """One Hyperscan scan per text names the rules that may match it; with `pem`, a PEM block is `len(rules)`."""
 
     def __init__(self, rules: tuple[Rule, ...], pem: bool) -> None:
-        expressions = [_prefilter_pattern(rule) for rule in rules] + ([b"PRIVATE KEY"] if pem else [])
+        expressions = [_prefilter_pattern(rule) for rule in rules] + ([_KEY_HEADERS] if pem else [])
         self._database = hyperscan.Database()
         self._database.compile(
             expressions=expressions, ids=list(range(len(expressions))),
@@ -111,9 +132,6 @@ class Redactor:
 
     def __init__(self, config: RedactionConfig | None = None) -> None:
         self.config = config or RedactionConfig()
-        unknown = set(self.config.kinds) - set(KINDS)
-        if unknown:
-            raise ValueError(f"unknown redaction kinds: {sorted(unknown)}")
         self._rules, self._prefilter = _prefilter(tuple(sorted(set(self.config.kinds))))
         self._pem = len(self._rules) if PRIVATE_KEY in self.config.kinds else -1
         self._extra = tuple((name, regex.compile(pattern)) for name, pattern in self.config.extra_patterns.items())
@@ -224,27 +242,35 @@ def _pair_bytes(text: str, redacted: str) -> int:
     return OBJECT_BYTES + sys.getsizeof(text) + (0 if redacted is text else sys.getsizeof(redacted))
 
 
+_KEY_BEGIN = re.compile(r"-----BEGIN |---- BEGIN |PuTTY-User-Key-File-")
+_KEY_END = re.compile(r"-----END |---- END ")
+_DASHES = re.compile(r"-{1,5}")
+_PUTTY_END = re.compile(r"Private-(?:MAC|Hash):[ \t]{0,8}[0-9A-Fa-f]{0,128}")
+
+
 def _redact_private_keys(text: str) -> str:
-    """PEM private key blocks, found with plain searches (a regex over a huge block would backtrack).
+    """Private key blocks, found with plain searches (a regex over a huge block would backtrack): PEM,
+    SSH2 (RFC 4716, `---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----`) and PuTTY key files (to `Private-MAC:`).
     The block may sit on one line with escaped line breaks (`\\n` in JSON); one with no end hides the rest."""
     parts: list[str] = []
     position = 0
-    while True:
-        begin = text.find("-----BEGIN ", position)
-        if begin < 0:
-            break
-        header_end = text.find("-----", begin + 11)
+    while (begin := _KEY_BEGIN.search(text, position)) is not None:
+        if begin.group().startswith("PuTTY"):
+            end = _PUTTY_END.search(text, begin.end())
+            parts += [text[position : begin.start()], placeholder(PRIVATE_KEY)]
+            position = end.end() if end is not None else len(text)
+            continue
+        header_end = text.find("----", begin.end())
         if header_end < 0:
             break
-        if not text[begin:header_end].endswith(("PRIVATE KEY", "PRIVATE KEY BLOCK")):
-            parts.append(text[position : header_end + 5])
-            position = header_end + 5
+        if not text[begin.end() : header_end].rstrip().endswith(("PRIVATE KEY", "PRIVATE KEY BLOCK")):
+            parts.append(text[position : header_end + 4])
+            position = header_end + 4
             continue
-        end = text.find("-----END ", header_end + 5)
-        footer_end = text.find("-----", end + 9) if end >= 0 else -1
-        parts.append(text[position:begin])
-        parts.append(placeholder(PRIVATE_KEY))
-        position = footer_end + 5 if footer_end >= 0 else len(text)
+        footer = _KEY_END.search(text, header_end + 4)
+        footer_end = text.find("----", footer.end()) if footer is not None else -1
+        parts += [text[position : begin.start()], placeholder(PRIVATE_KEY)]
+        position = cast("re.Match[str]", _DASHES.match(text, footer_end)).end() if footer_end >= 0 else len(text)
     parts.append(text[position:])
     return "".join(parts)
 
@@ -306,9 +332,11 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0) -> Any:
         return {_redact_key(key, redactor): _redact_item(key, item, redactor, depth) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [redact_value(item, redactor, depth + 1) for item in value]
-    if type(value) is int and 13 <= len(str(abs(value))) <= 19:
-        text = str(value)
-        return redactor.redact(text) if redactor.redact(text) != text else value  # a card number sent as a number
+    # A card number sent as a number, also as a float (`4111111111111111.0`).
+    number = int(value) if type(value) is float and value.is_integer() and 1e12 <= abs(value) < 1e19 else value
+    if type(number) is int and 13 <= len(str(abs(number))) <= 19:
+        text = str(number)
+        return redacted if (redacted := redactor.redact(text)) != text else value
     return value
 
 
@@ -330,9 +358,12 @@ def _key_strength(key: str) -> str | None:
 
 
 def _redact_item(key: Any, item: Any, redactor: Redactor, depth: int) -> Any:
-    if type(key) is str and (type(item) is str or type(item) is int) and item != "":
+    if type(key) is str and item is not None and item != "" and type(item) is not bool:
         # Field names repeat across a stream; long ones (rare, hostile) are not cached.
         strength = _key_strength(key) if len(key) <= _SHORT_TEXT else secret_key(key)
-        if strength == "strong" or (strength == "weak" and looks_generated(str(item))):
+        # Under a secret name the whole value goes, whatever its type (`{"password": {"v": …}}`, `"pin": 1234.0`).
+        if strength == "strong" and (item or not isinstance(item, Mapping | list | tuple)):
+            return placeholder("secret")
+        if strength == "weak" and type(item) in (str, int) and looks_generated(str(item)):
             return placeholder("secret")
     return redact_value(item, redactor, depth + 1)

@@ -54,8 +54,12 @@ _LONG_KEYS = (
     r"|shared[_-]?access)[_-]?key|signature"
 )
 _SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp"
+# A secret name stays secret with a suffix: `password_confirmation`, `passwordConfirm`, `PASSWORD_1`,
+# `passwd_old`, `token_value`, `secret_key_base` (but `token_count`, `token_type` are no secrets).
+_KEY_SUFFIX = r"(?:[_-]?(?i:confirmation|confirm|old|new|current|value|base|hash|plain|digest|[0-9]{1,3})){0,2}"
 _STRONG_KEY = (
     rf"(?:(?<![/\\])(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?i:{_SHORT_KEYS})|(?<=[a-z0-9])(?:Pass|Pwd|Pw|Sig|PASS|PWD|PW|SIG))"
+    rf"{_KEY_SUFFIX}"
 )
 # Names that are secret only when their value looks generated: `key=orders:42` stays, `key=Zm9v4…` goes.
 _WEAK_KEY = r"(?<![A-Za-z0-9])(?i:key|auth|session|sessionid|sid|code|hmac|salt|nonce|jsessionid|csrf)"
@@ -63,22 +67,44 @@ _QUOTE_CLOSE = r"(?:\\?[\"'])?"
 _SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|[:=])[ \t\r\n]{0,5}"
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"
 _VALUE = (
-    r"(?!\[REDACTED)(?:(?P<q>\\?[\"'])(?P<qv>(?:(?!(?P=q))[^\r\n]){1,512}?)(?P=q)"  # quoted, spaces and all
-    # bare, up to a delimiter that does not open a structure (`token=Token{a64f992 …}` is a type name)
-    rf"|(?P<bv>{_BARE}{{1,512}}+)(?![{{(\[]))"
+    # quoted, spaces and all, with a Python prefix (`b'…'`) and escaped quotes inside (`"ab\"cd"`)
+    r"(?!\[REDACTED)(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,512}?)(?P=q)"
+    # quoted in a JSON string (`\"…\"`)
+    r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n]){1,512}?)(?P=eq)"
+    # in brackets or backticks: `(x)`, `[x]`, `<x>`, `{x}`, `` `x` ``
+    r"|(?P<wv>\([^()\r\n]{1,512}\)|\[[^\[\]\r\n]{1,512}\]|<[^<>\r\n]{1,512}>|\{[^{}\r\n]{1,512}\}|`[^`\r\n]{1,512}`)"
+    rf"|(?P<bv>{_BARE}{{1,512}}+))"  # bare, up to a delimiter
 )
+# After a `:` the rest of the line is the value, words and all (`db_password: correct horse battery`).
+_WORDS = rf"(?!\[REDACTED|\\)(?P<bv>{_BARE}{{1,512}}+(?:[ \t]{{1,5}}+{_BARE}{{1,512}}+){{0,32}})"
 
 
 # `android.os.BinderProxy@2bd79ce`: Java's default toString of an object, not a secret.
 _OBJECT_REF = re.compile(r"(?<![A-Za-z0-9_$.])[A-Za-z_$][A-Za-z0-9_$.]*@[0-9a-f]{1,8}")  # a name is tried once
+# `token=Token{a64f992 …}`, `secret=SecretStr(…)`: a type name before its repr, not a secret.
+_TYPE_NAME = re.compile(r"[A-Z][A-Za-z_$.]{0,127}")
+_REPR_OPENERS = "{(["
+
+
+def _value(match: re.Match[str]) -> str:
+    """The secret a key/value match found, without quotes or brackets."""
+    groups = match.groupdict()
+    wrapped = groups.get("wv")
+    if wrapped is not None:
+        return str(wrapped)[1:-1]
+    return str(groups.get("qv") or groups.get("eqv") or groups.get("bv") or "")
 
 
 def _keyed(match: re.Match[str]) -> str:
-    quote, quoted = match.group("q"), match.group("qv")
-    if quoted is None and _OBJECT_REF.fullmatch(match.group("bv")):
-        return match.group()
-    if quoted is not None:
-        return f"{match.group('head')}{quote}{placeholder('secret')}{quote}"
+    groups = match.groupdict()
+    bare = groups.get("bv")
+    if bare is not None:
+        after = match.string[match.end() : match.end() + 1]
+        if _OBJECT_REF.fullmatch(bare) or (after and after in _REPR_OPENERS and _TYPE_NAME.fullmatch(bare)):
+            return match.group()
+    quote = groups.get("q") or groups.get("eq")
+    if quote is not None:
+        return f"{match.group('head')}{groups.get('pre') or ''}{quote}{placeholder('secret')}{quote}"
     return f"{match.group('head')}{placeholder('secret')}"
 
 
@@ -117,8 +143,7 @@ def secret_key(name: str) -> str | None:
 
 
 def _weak_keyed(match: re.Match[str]) -> str:
-    value = match.group("qv") if match.group("qv") is not None else match.group("bv") or ""
-    return _keyed(match) if looks_generated(value) else match.group()
+    return _keyed(match) if looks_generated(_value(match)) else match.group()
 
 
 # `Set-Cookie` attributes are not secret; every other `name=value` of a cookie header is.
@@ -166,8 +191,8 @@ _CARD_NETWORKS = re.compile(
     r"|(?:50|5[6-9]|6[0-9])[0-9]{10,17}",  # Maestro
     re.ASCII,
 )
-# How printed card numbers are grouped: fours (the last group 1-5), Amex 4-6-5, Diners 4-6-4.
-_CARD_GROUPS = re.compile(r"4(?:,4)+(?:,[1-5])?|4,6,[45]")
+# How printed card numbers are grouped: fours (the last group 1-5), Amex 4-6-5, Diners 4-6-4, 4-8-4.
+_CARD_GROUPS = re.compile(r"4(?:,4)+(?:,[1-5])?|4,6,[45]|4,8,4")
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
 
@@ -175,10 +200,8 @@ def _card(match: re.Match[str]) -> str:
     text = match.group()
     digits = "".join(_DIGIT_RUN.findall(text))
     groups = ",".join(str(len(run)) for run in _DIGIT_RUN.findall(text))
-    separators = {char for char in text if not char.isdigit()}
     # A bare run longer than 16 digits is an id (trace ids, clocks) far more often than a card.
-    grouped = len(separators) == 1 and _CARD_GROUPS.fullmatch(groups) is not None
-    plausible = grouped if separators else len(digits) <= 16
+    plausible = _CARD_GROUPS.fullmatch(groups) is not None if len(digits) < len(text) else len(digits) <= 16
     if plausible and _CARD_NETWORKS.fullmatch(digits) and _luhn_valid(digits):
         return placeholder("credit_card")
     return text
@@ -238,6 +261,7 @@ _URLSAFE = "A-Za-z0-9_-"
 # Letters of internationalised mailboxes and domain names (RFC 6531): any non-ASCII character.
 INTL = "\u0080-\U0010ffff"
 _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
+_FULL_WIDTH_AT = "\uff20"  # the character itself: the prefilter reads it as its UTF-8 bytes
 
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
@@ -250,9 +274,10 @@ _CONTEXT: tuple[Rule, ...] = (
     # A Google service account key file names its key (its PEM goes with the private_key kind).
     _rule("private_key", r"(?i)(\"private_key_id\\?\"[ \t]{0,5}:[ \t]{0,5}\\?\")[a-f0-9]{40}",
           r"\1[REDACTED:private_key]"),
-    # Authorization headers with any scheme (RFC 9110): to the closing quote, else to the end of the line.
+    # Authorization headers with any scheme (RFC 9110), also prefixed (`Proxy-`, `X-Forwarded-`): to the closing
+    # quote, else to the end of the line.
     _rule("bearer",
-          rf"(?i)((?<![A-Za-z0-9_-])(?:proxy-)?authorization\\?[\"']?[ \t]{{0,5}}[:=][ \t]{{0,5}}\\?[\"']?"
+          rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}[:=][ \t]{{0,5}}\\?[\"']?"
           rf"(?:(?:{_SCHEMES})[ \t]+)?)(?!\[REDACTED)(?:(?<=[\"'])[^\r\n\"'\\]{{1,4096}}|(?<![\"'])[^\r\n]{{1,4096}})",
           r"\1[REDACTED:bearer]"),
     # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
@@ -279,12 +304,15 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]{1,512}",
           r"\1[REDACTED:secret]"),
     # key=value, "key": "value", 'key': 'value', key: value, key => value, JSON in a JSON string.
+    _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}[ \t]{{0,5}}:[ \t]{{1,5}}){_WORDS}", _keyed),
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _keyed, spans_lines=True),
     _rule("secret", rf"(?P<head>{_WEAK_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _weak_keyed, spans_lines=True),
-    _rule("email", rf"(?<![{_MAILBOX}])[{_MAILBOX}]{{1,64}}@(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
+    # A mailbox, also with a quoted local part (`"jane"@…`), URL-encoded (`%40`) or a full-width at sign.
+    _rule("email", rf"(?:(?<![{_MAILBOX}])[{_MAILBOX}]{{1,64}}|\\?\"[^\"\\\r\n]{{1,64}}\\?\")"
+                   rf"(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
                    rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
-    # Card numbers: a card network's prefix and length, printed grouping or none, Luhn.
-    _rule("credit_card", r"(?<![0-9])(?<![0-9][.,])[2-6](?:[ ._-]?[0-9]){12,18}(?![0-9])(?![.,][0-9])", _card),
+    # Card numbers: a card network's prefix and length, printed grouping (any separators) or none, Luhn.
+    _rule("credit_card", r"(?<![0-9])(?<![0-9][.,])[2-6](?:[ ./_-]{0,2}[0-9]){12,18}(?![0-9])(?![.,][0-9])", _card),
     _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
           _iban),
     # Phone numbers: international `+CC …` (E.164) with separators, or the North American `(415) 555-0132`.

@@ -71,10 +71,30 @@ MISTAKES = {
                                     "LOGAGENT_KAFKA__SASL_USERNAME": "u",
                                     "LOGAGENT_KAFKA__SASL_PASSWORD_FILE": "/nonexistent/pw"},
                                    ["LOGAGENT_KAFKA__SASL_PASSWORD_FILE=/nonexistent/pw", "no such file"]),
+    "unknown redaction kind": ({"LOGAGENT_REDACTION__KINDS": '["nope"]'},
+                               ["LOGAGENT_REDACTION__KINDS", "unknown redaction kinds: ['nope']"]),
+    "redaction pattern not a regex": ({"LOGAGENT_REDACTION__EXTRA_PATTERNS": '{"x": "("}'},
+                                      ["LOGAGENT_REDACTION__EXTRA_PATTERNS", "'x' is not a regular expression"]),
 }
 
 
 class TestStartupMistakes:
+    @pytest.mark.parametrize("command", [["run"], ["analyze", "--repo", ".", "--offline"], ["redact", "-"]])
+    @pytest.mark.parametrize("env", [{"LOGAGENT_REDACTION__KINDS": '["nope"]'},
+                                     {"LOGAGENT_REDACTION__EXTRA_PATTERNS": '{"x": "("}'}])
+    def test_bad_redaction_settings_stop_every_command_with_one_line(
+        self, command: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """`run`, `analyze` and `redact` refuse a bad redaction setting before they start: exit 2, one line."""
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        code = main(command)
+        captured = capsys.readouterr()
+        lines = captured.err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"logagent: {next(iter(env))} is invalid")
+        assert "Traceback" not in captured.err
+
     @pytest.mark.parametrize("case", list(MISTAKES))
     def test_each_mistake_is_one_line_naming_the_setting_and_the_fix(
         self, case: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
