@@ -18,7 +18,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from consumer.kafka import make_consumer, make_producer, start_with_retry
+from consumer.kafka import commit_offsets, make_consumer, make_producer, start_with_retry
 from consumer.metrics import Metrics
 from consumer.retry import Backoff, sleep_unless
 from consumer.settings import Settings
@@ -169,7 +169,7 @@ class FeedbackListener:
 
     async def _commit(self, consumer: Any, done: Mapping[TopicPartition, int]) -> None:
         try:
-            await consumer.commit(dict(done))
+            await commit_offsets(consumer, done)
         except KafkaError as error:
             # A rebalance took the partition: its next owner re-applies these verdicts (at least once).
             log.warning("feedback offset commit failed", extra={"fields": {"error": type(error).__name__}})

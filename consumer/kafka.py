@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import IllegalStateError, KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from aiokafka.helpers import create_ssl_context
 
 from consumer.retry import Backoff, sleep_unless
@@ -24,6 +24,7 @@ __all__ = [
     "Headers",
     "RebalanceHooks",
     "as_topic_partition",
+    "commit_offsets",
     "dlq_headers",
     "make_consumer",
     "make_producer",
@@ -35,6 +36,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
+_COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
 
 Headers = Sequence[tuple[str, bytes]]
 PartitionsCallback = Callable[[Collection[Any]], Awaitable[None]]
@@ -203,6 +205,16 @@ async def measure_lag(
             break
         lag[tp] = int(highwater) - int(position)
     return lag
+
+
+async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicPartition, int]) -> None:
+    """Commit `offsets`, giving up after `_COMMIT_WAIT_S` with a KafkaError like any failed commit: a
+    coordinator that never comes back (or a rebalance the broker never finishes) must not hold a rebalance
+    callback or a shutdown. An offset not committed is replayed by the next owner (at least once)."""
+    try:
+        await asyncio.wait_for(consumer.commit(dict(offsets)), _COMMIT_WAIT_S)
+    except TimeoutError:
+        raise KafkaTimeoutError(f"offset commit not acknowledged within {_COMMIT_WAIT_S:.0f}s") from None
 
 
 def as_topic_partition(tp: PartitionKey) -> TopicPartition:

@@ -31,6 +31,7 @@ from consumer.kafka import (
     EventSink,
     RebalanceHooks,
     as_topic_partition,
+    commit_offsets,
     dlq_headers,
     make_consumer,
     make_producer,
@@ -306,7 +307,7 @@ class Service:
         if not offsets:
             return
         try:
-            await self._consumer.commit({as_topic_partition(tp): offset for tp, offset in offsets.items()})
+            await commit_offsets(self._consumer, {as_topic_partition(tp): offset for tp, offset in offsets.items()})
         except KafkaError as error:
             # A commit lost to a rebalance is retried by the next owner's replay; nothing is lost.
             log.warning("offset commit failed", extra=log_fields(error=type(error).__name__))

@@ -22,7 +22,15 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from analysis.intake.redact import Redactor, redact_value
-from consumer.kafka import EventSink, RebalanceHooks, dlq_headers, make_consumer, measure_lag, start_with_retry
+from consumer.kafka import (
+    EventSink,
+    RebalanceHooks,
+    commit_offsets,
+    dlq_headers,
+    make_consumer,
+    measure_lag,
+    start_with_retry,
+)
 from consumer.logs import log_fields
 from consumer.notify.metrics import NotifyMetrics
 from consumer.notify.notice import BadNotice, Notice, read_event
@@ -237,7 +245,7 @@ class SinkLane:
 
     async def _commit(self, consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> None:
         try:
-            await consumer.commit({tp: offset})
+            await commit_offsets(consumer, {tp: offset})
         except KafkaError as error:
             # The partition moved in a rebalance: its next owner replays from the last commit (at least once).
             log.warning("notify offset commit failed", extra=log_fields(sink=self.sink.name,
