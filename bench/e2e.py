@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from analysis.code.localiser import analysis_id
+from analysis.code.burst import analysis_id
 from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
 from bench.stats import Latency, latency
 from bench.timing import Timing, ratio

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Protocol
 
-from analysis.code.localiser import analysis_id, cluster_info
+from analysis.code.burst import analysis_id, cluster_info
 from analysis.errors import LogAgentError
 from analysis.event import Cluster
 from analysis.report import Analysis

@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 
 from analysis.agent.loop import Agent, AgentStats, LlmUnavailable
-from analysis.code.localiser import analysis_id, cluster_info, localise, localise_trace
+from analysis.code.burst import analysis_id, cluster_info
+from analysis.code.localiser import localise, localise_trace
 from analysis.code.repo import Checkout, RepoError, RepoSync
 from analysis.code.tools import FileTools, ToolLimits
 from analysis.code.validate import citation_changed

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from analysis.code.localiser import analysis_id
+from analysis.code.burst import analysis_id
 from analysis.report import Analysis, ClusterInfo, Fix, Location, PastCaseRef
 from consumer.cloudevent import to_cloudevent
 from consumer.notify.notice import Notice, parse_notice

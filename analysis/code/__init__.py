@@ -7,6 +7,6 @@ Submodules are listed rather than imported, so importing one of them loads only 
 """
 
 __all__ = [
-    "blame", "clue", "expression", "filemap", "gitlog", "linemap", "localiser", "mask", "repo", "shape", "site",
-    "source", "suspects", "tools", "validate", "value",
+    "blame", "burst", "clue", "expression", "filemap", "gitlog", "linemap", "localiser", "mask", "repo", "shape",
+    "site", "source", "suspects", "tools", "validate", "value",
 ]

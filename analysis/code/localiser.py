@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import git
 
 from analysis.code.blame import Blame, blame
+from analysis.code.burst import analysis_id, cluster_info
 from analysis.code.clue import Clue, ClueFinder, combine
 from analysis.code.filemap import FileIndex, FileMatch, frame_paths, is_generated_path, is_test_path
 from analysis.code.gitlog import changed_lines
@@ -40,22 +40,17 @@ from analysis.code.tools import FileTools
 from analysis.code.validate import validate_citations
 from analysis.event import Cluster, ErrorEvent, ExceptionInfo, Frame
 from analysis.intake.signature import is_in_app
-from analysis.intake.tally import count_messages
 from analysis.report import (
     Analysis,
     CitationRef,
-    ClusterInfo,
-    ExceptionMessage,
     Location,
     Suspect,
     SuspectCommit,
 )
 
-_NAMESPACE = uuid.UUID("6f0b7a52-3c1e-5d4b-9a8e-2b1f0c9d7e61")
 _EXCERPT_RADIUS = 6
 _BLAME_RADIUS = 2
 _MAX_SUSPECTS = 5
-_MAX_SAMPLE_MESSAGES = 5
 _MAX_MESSAGE_CHARS = 300
 _LOOKBACK_LINES = 25
 _CHAIN_WEIGHT = 0.15
@@ -64,35 +59,6 @@ _CLUE_WEIGHT = {"alone": 0.8, "beside": 0.5}
 """Clues found without a frame: the whole answer without application frames, below the frames beside them."""
 _HISTORY_BONUS = 0.1
 _ASSIGNED_CALL = re.compile(r"=\s*(?:await\s+|new\s+)?((?:[\w$]+\.)*[\w$]+)\s*\(")
-
-
-def analysis_id(server: str, fingerprint: str, first_seen: float) -> str:
-    """Deterministic id of the analysis of one burst, so a replayed burst gets the same id."""
-    return str(uuid.uuid5(_NAMESPACE, f"{server}\x1f{fingerprint}\x1f{first_seen!r}"))
-
-
-def cluster_info(cluster: Cluster) -> ClusterInfo:
-    """The report's view of a burst, with the first few sample messages and its distinct exception
-    messages (counted by the window, else over the samples)."""
-    messages: list[str] = []
-    for sample in cluster.samples:
-        text = sample.message[:_MAX_MESSAGE_CHARS]
-        if text and text not in messages:
-            messages.append(text)
-        if len(messages) >= _MAX_SAMPLE_MESSAGES:
-            break
-    return ClusterInfo(
-        server=cluster.server_id,
-        tenant=cluster.tenant,
-        fingerprint=cluster.fingerprint,
-        exception_type=cluster.exception_type,
-        first_seen=cluster.first_seen,
-        last_seen=cluster.last_seen,
-        count=max(cluster.count, 1),
-        sample_messages=messages,
-        exception_messages=[ExceptionMessage(message=m.message, count=m.count, example=m.example)
-                            for m in cluster.messages or count_messages(cluster.samples)],
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import jsonschema
 import orjson
 import pytest
 
-from analysis.code.localiser import analysis_id
+from analysis.code.burst import analysis_id
 from analysis.code.repo import RepoConfig, RepoSync, RepoUnavailable
 from analysis.event import Cluster
 from analysis.intake.decode import DecodeConfig, decode_message

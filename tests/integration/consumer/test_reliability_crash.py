@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import pytest
 
-from analysis.code.localiser import analysis_id
+from analysis.code.burst import analysis_id
 from analysis.code.repo import RepoSync
 from analysis.errors import BadInput
 from analysis.intake.decode import DecodeConfig, decode_message

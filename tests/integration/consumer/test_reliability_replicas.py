@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from analysis.code.localiser import analysis_id
+from analysis.code.burst import analysis_id
 from analysis.code.repo import RepoSync
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.signature import fingerprint_event

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.code.localiser import analysis_id, localise
+from analysis.code.burst import analysis_id
+from analysis.code.localiser import localise
 from analysis.code.repo import open_local
 from analysis.code.tools import FileTools
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
