@@ -22,8 +22,9 @@ _EXAMPLE_CHARS = 300
 _INPUT_CHARS = 512
 _VARIABLE = re.compile("|".join((
     r"\[REDACTED:\w{1,40}\]",  # already a placeholder: kept as it is (replaced by itself below)
-    r"\b[A-Za-z][\w+.-]{0,30}://[^\s\"'<>]+",  # URLs
-    r"\b[\w.%+-]{1,64}@[\w-]+(?:\.[\w-]+)+",  # e-mail addresses
+    # A scheme or local part is tried only where it can start, not at every dot of a dotted run.
+    r"(?<![\w+.-])[A-Za-z][\w+.-]{0,30}://[^\s\"'<>]+",  # URLs
+    r"(?<![\w.%+-])[\w.%+-]{1,64}@[\w-]+(?:\.[\w-]+)+",  # e-mail addresses
     r"(?<![\w/.])(?:/[\w.@~+-]+)+/?",  # absolute paths
     r"\b[A-Za-z]:\\[^\s\"']*",  # Windows paths
     r"\b[0-9a-fA-F]{8,}\b",  # hex ids and digests
