@@ -200,11 +200,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8")
 
     def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the scraper or probe gave up first; nothing to tell it, nothing to log
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: probes and scrapes every few seconds would drown the service's own log lines."""

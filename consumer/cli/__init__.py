@@ -35,6 +35,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`logagent fingerprint big.jsonl | head`): stop quietly, as `cat` does;
+        # stdout goes to /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _fail(message: str) -> int:

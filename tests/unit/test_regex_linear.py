@@ -7,9 +7,10 @@ source. A call whose pattern is built at run time must be listed in `_DYNAMIC` w
 
 Inputs are built from each pattern's own pieces: runs of every literal and of characters each class
 accepts, its openers repeated, each opener followed by a long run of each class, separators. Time is
-CPU time of this process. Every input is tried at growing sizes up to 16 kB, and fails as soon as its
-linear extrapolation to 1 MB exceeds the budget (a quadratic rule fails in milliseconds, not hours); the
-slowest inputs of each pattern then run at the full 1 MB.
+CPU time of this process. Every input is tried at growing sizes up to 16 kB, and fails as soon as it
+takes 50 ms and its linear extrapolation to 1 MB exceeds the budget (a quadratic rule fails in
+milliseconds, not hours; a context switch on a small input does not); the three slowest inputs of each
+pattern then run at 64 kB and at the full 1 MB.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ _SIZE = 1 << 20
 _BUDGET_S = 1.0
 _SCREEN_STEPS = (256, 1024, 4096, 16384)
 _FULL_STEPS = (65536, _SIZE)
-_FULL_INPUTS = 2
+_FULL_INPUTS = 3
 _COMBINED = 6
 _SEPARATORS = " \t\n\r:=/.,;-_@\"'()[]{}<>\\|#$%&*+?!~`^0aA\u00e9\u2028\x00"
 
@@ -341,8 +342,9 @@ def _worst(found: _Found) -> tuple[float, str]:
             for size in steps:
                 elapsed = _cpu_seconds(compiled, _text(head, unit, size))
                 projected = screened[name] = elapsed * _SIZE / size
-                # Tiny inputs take microseconds, where noise would project wildly: judge from 4 kB or 10 ms.
-                if projected > worst and (size >= 4096 or elapsed > 0.01):
+                # Small inputs take microseconds, where one context switch would project past the budget:
+                # judge from 64 kB, or from 50 ms of CPU (a superlinear rule is there by 16 kB).
+                if projected > worst and (size >= _FULL_STEPS[0] or elapsed > 0.05):
                     worst, worst_name = projected, f"{name} ({size} chars took {elapsed:.3f}s)"
                     if projected > _BUDGET_S:
                         return worst, worst_name

@@ -164,12 +164,12 @@ class TestLiveness:
         max_turn_s: float,
     ) -> None:
         """Distinct Java traces of 512 kB on 16 partitions arrive in fetches of up to 32 of them (a megabyte
-        a partition), each some tens of milliseconds of work. Turns of max_turn_s keep /livez up at a 1 s
+        a partition), each some tens of milliseconds of work. Turns of max_turn_s keep /livez up at a 3 s
         stall limit, and every message is read exactly once: also when every turn is cut after its first
         message, and the rest of each fetch is sought back and fetched again."""
         repos = shop_repos("orders")
         settings = settings_factory(partitions=16, pipeline={"max_turn_s": max_turn_s})
-        health = HealthState(stall_after_s=1.0)
+        health = HealthState(stall_after_s=3.0)
         service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics(), health)
         stream = [hostile_message(i * len(SHAPES) + SHAPES.index("java"), 512 * 1024) for i in range(64)]
         statuses: list[int] = []

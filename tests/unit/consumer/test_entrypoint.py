@@ -7,12 +7,14 @@ import re
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml
 
 from consumer.cli import main
 from tests.paths import PROJECT_ROOT
+from tests.terminal import clean_env, logagent_argv
 
 _ROOT = PROJECT_ROOT
 _DOCKERFILE = (_ROOT / "Dockerfile").read_text()
@@ -93,3 +95,18 @@ class TestStartUpCost:
         probe = "import sys, store; store.MemoryStore; print('lancedb' in sys.modules)"
         assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                               cwd=PROJECT_ROOT).stdout.strip() == "True"
+
+
+class TestClosedPipe:
+    def test_a_reader_that_goes_away_ends_the_command_quietly(self, tmp_path: Path) -> None:
+        """`logagent fingerprint big.jsonl | head -1`: no traceback, the exit status a shell gives SIGPIPE."""
+        lines = tmp_path / "big.jsonl"
+        lines.write_text('{"server_id": "a", "message": "x"}\n' * 50_000, encoding="utf-8")
+        process = subprocess.Popen([*logagent_argv(), "fingerprint", str(lines)], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=clean_env())
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.readline().startswith(b'{"fingerprint":')
+        process.stdout.close()  # as `head` does after its line
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 141
+        assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
