@@ -395,6 +395,7 @@ def _names(tps: Collection[PartitionKey]) -> list[str]:
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel `task` and wait for it; a cancellation of the caller itself (Ctrl-C) still propagates,
+    where suppressing CancelledError around `await task` would swallow it."""
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await asyncio.wait({task})
