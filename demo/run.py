@@ -12,10 +12,10 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -205,6 +205,17 @@ async def _read_topic(bootstrap_servers: str, topic: str) -> list[tuple[dict[str
         await consumer.stop()
 
 
+async def _interruptible(work: Coroutine[Any, Any, DemoResult]) -> DemoResult:
+    """`work`, then Ctrl-C honoured even if something on the way swallowed its cancellation (aiokafka's
+    shutdown suppresses CancelledError; Python 3.11's wait_for can drop one that races a result): the
+    cancellation still counts on the task, and asyncio.run turns it into KeyboardInterrupt."""
+    result = await work
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+    return result
+
+
 def run_demo(
     settings: Settings, *, events: int = 3_000, seed: int = 7, timeout_s: float = 120.0,
     out: TextIO | None = None, keep: Path | None = None,
@@ -218,12 +229,12 @@ def run_demo(
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
             # Absolute: the sample programs run in their own directories.
-            result = asyncio.run(execute_demo(settings, keep.resolve(), events=events, seed=seed,
-                                              timeout_s=timeout_s, progress=progress, keep=keep))
+            result = asyncio.run(_interruptible(execute_demo(settings, keep.resolve(), events=events, seed=seed,
+                                                             timeout_s=timeout_s, progress=progress, keep=keep)))
         else:
             with tempfile.TemporaryDirectory(prefix="logagent-demo-") as tmp:
-                result = asyncio.run(execute_demo(settings, Path(tmp), events=events, seed=seed,
-                                                  timeout_s=timeout_s, progress=progress))
+                result = asyncio.run(_interruptible(execute_demo(settings, Path(tmp), events=events, seed=seed,
+                                                                 timeout_s=timeout_s, progress=progress)))
     except KeyboardInterrupt:
         progress.close()
         kept = f"; what was built so far is in {keep}" if keep is not None else ""
