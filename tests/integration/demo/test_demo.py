@@ -160,8 +160,11 @@ class TestDemoCommand:
 
     def test_ctrl_c_stops_the_broker(self) -> None:
         """SIGINT in the middle of the demo still terminates the broker it started; exit code 130."""
+        # As from a shell: SIGINT at its default, whatever this test process inherited or was left with
+        # (a child started with SIGINT ignored keeps it ignored, and Ctrl-C would never reach it).
         demo = subprocess.Popen([*_logagent_argv(), "demo", "--events", "3000"], cwd=_ROOT, env=_clean_env(),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                preexec_fn=_default_sigint)
         try:
             broker = _wait_for_child(demo.pid, "tansu", timeout_s=30)
             time.sleep(1.0)
@@ -176,6 +179,10 @@ class TestDemoCommand:
         while not _gone(broker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _gone(broker)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for_child(parent: int, name: str, timeout_s: float) -> int:
