@@ -34,7 +34,7 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-unit: $(VENV)/.dev
+unit: $(VENV)/.dev tools
 	$(BIN)/pytest tests/unit -q
 
 integration: $(VENV)/.dev tools

@@ -16,22 +16,16 @@ import multiprocessing
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
+
+from bench.rss import peak_rss_bytes, rss_bytes
 
 _MIB = 1 << 20
 _SIZE = _MIB - 8 * 1024  # under the default 1 MiB input cap, so every message is decoded
 _TP = ("errors", 0)
 _CHART_LIMIT = 2 << 30
 SHAPES = ("message", "structured", "java", "python", "node", "otel", "extra", "wide")
-
-
-def _status(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status (not Linux?)")
 
 
 def hostile_message(index: int, size: int = _SIZE) -> bytes:
@@ -119,14 +113,14 @@ def intake_peak(count: int, size: int) -> tuple[int, int, int, int, int, int]:
     redactor = Redactor(settings.redaction)
     configure_gc()
     gc.collect()
-    before, total = _status("VmRSS"), 0
+    before, total = rss_bytes(), 0
     for offset, raw in enumerate(_messages(count, size)):
         total += len(raw)
         events = [redact_event(event, redactor) for event in decode_message(raw, decode)]
         for event in events:
             window.add(event, fingerprint_event(event), (_TP, offset), len(raw) // len(events))
     charged = cache_bytes().values()
-    return (_status("VmHWM") - before, total, sum(used for used, _ in charged), sum(budget for _, budget in charged),
+    return (peak_rss_bytes() - before, total, sum(used for used, _ in charged), sum(budget for _, budget in charged),
             window.open_bytes, window.max_open_bytes)
 
 
@@ -136,10 +130,10 @@ def floor_peak(count: int, size: int) -> int:
 
     decode = DecodeConfig()
     gc.collect()
-    before = _status("VmRSS")
+    before = rss_bytes()
     for raw in _messages(count, size):
         decode_message(raw, decode)
-    return _status("VmHWM") - before
+    return peak_rss_bytes() - before
 
 
 def measure(count: int, size: int = _SIZE) -> BoundedResult:

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from analysis.code.burst import analysis_id
+from analysis.code.burst import burst_id
 from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
 from bench.stats import Latency, latency
 from bench.timing import Timing, ratio
@@ -69,9 +69,7 @@ class _TimedService(Service):
             self.last_cpu = time.process_time()
 
     def _enqueue(self, closed: ClosedBurst) -> None:
-        cluster = closed.cluster
-        self.closed_at[analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen)].append(
-            time.time())
+        self.closed_at[burst_id(closed.cluster)].append(time.time())
         super()._enqueue(closed)
 
 

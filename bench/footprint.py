@@ -13,31 +13,22 @@ Two streams: real traces (`bench.realtraces`, about 1.2 kB a message) and short 
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import multiprocessing
 import random
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
 
 from bench import realtraces
 from bench.intake import Intake
+from bench.rss import rss_bytes, trim
 from bench.workload import commit_of, encode
 
 _MB = 1024 * 1024
 TARGET = 2.0
 _SHAPES = ("ecs", "logstash", "native", "otel")
-
-
-def rss_bytes() -> int:
-    """The resident set size of this process, from /proc/self/status."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status (not Linux?)")
 
 
 def short_bursts(bursts: int, per_burst: int, seed: int = 7) -> list[list[bytes]]:
@@ -109,9 +100,7 @@ def window_rss(blob: bytes, bursts: int) -> tuple[int, int, int]:
     closed = intake.window.flush()
     samples = sum(len(burst.cluster.samples) for burst in closed)
     del closed
-    gc.collect()
-    # Freed small strings stay in the C heap until trimmed; trimming shows what is really still held.
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    trim()
     return opened - before, rss_bytes() - before, samples
 
 

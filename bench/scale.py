@@ -12,17 +12,15 @@ count), and its peak (VmHWM, which includes the generator's chunks).
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import itertools
 import multiprocessing
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from bench.intake import Intake
+from bench.rss import peak_rss_bytes, rss_bytes, trim
 from bench.timing import kilo
 from bench.workload import WorkloadEvent, WorkloadSpec, stream
 
@@ -48,20 +46,13 @@ class Point:
                 f"+{self.rss_peak / _MB:.0f} MB), {self.signatures} signatures, {self.open_bursts} open bursts")
 
 
-def _status(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status (not Linux?)")
-
-
 def run_point(label: str, spec: WorkloadSpec) -> Point:
     """Feed `spec`'s stream through the intake in chunks; CPU of the feeding only, RSS growth."""
     events = stream(spec)
     intake = Intake(count_signatures=True)
     lines = [next(events).line]  # the generator's catalogue is built before the baseline
-    _trim()
-    before = _status("VmRSS")
+    trim()
+    before = rss_bytes()
     cpu_s = 0.0
     while lines:
         started = time.process_time()
@@ -69,15 +60,10 @@ def run_point(label: str, spec: WorkloadSpec) -> Point:
             intake.add(raw)
         cpu_s += time.process_time() - started
         lines = _next_lines(events)
-    _trim()  # what generating the stream freed is not the intake's
+    trim()  # what generating the stream freed is not the intake's
     signatures = len(intake.signatures or ())
-    return Point(label, spec.events, cpu_s, _status("VmRSS") - before, _status("VmHWM") - before, signatures,
+    return Point(label, spec.events, cpu_s, rss_bytes() - before, peak_rss_bytes() - before, signatures,
                  intake.window.open_count)
-
-
-def _trim() -> None:
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _next_lines(events: Iterator[WorkloadEvent]) -> list[bytes]:

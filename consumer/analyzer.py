@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Protocol
 
-from analysis.code.burst import analysis_id, cluster_info
+from analysis.code.burst import burst_analysis
 from analysis.errors import LogAgentError
 from analysis.event import Cluster
 from analysis.report import Analysis
@@ -29,14 +29,7 @@ class Analyzer(Protocol):
 
 def failed_analysis(cluster: Cluster, reason: str) -> Analysis:
     """The event published for a burst that cannot be analysed, so its offsets can still move on."""
-    return Analysis(
-        analysis_id=analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen),
-        status="failed",
-        analyzer="heuristic",
-        cluster=cluster_info(cluster),
-        commit=cluster.commit,
-        failure_reason=reason[:_MAX_FAILURE_CHARS],
-    )
+    return burst_analysis(cluster, "failed", cluster.commit, failure_reason=reason[:_MAX_FAILURE_CHARS])
 
 
 async def analyze_or_fail(

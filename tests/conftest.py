@@ -70,6 +70,14 @@ def create_bucket(endpoint: str, name: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def private_keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Real private key files of every format the redactor hides, generated once per session (tests.keys)."""
+    from tests.keys import generate_keys  # tests.keys needs `tool` from this module
+
+    return generate_keys(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="session")
 def embedder() -> OnnxEmbedder:
     """The real offline embedder, loaded and warmed once for the session."""
     model = OnnxEmbedder()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import git
 
 from analysis.code.blame import Blame, blame
-from analysis.code.burst import analysis_id, cluster_info
+from analysis.code.burst import burst_analysis
 from analysis.code.clue import Clue, ClueFinder, combine
 from analysis.code.filemap import FileIndex, FileMatch, frame_paths, is_generated_path, is_test_path
 from analysis.code.gitlog import changed_lines
@@ -76,6 +76,12 @@ class Findings:
     def culprit(self) -> Suspect | None:
         """The top suspect, if any frame mapped to the repository."""
         return self.suspects[0] if self.suspects else None
+
+    @property
+    def location(self) -> Location | None:
+        """The culprit as the report names it."""
+        top = self.culprit
+        return Location(path=top.path, line=top.line, function=top.function) if top else None
 
 
 def find_suspects(
@@ -345,16 +351,10 @@ def localise(
     root_cause = _root_cause_sentence(event, findings)
     if findings.excerpt and findings.excerpt_range:
         root_cause += f"\n\nCode at {findings.excerpt_range[0]}:\n{findings.excerpt}"
-    culprit = findings.culprit
-    location = Location(path=culprit.path, line=culprit.line, function=culprit.function) if culprit else None
-    return Analysis(
-        analysis_id=analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen),
-        status="heuristic",
-        analyzer="heuristic",
-        cluster=cluster_info(cluster),
-        commit=checkout.commit,
+    return burst_analysis(
+        cluster, "heuristic", checkout.commit,
         root_cause=root_cause,
-        culprit=location,
+        culprit=findings.location,
         suspects=list(findings.suspects),
         confidence=_confidence(findings),
         citations=citations,
@@ -380,15 +380,10 @@ def localise_trace(cluster: Cluster, why: str, in_app_prefixes: Sequence[str] = 
     for position, exc in enumerate(reversed(event.exceptions)):
         candidates += rank_exception(exc, position, locate)[0]
     findings = Findings(tuple(_suspect(c) for c in merge(candidates)[:_MAX_SUSPECTS]), "", None, ())
-    culprit = findings.culprit
-    return Analysis(
-        analysis_id=analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen),
-        status="heuristic",
-        analyzer="heuristic",
-        cluster=cluster_info(cluster),
-        commit=cluster.commit,
+    return burst_analysis(
+        cluster, "heuristic", cluster.commit,
         root_cause=_root_cause_sentence(event, findings),
-        culprit=Location(path=culprit.path, line=culprit.line, function=culprit.function) if culprit else None,
+        culprit=findings.location,
         suspects=list(findings.suspects),
         confidence=round(min(_confidence(findings), 0.3), 2),
         needs_review=True,

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from analysis.cache import OBJECT_BYTES, BoundedCache, memoize
 from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
+from analysis.intake.private_key import KEY_HEADERS, KeyBlockLines, redact_private_keys
 from analysis.intake.redact_rules import INTL, PRIVATE_KEY, RULES, Rule, looks_generated, placeholder, secret_key
 
 __all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_event", "redact_id", "redact_model", "redact_value"]
@@ -86,9 +87,6 @@ def _prefilter_pattern(rule: Rule) -> bytes:
     return _UPPER_BOUND.sub(r"{\1,}", pattern).encode()  # ... so character counts may not cap byte counts
 
 
-_KEY_HEADERS = b"PRIVATE KEY|PuTTY-User-Key-File-"  # what every private key block the redactor hides holds
-
-
 def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> None:
     cast("list[int]", hits).append(rule_id)
 
@@ -97,7 +95,7 @@ class _Prefilter:
     """One Hyperscan scan per text names the rules that may match it; with `pem`, a PEM block is `len(rules)`."""
 
     def __init__(self, rules: tuple[Rule, ...], pem: bool) -> None:
-        expressions = [_prefilter_pattern(rule) for rule in rules] + ([_KEY_HEADERS] if pem else [])
+        expressions = [_prefilter_pattern(rule) for rule in rules] + ([KEY_HEADERS] if pem else [])
         self._database = hyperscan.Database()
         self._database.compile(
             expressions=expressions, ids=list(range(len(expressions))),
@@ -154,10 +152,14 @@ class Redactor:
             self._texts.put(text, cached, _pair_bytes(text, cached))
         return cached
 
+    def key_block_lines(self) -> KeyBlockLines | None:
+        """A follower of private key blocks across lines redacted one at a time (None when keys are kept)."""
+        return KeyBlockLines(self.redact) if self.config.enabled and self._pem >= 0 else None
+
     def every_rule(self, text: str) -> str:
         """`text` through every enabled rule in turn, without the prefilter (the reference it must equal)."""
         if self._pem >= 0:
-            text = _redact_private_keys(text)
+            text = redact_private_keys(text)
         for rule in self._rules:
             text = rule.pattern.sub(rule.replacement, text)
         return self._apply_extra(text)
@@ -187,7 +189,7 @@ class Redactor:
     def _apply(self, text: str, hits: list[int]) -> str:
         pending = hits
         if pending[-1] == self._pem:  # PEM blocks go first, as in `every_rule`
-            text = _redact_private_keys(text)
+            text = redact_private_keys(text)
             pending = self._rule_hits(text, after=-1)
         while pending:
             index = pending[0]
@@ -240,39 +242,6 @@ class Redactor:
 
 def _pair_bytes(text: str, redacted: str) -> int:
     return OBJECT_BYTES + sys.getsizeof(text) + (0 if redacted is text else sys.getsizeof(redacted))
-
-
-_KEY_BEGIN = re.compile(r"-----BEGIN |---- BEGIN |PuTTY-User-Key-File-")
-_KEY_END = re.compile(r"-----END |---- END ")
-_DASHES = re.compile(r"-{1,5}")
-_PUTTY_END = re.compile(r"Private-(?:MAC|Hash):[ \t]{0,8}[0-9A-Fa-f]{0,128}")
-
-
-def _redact_private_keys(text: str) -> str:
-    """Private key blocks, found with plain searches (a regex over a huge block would backtrack): PEM,
-    SSH2 (RFC 4716, `---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----`) and PuTTY key files (to `Private-MAC:`).
-    The block may sit on one line with escaped line breaks (`\\n` in JSON); one with no end hides the rest."""
-    parts: list[str] = []
-    position = 0
-    while (begin := _KEY_BEGIN.search(text, position)) is not None:
-        if begin.group().startswith("PuTTY"):
-            end = _PUTTY_END.search(text, begin.end())
-            parts += [text[position : begin.start()], placeholder(PRIVATE_KEY)]
-            position = end.end() if end is not None else len(text)
-            continue
-        header_end = text.find("----", begin.end())
-        if header_end < 0:
-            break
-        if not text[begin.end() : header_end].rstrip().endswith(("PRIVATE KEY", "PRIVATE KEY BLOCK")):
-            parts.append(text[position : header_end + 4])
-            position = header_end + 4
-            continue
-        footer = _KEY_END.search(text, header_end + 4)
-        footer_end = text.find("----", footer.end()) if footer is not None else -1
-        parts += [text[position : begin.start()], placeholder(PRIVATE_KEY)]
-        position = cast("re.Match[str]", _DASHES.match(text, footer_end)).end() if footer_end >= 0 else len(text)
-    parts.append(text[position:])
-    return "".join(parts)
 
 
 # ---------------------------------------------------------------- events and values

@@ -81,9 +81,14 @@ _WORDS = rf"(?!\[REDACTED|\\)(?P<bv>{_BARE}{{1,512}}+(?:[ \t]{{1,5}}+{_BARE}{{1,
 
 # `android.os.BinderProxy@2bd79ce`: Java's default toString of an object, not a secret.
 _OBJECT_REF = re.compile(r"(?<![A-Za-z0-9_$.])[A-Za-z_$][A-Za-z0-9_$.]*@[0-9a-f]{1,8}")  # a name is tried once
-# `token=Token{a64f992 …}`, `secret=SecretStr(…)`: a type name before its repr, not a secret.
-_TYPE_NAME = re.compile(r"[A-Z][A-Za-z_$.]{0,127}")
-_REPR_OPENERS = "{(["
+# `token=Token{a64f992 …}`, `password=SecretStr('***')`: a type that holds a secret, named before its repr,
+# is no secret. Both must read so: a secret-holding type name (`password=Hunter[prod]` is a password) and
+# a repr after it (`password=Password[prod]` is one too).
+_TYPE_NAME = re.compile(r"[A-Z][A-Za-z_$.]{0,127}", re.ASCII)
+_HOLDER_TYPE = re.compile(rf"(?i:{_LONG_KEYS}|key)", re.ASCII)
+# A repr has a space, `=`, `,`, `:`, a quote, `*` or `@` inside its bracket, before any other bracket (which
+# also keeps a run of brackets from being scanned again from each one).
+_REPR_BODY = re.compile(r"[{(\[][^\[\](){}\r\n]{0,512}?[ =,:'\"*@]")
 
 
 def _value(match: re.Match[str]) -> str:
@@ -95,13 +100,17 @@ def _value(match: re.Match[str]) -> str:
     return str(groups.get("qv") or groups.get("eqv") or groups.get("bv") or "")
 
 
+def _type_repr(bare: str, match: re.Match[str]) -> bool:
+    """Whether `bare`, the value a key/value match found, is the type name of a secret holder's repr."""
+    return (_TYPE_NAME.fullmatch(bare) is not None and _HOLDER_TYPE.search(bare) is not None
+            and _REPR_BODY.match(match.string, match.end()) is not None)
+
+
 def _keyed(match: re.Match[str]) -> str:
     groups = match.groupdict()
     bare = groups.get("bv")
-    if bare is not None:
-        after = match.string[match.end() : match.end() + 1]
-        if _OBJECT_REF.fullmatch(bare) or (after and after in _REPR_OPENERS and _TYPE_NAME.fullmatch(bare)):
-            return match.group()
+    if bare is not None and (_OBJECT_REF.fullmatch(bare) or _type_repr(bare, match)):
+        return match.group()
     quote = groups.get("q") or groups.get("eq")
     if quote is not None:
         return f"{match.group('head')}{groups.get('pre') or ''}{quote}{placeholder('secret')}{quote}"

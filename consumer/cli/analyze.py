@@ -71,6 +71,8 @@ def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
         raw = handle.read(_MAX_EVENT_BYTES + 1)
     if len(raw) > _MAX_EVENT_BYTES:
         raise UsageError("the event is larger than 16 MiB")
+    if not raw.strip():
+        raise UsageError(f"the event is empty: {'stdin' if name == '-' else name} holds no JSON event")
     try:
         events = decode_message(raw.strip(), config)
     except BadInput as bad:

@@ -86,6 +86,8 @@ def open_binary(name: str) -> Iterator[BinaryIO]:
     if name == "-":
         yield sys.stdin.buffer
         return
+    if not name.strip():
+        raise UsageError("the file name is empty: name a file, or - for stdin")
     try:
         handle = Path(name).open("rb")  # noqa: SIM115 - closed by the context manager below
     except OSError as exc:

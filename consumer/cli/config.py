@@ -1,9 +1,10 @@
 """How the CLI turns the LOGAGENT_* environment into Settings, and `logagent config`, which shows the result.
 
 A mistake in the environment ends in one line that names the variable and the fix: a value that is not
-JSON where a list or object is expected, a value out of range or outside its choices, a combination that
-cannot work, a file that is missing or unreadable, and a LOGAGENT_* variable that names no setting (with
-the closest real name, since a misspelt variable would otherwise leave its default silently in force).
+JSON where a list or object is expected, a value out of range or outside its choices, a URL setting that
+is no http(s) URL, a combination that cannot work, a file that is missing or unreadable, and a LOGAGENT_*
+variable that names no setting (with the closest real name, since a misspelt variable would otherwise
+leave its default silently in force).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from consumer.cli.common import add_command, add_output_flags, readable
 from consumer.settings import ConfigError, Settings, env_name, masked_url
+from consumer.url import http_url
 
 __all__ = ["effective_settings", "load_settings", "register"]
 
@@ -67,6 +69,7 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         raise ConfigError(describe_error(error, ours)) from None
     token_envs = {spec.token_env.upper() for spec in settings.repo_servers().values() if spec.token_env}
     _refuse_unknown(ours, allowed=token_envs)
+    _check_urls(settings, ours)
     return settings
 
 
@@ -81,6 +84,13 @@ class _Leaf:
     @property
     def env(self) -> str:
         return env_name(*self.path)
+
+
+def _value(settings: Settings, leaf: _Leaf) -> Any:
+    value: Any = settings
+    for part in leaf.path:
+        value = getattr(value, part)
+    return value
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -157,6 +167,23 @@ def _check_json(ours: Mapping[str, str]) -> None:
             raise ConfigError(f"{name} is not JSON: write a JSON {shape}, e.g. {name}='{example}'") from None
 
 
+def _check_urls(settings: Settings, ours: Mapping[str, str]) -> None:
+    """Every URL setting (`url`, `*_url`) that is set holds an http(s) URL with a host (`consumer.url`)."""
+    for leaf in _leaves(Settings):
+        if leaf.path[-1] != "url" and not leaf.path[-1].endswith("_url"):
+            continue
+        value = _value(settings, leaf)
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if not isinstance(text, str) or (not text and leaf.field.default is None):  # unset
+            continue
+        try:
+            http_url(text)
+        except ValueError as error:
+            shown = isinstance(value, str) and leaf.env in ours
+            given = f"={masked_url(text)[:_MAX_VALUE_CHARS]}" if shown else ""
+            raise ConfigError(f"{leaf.env}{given} is invalid: {error}") from None
+
+
 def _refuse_unknown(ours: Mapping[str, str], allowed: set[str]) -> None:
     known = [leaf.env for leaf in _leaves(Settings)] + [env_name(*group) for group in _groups(Settings)]
     for name in sorted(ours):
@@ -201,11 +228,7 @@ def effective_settings(settings: Settings, environ: Mapping[str, str]) -> list[d
     given = {name.upper() for name in environ}
     rows: list[dict[str, str]] = []
     for leaf in _leaves(Settings):
-        value: Any = settings
-        for part in leaf.path:
-            value = getattr(value, part)
-        if leaf.path == ("repo", "servers"):
-            value = settings.repo_servers()
+        value = settings.repo_servers() if leaf.path == ("repo", "servers") else _value(settings, leaf)
         rows.append({"setting": leaf.env, "value": _show(value), "source": _source(leaf, given)})
     return rows
 

@@ -194,6 +194,9 @@ def _memory_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _memory_search(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.text.strip():  # an empty query would rank every case alike: the whole memory, unordered
+        raise UsageError("memory search needs an error text to compare with, e.g. "
+                         "logagent memory search 'KeyError price'")
     if _missing(settings):
         return 0
     with _store_errors():

@@ -2,7 +2,8 @@
 
 A line that decodes as an error event becomes that event as the service keeps it (decoded, normalised,
 every field redacted), as one JSON object; an OpenTelemetry line with several records becomes a JSON
-array of them. Any other line (plain text, or JSON that is no event) is redacted as text.
+array of them. Any other line (plain text, or JSON that is no event) is redacted as text; each line of
+a private key block pasted as text (PEM, SSH2, PuTTY) comes out as the placeholder.
 """
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ def _redact(args: argparse.Namespace, settings: Settings) -> int:
     config = decode_config(settings)
     redactor = Redactor(settings.redaction)
     out = sys.stdout.buffer
+    # A private key pasted as text spans lines: the first one is redacted here, the rest of the block there.
+    keys = redactor.key_block_lines()
     with open_binary(args.file) as lines:
         for raw in lines:
-            out.write(redact_line(raw.rstrip(b"\r\n"), config, redactor) + b"\n")
+            line = raw.rstrip(b"\r\n")
+            hidden = keys.redact(line.decode("utf-8", "replace")) if keys is not None else None
+            out.write((hidden.encode() if hidden is not None else redact_line(line, config, redactor)) + b"\n")
             out.flush()  # a user piping a live stream sees each line as it arrives
     return 0

@@ -92,6 +92,7 @@ class TestFingerprint:
     def test_missing_file_is_a_user_error(self, tmp_path: Path) -> None:
         """A file that does not exist ends with one line on stderr and exit code 2."""
         assert "cannot read" in _one_error_line(logagent("fingerprint", str(tmp_path / "absent.jsonl")))
+        assert "the file name is empty: name a file, or - for stdin" in _one_error_line(logagent("fingerprint", ""))
 
 
 class TestAnalyze:
@@ -138,6 +139,18 @@ class TestAnalyze:
         repo = str(services["orders-service"].repo)
         line = _one_error_line(logagent("analyze", "--repo", repo, "--offline", stdin=b"{not json"))
         assert "not_json" in line
+
+    def test_an_empty_event_is_named_empty(self, services: dict[str, SampleService], tmp_path: Path) -> None:
+        """Nothing on stdin, an empty file, or an empty --event name: one line saying so, exit code 2."""
+        repo = str(services["orders-service"].repo)
+        empty = tmp_path / "empty.json"
+        empty.write_bytes(b"\n")
+        assert "the event is empty: stdin holds no JSON event" in _one_error_line(
+            logagent("analyze", "--repo", repo, "--offline", stdin=b" \n"))
+        assert f"the event is empty: {empty} holds no JSON event" in _one_error_line(
+            logagent("analyze", "--repo", repo, "--offline", "--event", str(empty)))
+        assert "the file name is empty" in _one_error_line(
+            logagent("analyze", "--repo", repo, "--offline", "--event", ""))
 
     def test_missing_repository_is_a_user_error(self, stream: SampleStream, tmp_path: Path) -> None:
         """A --repo that is not a git repository ends with one line, exit code 2."""
@@ -287,3 +300,9 @@ class TestOtherCommands:
         """A malformed LOGAGENT_* variable names the setting in one line, no traceback."""
         proc = logagent("fingerprint", stdin=b"", env={"LOGAGENT_WINDOW__QUIET_S": "soon"})
         assert "LOGAGENT_WINDOW__QUIET_S=soon is invalid" in _one_error_line(proc)
+
+    def test_an_invalid_url_setting_stops_every_command(self) -> None:
+        """`LOGAGENT_OLLAMA_URL=notaurl` is refused at settings load, by the service and the tools alike."""
+        for command in (["run"], ["fingerprint"], ["memory", "servers"]):
+            proc = logagent(*command, env={"LOGAGENT_OLLAMA_URL": "notaurl"})
+            assert "LOGAGENT_OLLAMA_URL=notaurl is invalid: not an http(s) URL" in _one_error_line(proc), command

@@ -228,6 +228,12 @@ class TestMemorySearch:
                         data_dir=data_dir).stdout.decode()
         assert text.startswith("key-price  orders / acme") and re.search(r"similarity\s+0\.\d\d", text)
 
+    def test_an_empty_text_is_a_user_error(self, data_dir: Path) -> None:
+        """An empty or blank query would rank every case alike (the whole memory): one line, exit 2."""
+        for text in ("", "  \t"):
+            proc = logagent("memory", "search", text, data_dir=data_dir)
+            assert "needs an error text" in one_error_line(proc, 2) and proc.stdout == b""
+
 
 class TestMemoryForget:
     def test_forget_deletes_and_a_second_forget_exits_1(self, data_dir: Path) -> None:

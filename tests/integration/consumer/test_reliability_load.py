@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaProducer
 from analysis.code.repo import RepoConfig, RepoSync
 from analysis.event import Cluster
 from analysis.report import Analysis
+from bench.rss import rss_bytes
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
@@ -33,14 +34,6 @@ pytestmark = pytest.mark.integration
 
 T0 = 1_760_000_000.0
 MB = 1 << 20
-
-
-def rss_bytes() -> int:
-    """Resident set size of this process (the service runs in it), from /proc/self/status."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
 
 
 @dataclass

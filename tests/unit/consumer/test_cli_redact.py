@@ -11,6 +11,7 @@ from analysis.intake.decode import DecodeConfig
 from analysis.intake.redact import Redactor
 from consumer.cli import main
 from consumer.cli.redact import redact_line
+from tests.keys import python_trace, secret_lines
 
 CONFIG = DecodeConfig()
 REDACTOR = Redactor()
@@ -40,3 +41,62 @@ class TestRedactLine:
         assert main(["redact", str(path)]) == 0
         lines = capsysbinary.readouterr().out.splitlines()
         assert len(lines) == 2 and lines[1] == b"plain [REDACTED:email]"
+
+
+class TestPrivateKeyBlocks:
+    """A private key pasted as text spans lines, and every line of it goes, whatever tool wrote it."""
+
+    def _run(self, text: str, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> list[str]:
+        path = tmp_path / "in.log"
+        path.write_text(text)
+        assert main(["redact", str(path)]) == 0
+        return capsysbinary.readouterr().out.decode().splitlines()
+
+    def test_every_line_of_each_real_key_file_is_hidden(
+            self, private_keys: dict[str, str], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+        """PEM (PKCS#8, encrypted, with RFC 1421 headers), OpenSSH, SSH2 and PuTTY v2/v3 files: each of their
+        lines comes out as the placeholder, and the lines around them as usual, one output line per input line."""
+        for name, key in private_keys.items():
+            lines = self._run(f"loading key for bob@example.com\n{key}key loaded\n", tmp_path, capsysbinary)
+            assert len(lines) == len(key.splitlines()) + 2, name
+            assert lines[0] == "loading key for [REDACTED:email]", name
+            assert set(lines[1:-1]) == {"[REDACTED:private_key]"}, name
+            assert lines[-1] == "key loaded", name
+
+    def test_a_key_in_a_real_traceback_goes_with_the_frames_kept(
+            self, private_keys: dict[str, str], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+        """Python printed the key inside an exception message: its lines go, the traceback's frames stay."""
+        for name in ("pkcs8 rsa", "ppk v3 encrypted"):
+            trace = python_trace(private_keys[name], tmp_path)
+            lines = self._run(trace, tmp_path, capsysbinary)
+            out = "\n".join(lines)
+            assert len(lines) == len(trace.splitlines()), name
+            assert not [line for line in secret_lines(private_keys[name]) if line in out], name
+            assert "Private-MAC" not in out and "Traceback (most recent call last):" in out, name
+            assert 'in load\n    raise ValueError(' in out and "ValueError: bad key [REDACTED:private_key]" in out
+
+    def test_an_indented_key_in_a_config_dump_goes(
+            self, private_keys: dict[str, str], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+        """A YAML block scalar indents the key: the indented lines are the block's all the same."""
+        key = private_keys["openssh ed25519"]
+        indented = "".join(f"  {line}\n" for line in key.splitlines())
+        lines = self._run(f"tls:\n  key: |\n{indented}  port: 8443\n", tmp_path, capsysbinary)
+        assert lines[:2] == ["tls:", "  key: |"] and lines[-1] == "  port: 8443"
+        assert set(lines[2:-1]) == {"  [REDACTED:private_key]"}
+
+    def test_a_block_cut_short_gives_the_stream_back(
+            self, private_keys: dict[str, str], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+        """A header whose body never comes hides only itself and its body: the next log line is the stream's."""
+        key = private_keys["pkcs8 rsa"].splitlines()
+        lines = self._run(f"{key[0]}\n{key[1]}\n2024-01-15 ERROR checkout failed for bob@example.com\n", tmp_path,
+                          capsysbinary)
+        assert lines == ["[REDACTED:private_key]", "[REDACTED:private_key]",
+                         "2024-01-15 ERROR checkout failed for [REDACTED:email]"]
+
+    def test_text_after_a_footer_is_redacted_as_usual(
+            self, private_keys: dict[str, str], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+        """The footer's line keeps what follows the key, redacted."""
+        key = private_keys["pkcs8 rsa"].rstrip("\n")
+        lines = self._run(f"key={key} owner=bob@example.com\n", tmp_path, capsysbinary)
+        assert lines[0] == "key=[REDACTED:private_key]"
+        assert lines[-1] == "[REDACTED:private_key] owner=[REDACTED:email]"

@@ -75,6 +75,14 @@ MISTAKES = {
                                ["LOGAGENT_REDACTION__KINDS", "unknown redaction kinds: ['nope']"]),
     "redaction pattern not a regex": ({"LOGAGENT_REDACTION__EXTRA_PATTERNS": '{"x": "("}'},
                                       ["LOGAGENT_REDACTION__EXTRA_PATTERNS", "'x' is not a regular expression"]),
+    "Ollama shorthand not a URL": ({"LOGAGENT_OLLAMA_URL": "notaurl"},
+                                   ["LOGAGENT_OLLAMA_URL=notaurl is invalid", "not an http(s) URL", "http://host"]),
+    "Ollama URL without a host": ({"LOGAGENT_OLLAMA__URL": "http://:11434"},
+                                  ["LOGAGENT_OLLAMA__URL=http://:11434", "without a host"]),
+    "embedder URL of another scheme": ({"LOGAGENT_MEMORY__OLLAMA_URL": "ftp://ollama"},
+                                       ["LOGAGENT_MEMORY__OLLAMA_URL=ftp://ollama", "not an http(s) URL"]),
+    "API URL with a bad port": ({"LOGAGENT_NOTIFY__GITLAB__API_URL": "https://gitlab:99999/api/v4"},
+                                ["LOGAGENT_NOTIFY__GITLAB__API_URL=https://gitlab:99999/api/v4", "its port"]),
 }
 
 
@@ -112,6 +120,23 @@ class TestStartupMistakes:
                         LOGAGENT_KAFKA__SASL_MECHANISM="NOPE", LOGAGENT_KAFKA__SASL_PASSWORD="hunter2-secret")
         assert "LOGAGENT_KAFKA__SASL_MECHANISM=NOPE" in line
         assert "hunter2-secret" not in line
+
+    def test_a_secret_url_is_checked_but_never_echoed(self, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+        """A webhook URL is a secret (it may carry a token): the line names the variable, not the value."""
+        line = _refused(monkeypatch, capsys, LOGAGENT_NOTIFY__WEBHOOK__URL="https://hooks.example:s3cr3t-token/x")
+        assert line.startswith("logagent: LOGAGENT_NOTIFY__WEBHOOK__URL is invalid: not a URL")
+        assert "s3cr3t" not in line
+
+    def test_urls_and_unset_optional_urls_are_accepted(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """http and https URLs with a host, and an empty shorthand (no Ollama: heuristic mode), pass."""
+        monkeypatch.setenv("LOGAGENT_OLLAMA_URL", "")
+        monkeypatch.setenv("LOGAGENT_MEMORY__OLLAMA_URL", "https://[::1]:11434/")
+        monkeypatch.setenv("LOGAGENT_NOTIFY__SLACK__WEBHOOK_URL", "https://hooks.slack.example/services/T0/B0/x")
+        import os
+
+        settings = load_settings(os.environ)
+        assert settings.ollama.url is None and settings.memory.ollama_url == "https://[::1]:11434/"
 
     @pytest.mark.parametrize(("content", "expected"), [
         (b"{not json", "is not JSON"),

@@ -93,6 +93,8 @@ ATTACKER_REVIEW = [
     ("password=<hunter2>", "hunter2"),
     ("password=`hunter2`", "hunter2"),
     ("password=hunter2[prod]", "hunter2"),
+    ("password=Hunter[prod]", "Hunter"),
+    ("password=Password[prod]", "Password"),
     ("token=abc123(expired)", "abc123"),
     ("db_password: correct horse battery", "battery"),
     ('{"password": {"v": "hunter2"}}', "hunter2"),
@@ -153,6 +155,7 @@ class TestRedactor:
         """Counters and types under secret-like names, a type name before its repr, a cut line after `:`."""
         for text in ("token_count=5 token_type=Bearer max_tokens=512", "token=Token{a64f992 u0 com.app}",
                      "secret=SecretStr('**********')", "token: android.os.BinderProxy@2bd79ce",
+                     "Settings(db_password=SecretStr('**********'))", "token=AccessToken(scope=read)",
                      "password=[REDACTED:secret] was hidden", "card 5015 150454 240 counters"):
             assert REDACTOR.redact(text) == text, text
         assert REDACTOR.redact("password: hunter2, user: bob") == "password: [REDACTED:secret], user: bob"
