@@ -51,6 +51,7 @@ from store.table import (
     case_summary,
     check_compatible,
     cited_ranges,
+    ensure_primary_key,
     fetch_rows,
     memory_schema,
     row_analysis,
@@ -74,6 +75,7 @@ class MemoryStore:
         self._tables: dict[str, Any] = {}
         self._async_db: Any = None
         self._readers: dict[str, Any] = {}
+        self._keyed: set[str] = set()
 
     # -- connection and tables -------------------------------------------------------------------
 
@@ -132,6 +134,9 @@ class MemoryStore:
         table = self._table(server, create=True)
         if table is None:  # create=True always yields a table; this keeps the types honest
             raise StoreError(f"could not open or create the memory table of {server!r}")
+        if table.name not in self._keyed:
+            ensure_primary_key(table)
+            self._keyed.add(table.name)
         return table
 
     def open(self) -> None:
@@ -338,7 +343,9 @@ class MemoryStore:
                 and row.get("status") in STORABLE_STATUSES and float(row.get("feedback") or 0.0) >= 0.0]
         if not rows:
             return None
-        best = max(rows, key=lambda r: (r["status"] == "analyzed", float(r["trust"]), float(r["created_at"])))
+        # The id breaks ties, so every replica answers one failure from the same case.
+        best = max(rows, key=lambda r: (r["status"] == "analyzed", float(r["trust"]), float(r["created_at"]),
+                                        str(r["id"])))
         analysis = row_analysis(best)
         ranked = Ranked(candidate_of(best, analysis), 1.0, True, 1.0, 1.0)
         return past_case_of(ranked, best, analysis, Freshness(False), tenant)
