@@ -103,6 +103,49 @@ def run_writers(config: MemoryConfig, embedder: OnnxEmbedder, plans: list[Plan])
     return inserted
 
 
+def verdict_plan(writer: str, count: int) -> Plan:
+    """`count` verdicts, two in three on case `shared` and the others on `other`: mostly wrong (each halves
+    trust), every fifth correct."""
+    return Plan(verdicts=tuple(("other" if i % 3 == 2 else "shared", "correct" if i % 5 == 0 else "wrong",
+                                f"{writer}-{i}") for i in range(count)))
+
+
+class TestConcurrentVerdicts:
+    def test_no_verdict_is_lost_and_each_history_adds_up(self, backend: BackendFactory,
+                                                         embedder: OnnxEmbedder) -> None:
+        """Two replicas judging the same cases at once: every verdict is in the case's log, the case's
+        feedback is the net of the verdicts given, and its trust and `memory show` history are the
+        fold of its log in time order, from the trust the analyzer gave it."""
+        shared = backend("memory")
+        memory = MemoryStore(shared.config, embedder)
+        ids = ["shared", "other"]
+        for memory_id in ids:
+            memory.remember(case(memory_id))
+        plans = {writer: verdict_plan(writer, shared.writes) for writer in ("p", "q")}
+        run_writers(shared.config, embedder, list(plans.values()))
+        given = Counter((memory_id, verdict) for plan in plans.values() for memory_id, verdict, _ in plan.verdicts)
+        weights = shared.config.trust
+        lost, wrong_history, wrong_rows = 0, 0, 0
+        for memory_id in ids:
+            detail = memory.show(memory_id, NOW)
+            assert detail is not None
+            net = given[memory_id, "correct"] - given[memory_id, "wrong"]
+            lost += abs(int(detail.summary.feedback) - net)
+            assert len(detail.verdicts) == given[memory_id, "correct"] + given[memory_id, "wrong"]
+            trust = weights.llm
+            for verdict in detail.verdicts:  # the log's own order: oldest first
+                after = weights.human if verdict.verdict == "correct" else trust * weights.wrong_factor
+                wrong_history += (verdict.trust_before, verdict.trust_after) != pytest.approx((trust, after))
+                trust = after
+            wrong_rows += detail.summary.trust != pytest.approx(trust)
+            assert detail.trust_history[-1].trust == pytest.approx(detail.summary.trust)
+            assert detail.summary.note == detail.verdicts[-1].note
+        total = sum(given.values())
+        assert (lost, wrong_history, wrong_rows) == (0, 0, 0), (
+            f"of {total} verdicts: {lost} lost from feedback, {wrong_history} with a wrong trust history, "
+            f"{wrong_rows} of {len(ids)} cases whose trust is not the fold of their log")
+
+
 class TestConcurrentRemember:
     def test_a_replayed_analysis_is_stored_once_and_recurrences_agree(self, backend: BackendFactory,
                                                                       embedder: OnnxEmbedder) -> None:
