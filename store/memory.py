@@ -37,10 +37,9 @@ from store.record import (
     RememberResult,
     ServerSummary,
     Verdict,
-    VerdictEntry,
 )
 from store.relevance import Ranked, RankQuery, cosine, rank, select
-from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_float, sql_string, table_name
+from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_string, table_name
 from store.table import (
     NEW_TABLE_OPTIONS,
     RECALL_COLUMNS,
@@ -51,12 +50,13 @@ from store.table import (
     case_summary,
     check_compatible,
     cited_ranges,
+    ensure_primary_key,
     fetch_rows,
     memory_schema,
     row_analysis,
     with_retries,
 )
-from store.verdicts import append_verdict, forget_verdicts, read_verdicts
+from store.verdicts import forget_verdicts, judge, read_verdicts
 
 T = TypeVar("T")
 _VISIBLE_POLL_S = 0.01
@@ -74,6 +74,7 @@ class MemoryStore:
         self._tables: dict[str, Any] = {}
         self._async_db: Any = None
         self._readers: dict[str, Any] = {}
+        self._keyed: set[str] = set()
 
     # -- connection and tables -------------------------------------------------------------------
 
@@ -132,6 +133,9 @@ class MemoryStore:
         table = self._table(server, create=True)
         if table is None:  # create=True always yields a table; this keeps the types honest
             raise StoreError(f"could not open or create the memory table of {server!r}")
+        if table.name not in self._keyed:
+            ensure_primary_key(table)
+            self._keyed.add(table.name)
         return table
 
     def open(self) -> None:
@@ -204,32 +208,20 @@ class MemoryStore:
     def feedback(self, server: str | None, analysis_id: str, verdict: Verdict, note: str = "") -> bool:
         """Apply a human verdict: `correct` raises trust to human-confirmed and feedback +1; `wrong`
         lowers trust and feedback -1, or forgets the case (`forget_on_wrong`). Without `server` every
-        memory table is searched (the CLI only knows the id). False when no case has that id."""
+        memory table is searched (the CLI only knows the id). False when no case has that id.
+
+        The verdict goes to the case's verdict log, and the row is set to what the log adds up to
+        (`store.verdicts.judge`), so replicas judging one case at once lose no verdict."""
         if verdict not in ("correct", "wrong"):
             raise RefusedCase(f"verdict must be 'correct' or 'wrong', not {verdict!r}")
         if verdict == "wrong" and self._config.forget_on_wrong:
             return self.forget(analysis_id, server=server) > 0
-        weights = self._config.trust
         clean_note = "".join(ch if ch.isprintable() else " " for ch in note)[:_NOTE_CHARS]
-        values = {"feedback_note": sql_string(clean_note)}
-        if verdict == "correct":
-            values |= {"trust": sql_float(weights.human), "feedback": "feedback + 1.0"}
-        else:
-            values |= {"trust": f"trust * {sql_float(weights.wrong_factor)}", "feedback": "feedback - 1.0"}
-        where = f"id = {sql_string(analysis_id)}"
-        updated = 0
+        found = False
         for table in self._tables_for(server):
-            before = fetch_rows(table.search().where(where).select(["trust"]), 1)
-            updated += self._retry(lambda t=table: t.update(where=where, values_sql=values)).rows_updated
-            if before:
-                self._log_verdict(table.name, analysis_id, verdict, clean_note, float(before[0]["trust"]))
-        return updated > 0
-
-    def _log_verdict(self, table_name: str, analysis_id: str, verdict: Verdict, note: str, before: float) -> None:
-        weights = self._config.trust
-        after = weights.human if verdict == "correct" else before * weights.wrong_factor
-        entry = VerdictEntry(time.time(), verdict, note, before, after)
-        self._retry(lambda: append_verdict(self._connection(), table_name, analysis_id, entry))
+            found |= judge(self._connection(), table, analysis_id, verdict, clean_note, self._config.trust,
+                           retry=self._retry, rounds=self._config.commit_retries + 2)
+        return found
 
     def forget(self, analysis_id: str, *, server: str | None = None) -> int:
         """Delete a case by id (in `server`'s table, or in every memory table); returns rows deleted."""
@@ -338,7 +330,9 @@ class MemoryStore:
                 and row.get("status") in STORABLE_STATUSES and float(row.get("feedback") or 0.0) >= 0.0]
         if not rows:
             return None
-        best = max(rows, key=lambda r: (r["status"] == "analyzed", float(r["trust"]), float(r["created_at"])))
+        # The id breaks ties, so every replica answers one failure from the same case.
+        best = max(rows, key=lambda r: (r["status"] == "analyzed", float(r["trust"]), float(r["created_at"]),
+                                        str(r["id"])))
         analysis = row_analysis(best)
         ranked = Ranked(candidate_of(best, analysis), 1.0, True, 1.0, 1.0)
         return past_case_of(ranked, best, analysis, Freshness(False), tenant)
@@ -380,7 +374,7 @@ class MemoryStore:
         for table in self._tables_for(server):
             rows = fetch_rows(table.search().where(where), 1)
             if rows:
-                verdicts = read_verdicts(self._connection(), table.name, memory_id)
+                verdicts = read_verdicts(self._connection(), table.name, memory_id, self._config.trust)
                 return case_detail(rows[0], verdicts, self._config, now, commit=commit, is_changed=is_changed)
         return None
 

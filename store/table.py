@@ -17,6 +17,8 @@ META_DIM = b"logagent.embedding_dim"
 META_EMBEDDER = b"logagent.embedder"
 META_SCHEMA = b"logagent.schema_version"
 SCHEMA_VERSION = b"1"
+_PRIMARY_KEY = "lance-schema:unenforced-primary-key"
+_KEY_ATTEMPTS = 5
 
 _CITED = pa.struct([
     pa.field("path", pa.string()),
@@ -45,7 +47,7 @@ def memory_schema(dim: int, embedder: str) -> pa.Schema:
     """The schema of a `memory_<server>` table; its metadata pins the embedding dimension and model."""
     return pa.schema(
         [
-            pa.field("id", pa.string(), nullable=False),
+            pa.field("id", pa.string(), nullable=False, metadata={_PRIMARY_KEY: "true"}),
             pa.field("server", pa.string(), nullable=False),
             pa.field("tenant", pa.string(), nullable=False),
             pa.field("scope", pa.string(), nullable=False),
@@ -66,6 +68,29 @@ def memory_schema(dim: int, embedder: str) -> pa.Schema:
         ],
         metadata={META_DIM: str(dim).encode(), META_EMBEDDER: embedder.encode(), META_SCHEMA: SCHEMA_VERSION},
     )
+
+
+def ensure_primary_key(table: Any) -> None:
+    """Declare `id` the table's primary key, if a table made before it was declared lacks it.
+
+    Two replicas storing the same analysis at once (a replay) each find no row with its id and insert
+    it; only with `id` declared the key does LanceDB see the two inserts conflict, retry the later one
+    and find the row there. (Tables made by `memory_schema` have it from the start.)
+    """
+    for _ in range(_KEY_ATTEMPTS):
+        if _keyed(table.schema):
+            return
+        try:
+            table.set_unenforced_primary_key("id")
+        except (ValueError, RuntimeError):  # another replica declared it first, or committed meanwhile
+            table.checkout_latest()
+    if not _keyed(table.schema):
+        raise StoreError(f"could not declare the key of {table.name}", retriable=True)
+
+
+def _keyed(schema: pa.Schema) -> bool:
+    metadata = schema.field("id").metadata or {}
+    return any(key.startswith(_PRIMARY_KEY.encode()) for key in metadata)
 
 
 def check_compatible(schema: pa.Schema, dim: int, embedder: str, table: str) -> None:

@@ -1,20 +1,32 @@
-"""The verdict log: every human verdict on a case, appended to a table of its own beside the case's.
+"""The verdict log: every human verdict on a case, appended to a table of its own beside the case's, and
+the truth the case's row is brought to.
 
-A case row keeps only the sum of its verdicts and the latest note; the log keeps each verdict with its
-note and the trust before and after, so `logagent memory show` can tell a case's history. Appends never
-conflict the way updates of one row can, so a verdict is in the log even when its row update lost a race.
+A case row keeps what recall ranks and filters by: the net of its verdicts (`feedback`), the trust they
+leave and the latest note. The log keeps each verdict with its note, so `logagent memory show` can tell a
+case's history. Appends never lose one another, so the row is not counted up in place: it is set to the
+fold of the log (`fold_verdicts`), and checked against it again (`judge`).
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
+from store.config import TrustWeights
 from store.record import Verdict, VerdictEntry
 from store.scope import TABLE_PREFIX, sql_string
 
-__all__ = ["append_verdict", "forget_verdicts", "read_verdicts", "verdict_table"]
+__all__ = ["VerdictFold", "append_verdict", "fold_verdicts", "forget_verdicts", "judge", "read_verdicts",
+           "verdict_table"]
+
+log = logging.getLogger("logagent.memory")
 
 _PREFIX = "verdicts_"
 _SCHEMA = pa.schema([
@@ -25,7 +37,91 @@ _SCHEMA = pa.schema([
     pa.field("trust_before", pa.float64()),
     pa.field("trust_after", pa.float64()),
 ])
-_MAX_ENTRIES = 1_000
+_CASE_COLUMNS = ["trust", "feedback", "feedback_note"]
+
+Retry = Callable[[Callable[[], Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictFold:
+    """What a case's verdicts add up to, and each verdict with the trust before and after it, in order."""
+
+    trust: float
+    feedback: float
+    note: str
+    entries: tuple[VerdictEntry, ...]
+
+    def matches(self, row: dict[str, Any]) -> bool:
+        """Whether a case row (`trust`, `feedback`, `feedback_note`) already holds this fold."""
+        return (math.isclose(float(row["trust"] or 0.0), self.trust, rel_tol=1e-9, abs_tol=1e-12)
+                and float(row["feedback"] or 0.0) == self.feedback and (row["feedback_note"] or "") == self.note)
+
+
+def fold_verdicts(entries: Sequence[VerdictEntry], weights: TrustWeights) -> VerdictFold | None:
+    """The log folded in time order: `correct` sets trust to the human weight, `wrong` multiplies it by
+    the wrong factor, from the trust the case had before its first verdict (that entry's `trust_before`);
+    feedback is the number of correct verdicts less the wrong ones. None for an empty log."""
+    if not entries:
+        return None
+    ordered = sorted(entries, key=lambda e: (e.at, e.verdict, e.note))  # the same order for every writer
+    trust, feedback, folded = ordered[0].trust_before, 0.0, []
+    for entry in ordered:
+        after = _after(trust, entry.verdict, weights)
+        folded.append(replace(entry, trust_before=trust, trust_after=after))
+        trust, feedback = after, feedback + (1.0 if entry.verdict == "correct" else -1.0)
+    return VerdictFold(trust, feedback, ordered[-1].note, tuple(folded))
+
+
+def _after(trust: float, verdict: Verdict, weights: TrustWeights) -> float:
+    return weights.human if verdict == "correct" else trust * weights.wrong_factor
+
+
+def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weights: TrustWeights, *,
+          retry: Retry, rounds: int) -> bool:
+    """Append a verdict on case `memory_id` of memory `table` to its log, then bring the case row to the
+    fold of the log. False when the table holds no such case.
+
+    Why the row ends right when replicas judge one case at once: a writer appends its verdict before it
+    writes the row, writes nothing but a fold of the log, and after every write re-reads log and row at
+    their latest versions, stopping only when the row equals the fold. Take the last append: its
+    writer's check after it reads the whole log. Either no row write follows that check, and the row it
+    found equal to the whole log's fold stays; or the last write of all follows it, and that write's
+    writer checks after it against the whole log too, so a stale fold (from a writer that read the log
+    before the last append and committed last) is seen and rewritten. Only a writer that runs out of
+    `rounds` while others keep writing can leave the row behind; the next verdict on the case repairs
+    it, and `memory show` tells the history from the log whatever the row holds.
+
+    Each entry keeps in `trust_before` the trust before the case's first verdict (the earliest entry's,
+    or the row's when the log was empty, read before the log so no verdict had touched it), so the fold
+    starts from it whatever the writers' clocks; `trust_after` is this writer's fold at the time.
+    """
+    where = f"id = {sql_string(memory_id)}"
+    row = _case_row(table, where)
+    if row is None:
+        return False
+    seen = _log_entries(db, table.name, memory_id)
+    folded = fold_verdicts(seen, weights)
+    base = folded.entries[0].trust_before if folded else float(row["trust"] or 0.0)
+    entry = VerdictEntry(time.time(), verdict, note, base, _after(folded.trust if folded else base, verdict,
+                                                                  weights))
+    retry(lambda: append_verdict(db, table.name, memory_id, entry))
+    fold = fold_verdicts([*seen, entry], weights)
+    for _ in range(rounds):
+        if fold is not None:
+            retry(partial(table.update, where=where,
+                          values={"trust": fold.trust, "feedback": fold.feedback, "feedback_note": fold.note}))
+        fold = fold_verdicts(_log_entries(db, table.name, memory_id), weights)
+        row = _case_row(table, where)
+        if row is None or fold is None or fold.matches(row):  # forgotten meanwhile, or settled
+            return True
+    log.warning("case row still differs from its verdict log", extra={"fields": {"memory_id": memory_id}})
+    return True
+
+
+def _case_row(table: Any, where: str) -> dict[str, Any] | None:
+    table.checkout_latest()  # whatever `read_consistency_s` allows other reads, these see every commit
+    rows: list[dict[str, Any]] = table.search().where(where).select(_CASE_COLUMNS).limit(1).to_list()
+    return rows[0] if rows else None
 
 
 def verdict_table(memory_table: str) -> str:
@@ -35,7 +131,7 @@ def verdict_table(memory_table: str) -> str:
 
 def _open(db: Any, memory_table: str) -> Any | None:
     try:
-        return db.open_table(verdict_table(memory_table))
+        return db.open_table(verdict_table(memory_table))  # opened afresh: at its latest version
     except ValueError:  # LanceDB's "was not found": nobody gave a verdict on this server yet
         return None
 
@@ -53,14 +149,19 @@ def append_verdict(db: Any, memory_table: str, memory_id: str, entry: VerdictEnt
     table.add(pa.Table.from_pylist([row], schema=_SCHEMA))
 
 
-def read_verdicts(db: Any, memory_table: str, memory_id: str) -> tuple[VerdictEntry, ...]:
-    """The verdicts on `memory_id`, oldest first."""
+def read_verdicts(db: Any, memory_table: str, memory_id: str, weights: TrustWeights) -> tuple[VerdictEntry, ...]:
+    """The verdicts on `memory_id`, oldest first, each with the trust before and after it by the fold."""
+    fold = fold_verdicts(_log_entries(db, memory_table, memory_id), weights)
+    return fold.entries if fold else ()
+
+
+def _log_entries(db: Any, memory_table: str, memory_id: str) -> list[VerdictEntry]:
     table = _open(db, memory_table)
     if table is None:
-        return ()
-    rows = table.search().where(f"memory_id = {sql_string(memory_id)}").limit(_MAX_ENTRIES).to_list()
-    rows.sort(key=lambda row: float(row["at"]))
-    return tuple(_entry(row) for row in rows)
+        return []
+    # The whole log: every writer must fold the same entries.
+    rows = table.search().where(f"memory_id = {sql_string(memory_id)}").limit(None).to_list()
+    return [_entry(row) for row in rows]
 
 
 def forget_verdicts(db: Any, memory_table: str, memory_id: str) -> None:
