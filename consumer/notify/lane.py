@@ -36,8 +36,9 @@ from consumer.notify.metrics import NotifyMetrics
 from consumer.notify.notice import BadNotice, Notice, read_event
 from consumer.notify.routing import RateLimiter, refusal
 from consumer.notify.transport import DeliveryError, Outcome
+from consumer.notify_settings import NotifySettings, NotifySinkSettings
 from consumer.retry import Backoff, sleep_unless
-from consumer.settings import KafkaSettings, NotifySettings, NotifySinkSettings
+from consumer.settings import KafkaSettings
 
 __all__ = ["Sink", "SinkLane"]
 
