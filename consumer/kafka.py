@@ -12,11 +12,12 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 from aiokafka.helpers import create_ssl_context
 
 from consumer.retry import Backoff, sleep_unless
-from consumer.settings import ConfigError, KafkaSettings, env_name
+from consumer.settings import ConfigError, KafkaSettings, RepartitionSettings, env_name
 from consumer.window import PartitionKey
 
 __all__ = [
@@ -26,7 +27,9 @@ __all__ = [
     "as_topic_partition",
     "commit_offsets",
     "dlq_headers",
+    "ensure_repartition_topic",
     "make_consumer",
+    "make_forward_producer",
     "make_producer",
     "measure_lag",
     "start_client",
@@ -64,9 +67,10 @@ def _security(kafka: KafkaSettings) -> dict[str, Any]:
 
 
 def make_consumer(
-    kafka: KafkaSettings, listener: ConsumerRebalanceListener | None = None
+    kafka: KafkaSettings, listener: ConsumerRebalanceListener | None = None, topics: Sequence[str] = ()
 ) -> AIOKafkaConsumer:
-    """A group consumer of the input topic with auto-commit off: offsets move only when work is done."""
+    """A group consumer of `topics` (default: the input topic) with auto-commit off: offsets move only when
+    work is done."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=kafka.bootstrap_servers,
         group_id=kafka.group_id,
@@ -80,7 +84,7 @@ def make_consumer(
         max_poll_records=kafka.max_poll_records,
         **_security(kafka),
     )
-    consumer.subscribe([kafka.input_topic], listener=listener)
+    consumer.subscribe(list(topics or [kafka.input_topic]), listener=listener)
     return consumer
 
 
@@ -96,13 +100,73 @@ def make_producer(kafka: KafkaSettings) -> AIOKafkaProducer:
     )
 
 
-async def start_client(client: AIOKafkaConsumer | AIOKafkaProducer, kafka: KafkaSettings) -> None:
+def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings) -> AIOKafkaProducer:
+    """The key stage's producer: batches forwards (`linger_ms`) and compresses them; records of one key keep
+    their order, since aiokafka sends one batch per partition at a time."""
+    return AIOKafkaProducer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        client_id=f"{kafka.client_id}-forward",
+        acks="all",
+        enable_idempotence=kafka.enable_idempotence,
+        linger_ms=repartition.linger_ms,
+        compression_type=None if repartition.compression == "none" else repartition.compression,
+        max_request_size=max(1_048_576, 2 * kafka.dlq_max_value_bytes),
+        **_security(kafka),
+    )
+
+
+async def ensure_repartition_topic(kafka: KafkaSettings, repartition: RepartitionSettings) -> str:
+    """Create the repartition topic unless it exists (partitions: the setting, else the input topic's); its
+    name. A missing input topic, or a broker refusing the creation, is a ConfigError naming the fix."""
+    name = repartition.topic_for(kafka.group_id)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, client_id=kafka.client_id,
+                                request_timeout_ms=max(kafka.rebalance_timeout_ms, 10_000), **_security(kafka))
+    await start_client(admin, kafka)
+    try:
+        # Listing first: some brokers (tansu) create a topic that is merely described.
+        listed = set(await admin.list_topics())
+        if name in listed or not repartition.create:
+            return name
+        partitions = repartition.partitions
+        if not partitions:
+            if kafka.input_topic not in listed:
+                raise ConfigError(f"the input topic {kafka.input_topic!r} does not exist, so the repartition "
+                                  f"topic cannot take its partition count: create it, or set "
+                                  f"{env_name('repartition', 'partitions')}")
+            (described,) = await admin.describe_topics([kafka.input_topic])
+            partitions = len(described["partitions"])
+        configs = {"retention.ms": str(repartition.retention_ms), "cleanup.policy": "delete",
+                   "compression.type": "producer"}
+        topic = NewTopic(name, partitions, repartition.replication_factor, topic_configs=configs)
+        try:
+            response = await admin.create_topics([topic])
+        except TopicAlreadyExistsError:  # another replica created it first
+            return name
+        for _, code, message in response.topic_errors:
+            if code not in (0, TopicAlreadyExistsError.errno):
+                raise ConfigError(f"cannot create the repartition topic {name!r} (error {code}: {message}); "
+                                  f"create it beforehand (docs/architecture.md) and set "
+                                  f"{env_name('repartition', 'create')}=false, or check "
+                                  f"{env_name('repartition', 'replication_factor')}")
+        # Until the metadata lists it, a producer could make the broker auto-create it with defaults.
+        for _ in range(100):
+            if name in set(await admin.list_topics()):
+                break
+            await asyncio.sleep(0.1)
+        log.info("repartition topic created", extra={"fields": {"topic": name, "partitions": partitions}})
+        return name
+    finally:
+        await admin.close()
+
+
+async def start_client(client: AIOKafkaConsumer | AIOKafkaProducer | AIOKafkaAdminClient,
+                       kafka: KafkaSettings) -> None:
     """Start a consumer or producer; a broker it cannot reach or log in to is a ConfigError naming the
     settings to check (the process exits 2 and the orchestrator retries it)."""
     try:
         await client.start()
     except KafkaError as error:
-        await client.stop()
+        await (client.close() if isinstance(client, AIOKafkaAdminClient) else client.stop())
         detail = " ".join(str(error).split())[:200]
         if not detail.startswith(type(error).__name__):
             detail = f"{type(error).__name__}: {detail}".rstrip(": ")
