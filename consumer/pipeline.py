@@ -112,6 +112,11 @@ class Service:
         return all(read.get(tp, -1) >= offset for tp, offset in self._key_stage.forwarded.items()
                    if tp in self._assigned)
 
+    @property
+    def assigned(self) -> frozenset[PartitionKey]:
+        """The partitions (input and repartition) this replica owns now."""
+        return frozenset(self._assigned)
+
     def idle(self) -> bool:
         """Caught up with every assigned partition, with no open burst and no queued or running analysis."""
         return (

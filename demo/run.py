@@ -84,6 +84,8 @@ def demo_settings(settings: Settings, bootstrap_servers: str, data_dir: Path) ->
             "max_message_bytes": _DEMO_MAX_MESSAGE_BYTES, "in_app_prefixes": list(DEMO_IN_APP_PREFIXES),
         }),
         "pipeline": settings.pipeline.model_copy(update={"poll_timeout_ms": 100}),
+        # One broker: one copy of each repartition partition.
+        "repartition": settings.repartition.model_copy(update={"replication_factor": 1}),
         "memory": settings.memory.model_copy(update={"uri": str(data_dir / "memory")}),
     })
 
@@ -106,9 +108,12 @@ async def execute_demo(
         progress.stage(broker_line(broker.bootstrap_servers))
         settings = demo_settings(settings, broker.bootstrap_servers, workdir)
         kafka = settings.kafka
+        # The repartition topic as the service would make it: as many partitions as the input.
+        repartition = settings.repartition.topic_for(kafka.group_id)
         topics = [kafka.input_topic, kafka.output_topic, kafka.dlq_topic, kafka.review_topic,
-                  kafka.feedback_topic]
-        await create_topics(broker.bootstrap_servers, topics, {kafka.input_topic: _INPUT_PARTITIONS})
+                  kafka.feedback_topic, repartition]
+        await create_topics(broker.bootstrap_servers, topics,
+                            {kafka.input_topic: _INPUT_PARTITIONS, repartition: _INPUT_PARTITIONS})
         services = build_sample_repos(workdir / "samples")
         progress.stage(repos_line(services, keep / "samples" if keep is not None else None))
         stream = build_stream(services, events, seed, settings.input.max_message_bytes)
