@@ -28,6 +28,7 @@ __all__ = [
     "commit_offsets",
     "dlq_headers",
     "ensure_repartition_topic",
+    "forward_max_bytes",
     "make_consumer",
     "make_forward_producer",
     "make_producer",
@@ -100,9 +101,16 @@ def make_producer(kafka: KafkaSettings) -> AIOKafkaProducer:
     )
 
 
-def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings) -> AIOKafkaProducer:
+def forward_max_bytes(max_message_bytes: int) -> int:
+    """The largest repartition record: the largest accepted input message, plus its headers."""
+    return max(1_048_576, max_message_bytes + 262_144)
+
+
+def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings,
+                          max_message_bytes: int) -> AIOKafkaProducer:
     """The key stage's producer: batches forwards (`linger_ms`) and compresses them; records of one key keep
-    their order, since aiokafka sends one batch per partition at a time."""
+    their order, since aiokafka sends one batch per partition at a time. Every message the input accepts
+    (`max_message_bytes`) fits, so no valid event fails its forward."""
     return AIOKafkaProducer(
         bootstrap_servers=kafka.bootstrap_servers,
         client_id=f"{kafka.client_id}-forward",
@@ -110,12 +118,13 @@ def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings
         enable_idempotence=kafka.enable_idempotence,
         linger_ms=repartition.linger_ms,
         compression_type=None if repartition.compression == "none" else repartition.compression,
-        max_request_size=max(1_048_576, 2 * kafka.dlq_max_value_bytes),
+        max_request_size=forward_max_bytes(max_message_bytes),
         **_security(kafka),
     )
 
 
-async def ensure_repartition_topic(kafka: KafkaSettings, repartition: RepartitionSettings) -> str:
+async def ensure_repartition_topic(kafka: KafkaSettings, repartition: RepartitionSettings,
+                                   max_message_bytes: int) -> str:
     """Create the repartition topic unless it exists (partitions: the setting, else the input topic's); its
     name. A missing input topic, or a broker refusing the creation, is a ConfigError naming the fix."""
     name = repartition.topic_for(kafka.group_id)
@@ -136,7 +145,7 @@ async def ensure_repartition_topic(kafka: KafkaSettings, repartition: Repartitio
             (described,) = await admin.describe_topics([kafka.input_topic])
             partitions = len(described["partitions"])
         configs = {"retention.ms": str(repartition.retention_ms), "cleanup.policy": "delete",
-                   "compression.type": "producer"}
+                   "compression.type": "producer", "max.message.bytes": str(forward_max_bytes(max_message_bytes))}
         topic = NewTopic(name, partitions, repartition.replication_factor, topic_configs=configs)
         try:
             response = await admin.create_topics([topic])

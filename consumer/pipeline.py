@@ -101,10 +101,14 @@ class Service:
         self._window = self._window_stage.window
         self._key_stage: KeyStage | None = None
 
+    def _read_to_end(self) -> bool:
+        """Every assigned partition read to its end, as of the last fetch."""
+        return bool(self._assigned) and all(self._lag.get(tp) == 0 for tp in self._assigned)
+
     def _caught_up(self) -> bool:
-        """Every assigned partition read to its end (as of the last fetch), including what this replica
-        forwarded to repartition partitions it owns itself (the last fetch may predate those)."""
-        if not self._assigned or any(self._lag.get(tp) != 0 for tp in self._assigned):
+        """Read to the end, including what this replica forwarded to repartition partitions it owns itself
+        (the last fetch may predate those)."""
+        if not self._read_to_end():
             return False
         if self._key_stage is None:
             return True
@@ -139,9 +143,10 @@ class Service:
             topics = [kafka.input_topic]
             forward_sink = sink
             if self._forward:
-                await ensure_repartition_topic(kafka, self._settings.repartition)
+                max_bytes = self._settings.input.max_message_bytes
+                await ensure_repartition_topic(kafka, self._settings.repartition, max_bytes)
                 topics.append(self._repartition_topic)
-                forwarder = make_forward_producer(kafka, self._settings.repartition)
+                forwarder = make_forward_producer(kafka, self._settings.repartition, max_bytes)
                 await start_client(forwarder, kafka)
                 stack.push_async_callback(forwarder.stop)
                 forward_sink = EventSink(forwarder)
@@ -202,7 +207,9 @@ class Service:
             if self._clock() >= next_expire:
                 # Wall-time idleness only counts when nothing is waiting to be read: a paused or lagging
                 # consumer would otherwise split bursts whose next events are still in the backlog.
-                idle_by_wall = self._caught_up() and not self._paused and not key_stage.pending
+                # A forward still in flight is not a backlog: under a steady stream one always is, and
+                # waiting for none would keep every quiet burst open until its length cap.
+                idle_by_wall = self._read_to_end() and not self._paused
                 window_stage.expire(self._clock(), idle_by_wall)
                 next_expire = self._clock() + _EXPIRE_INTERVAL_S
             self._apply_backpressure(consumer)
@@ -312,6 +319,9 @@ class Service:
             log.warning("the broker lost this group's offsets; reading the partitions from their start")
             self._read_from_start |= gone
             self._window_stage.forget_replays()
+            if self._forward:  # the repartition topic went with the rest
+                await ensure_repartition_topic(self._settings.kafka, self._settings.repartition,
+                                               self._settings.input.max_message_bytes)
         else:
             await self._commit(only=gone)
         self._window_stage.revoke(gone)
