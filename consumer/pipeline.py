@@ -191,8 +191,12 @@ class Service:
             read = 0
             for tp, messages in batch.items():
                 if tp.topic == self._repartition_topic and self._forward:
-                    self.stats.records_in += len(messages)
-                    for message in messages:
+                    for message in messages:  # counting is cheap, but a record may close a burst
+                        if read and time.monotonic() > turn_ends:
+                            consumer.seek(as_topic_partition(tp), message.offset)
+                            break
+                        read += 1
+                        self.stats.records_in += 1
                         window_stage.ingest(tp, message)
                     continue
                 for message in messages:
@@ -210,7 +214,8 @@ class Service:
                 # A forward still in flight is not a backlog: under a steady stream one always is, and
                 # waiting for none would keep every quiet burst open until its length cap.
                 idle_by_wall = self._read_to_end() and not self._paused
-                window_stage.expire(self._clock(), idle_by_wall)
+                # Closing builds samples (decoding them): it too stops at the turn's length.
+                window_stage.expire(self._clock(), idle_by_wall, time.monotonic() + pipeline.max_turn_s)
                 next_expire = self._clock() + _EXPIRE_INTERVAL_S
             self._apply_backpressure(consumer)
             self._metrics.open_bursts.set(self._window.open_count)

@@ -309,19 +309,25 @@ class BurstWindow:
             burst.partitions[tp] = [offset, offset]
         return closed
 
-    def expire(self, now: float, idle_by_wall: bool = True) -> list[ClosedBurst]:
+    def expire(self, now: float, idle_by_wall: bool = True, until: float | None = None) -> list[ClosedBurst]:
         """Close the bursts open for `max_length_s` of wall time and, when `idle_by_wall` (the caller is
-        caught up), those that received nothing for `quiet_s` of wall time."""
+        caught up), those that received nothing for `quiet_s` of wall time. Closing builds each burst's
+        samples; with `until` (a `time.monotonic()` deadline) it stops once past it, after one close at
+        least, and the rest close on the next call."""
+
+        def spent() -> bool:
+            return until is not None and bool(closed) and time.monotonic() > until
+
         closed: list[ClosedBurst] = []
         if idle_by_wall:
             deadline = now - self.quiet_s
-            while self._open:
+            while self._open and not spent():
                 key, burst = next(iter(self._open.items()))
                 if burst.last_wall > deadline:
                     break
                 closed.append(self._close(key, "quiet"))
         opened, too_old = self._opened, now - self.max_length_s
-        while opened and opened[0][0] <= too_old:
+        while opened and opened[0][0] <= too_old and not spent():
             _, token, key = opened.popleft()
             if self._is_open(key, token):
                 closed.append(self._close(key, "max_length"))

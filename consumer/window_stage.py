@@ -124,9 +124,10 @@ class WindowStage:
             for closed in add(sighting, (raw, index, sighting.timestamp), position):
                 self._on_closed(closed)
 
-    def expire(self, now: float, idle_by_wall: bool) -> None:
-        """Close the bursts that went quiet or grew too long, and queue them."""
-        for closed in self.window.expire(now, idle_by_wall):
+    def expire(self, now: float, idle_by_wall: bool, until: float | None = None) -> None:
+        """Close the bursts that went quiet or grew too long (until the `time.monotonic()` deadline `until`),
+        and queue them."""
+        for closed in self.window.expire(now, idle_by_wall, until):
             self._on_closed(closed)
 
     def revoke(self, gone: Collection[PartitionKey]) -> list[ClosedBurst]:

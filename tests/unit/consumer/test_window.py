@@ -308,3 +308,16 @@ class TestByteBudget:
         assert window.open_bytes < 3 * (1 << 20) + 16 * 1024  # two samples, and 16 short tally keys
         (closed,) = window.flush()
         assert sum(m.count for m in closed.cluster.messages) == 16
+
+
+class TestBoundedExpiry:
+    def test_expiry_past_its_deadline_closes_one_burst_and_leaves_the_rest_for_the_next_call(self) -> None:
+        """Closing decodes samples: past `until` it stops after one close, and nothing is lost."""
+        clock = FakeClock()
+        window = _window(clock, quiet=1.0)
+        for i in range(10):
+            _add(window, _event(100.0, function=f"f{i}"), i)
+        clock.now += 5.0
+        first = window.expire(clock.now, until=0.0)  # a deadline long gone
+        rest = window.expire(clock.now)
+        assert len(first) == 1 and len(rest) == 9 and window.open_count == 0
