@@ -40,6 +40,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
+_DEFAULT_REPLICAS = 3  # the repartition topic's replication factor when unset, brokers permitting
 _COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
 
 Headers = Sequence[tuple[str, bytes]]
@@ -146,7 +147,8 @@ async def ensure_repartition_topic(kafka: KafkaSettings, repartition: Repartitio
             partitions = len(described["partitions"])
         configs = {"retention.ms": str(repartition.retention_ms), "cleanup.policy": "delete",
                    "compression.type": "producer", "max.message.bytes": str(forward_max_bytes(max_message_bytes))}
-        topic = NewTopic(name, partitions, repartition.replication_factor, topic_configs=configs)
+        replicas = await _replication_factor(admin, repartition.replication_factor)
+        topic = NewTopic(name, partitions, replicas, topic_configs=configs)
         try:
             response = await admin.create_topics([topic])
         except TopicAlreadyExistsError:  # another replica created it first
@@ -162,10 +164,28 @@ async def ensure_repartition_topic(kafka: KafkaSettings, repartition: Repartitio
             if name in set(await admin.list_topics()):
                 break
             await asyncio.sleep(0.1)
-        log.info("repartition topic created", extra={"fields": {"topic": name, "partitions": partitions}})
+        log.info("repartition topic created",
+                 extra={"fields": {"topic": name, "partitions": partitions, "replication_factor": replicas}})
         return name
     finally:
         await admin.close()
+
+
+async def _replication_factor(admin: AIOKafkaAdminClient, setting: int) -> int:
+    """The repartition topic's replicas: the setting, else min(3, the brokers the cluster's metadata lists)
+    (3 copies survive one broker loss during another's restart; a dev cluster has one broker). A setting
+    above the brokers there are is a ConfigError: Kafka would refuse the topic (INVALID_REPLICATION_FACTOR)."""
+    brokers = len((await admin.describe_cluster())["brokers"])
+    name = env_name("repartition", "replication_factor")
+    if not setting:
+        chosen = max(1, min(_DEFAULT_REPLICAS, brokers))
+        log.info("repartition replication factor from the cluster",
+                 extra={"fields": {"replication_factor": chosen, "brokers": brokers, "setting": f"{name}=0"}})
+        return chosen
+    if setting > brokers:
+        raise ConfigError(f"{name}={setting} but the Kafka cluster has {brokers} broker(s): set it to at most "
+                          f"{brokers}, or 0 to take min(3, brokers)")
+    return setting
 
 
 async def start_client(client: AIOKafkaConsumer | AIOKafkaProducer | AIOKafkaAdminClient,

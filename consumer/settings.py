@@ -190,7 +190,9 @@ class RepartitionSettings(BaseModel):
 
     topic: str = Field("", description="Its name; empty: <kafka.group_id>-bursts-repartition.")
     partitions: int = Field(0, ge=0, description="Partitions when created; 0: as many as the input topic.")
-    replication_factor: int = Field(3, ge=1, description="Replicas when created (1 on a single-broker dev cluster).")
+    replication_factor: int = Field(
+        0, ge=0, description="Replicas when created; 0: min(3, the brokers in the cluster's metadata).",
+    )
     create: bool = Field(True, description="Create the topic at start-up when missing (needs the Create ACL).")
     retention_ms: int = Field(
         86_400_000, ge=60_000, description="How long forwarded records stay; past the longest outage to ride out.",

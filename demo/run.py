@@ -84,8 +84,6 @@ def demo_settings(settings: Settings, bootstrap_servers: str, data_dir: Path) ->
             "max_message_bytes": _DEMO_MAX_MESSAGE_BYTES, "in_app_prefixes": list(DEMO_IN_APP_PREFIXES),
         }),
         "pipeline": settings.pipeline.model_copy(update={"poll_timeout_ms": 100}),
-        # One broker: one copy of each repartition partition.
-        "repartition": settings.repartition.model_copy(update={"replication_factor": 1}),
         "memory": settings.memory.model_copy(update={"uri": str(data_dir / "memory")}),
     })
 

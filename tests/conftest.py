@@ -176,7 +176,7 @@ def make_settings(
         "max_inflight": 2, "queue_size": 64, "resume_at": 16, "poll_timeout_ms": 100,
         "shutdown_grace_s": 5.0, "retry_initial_s": 0.05, "retry_max_s": 0.2, **(pipeline or {}),
     })
-    repartition_settings = RepartitionSettings(**{"replication_factor": 1, "linger_ms": 2, **(repartition or {})})
+    repartition_settings = RepartitionSettings(**{"linger_ms": 2, **(repartition or {})})
     return Settings(data_dir=data_dir, kafka=kafka_settings, window=window_settings,
                     pipeline=pipeline_settings, input=InputSettings(**(input or {})),
                     repartition=repartition_settings)
