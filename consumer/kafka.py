@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "RebalanceHooks",
     "as_topic_partition",
     "commit_offsets",
+    "committed_offsets",
     "dlq_headers",
     "ensure_repartition_topic",
     "forward_max_bytes",
@@ -35,6 +37,7 @@ __all__ = [
     "measure_lag",
     "start_client",
     "start_with_retry",
+    "stop_clients",
     "watch_broker",
 ]
 
@@ -42,6 +45,8 @@ log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
 _DEFAULT_REPLICAS = 3  # the repartition topic's replication factor when unset, brokers permitting
 _COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
+_STOP_WAIT_S = 5.0  # a client's stop: a producer flushes (each batch retried for up to 40 s), a consumer
+# waits for its group coordination (a rebalance under way)
 
 Headers = Sequence[tuple[str, bytes]]
 PartitionsCallback = Callable[[Collection[Any]], Awaitable[None]]
@@ -308,6 +313,40 @@ async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicParti
         await asyncio.wait_for(consumer.commit(dict(offsets)), _COMMIT_WAIT_S)
     except TimeoutError:
         raise KafkaTimeoutError(f"offset commit not acknowledged within {_COMMIT_WAIT_S:.0f}s") from None
+
+
+async def committed_offsets(
+    consumer: AIOKafkaConsumer, tps: Iterable[TopicPartition]
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offset of each of `tps` (None: none committed). aiokafka retries the fetch
+    without bound while the coordinator is unavailable, so all of them together get `_COMMIT_WAIT_S`: past it
+    the rest are left out, and a KafkaError stops the fetch the same way."""
+    found: dict[TopicPartition, int | None] = {}
+    deadline = time.monotonic() + _COMMIT_WAIT_S
+    for tp in tps:
+        try:
+            found[tp] = await asyncio.wait_for(consumer.committed(tp), max(0.0, deadline - time.monotonic()))
+        except (TimeoutError, KafkaError):
+            break
+    return found
+
+
+async def stop_clients(*clients: AIOKafkaConsumer | AIOKafkaProducer) -> None:
+    """Stop `clients` together, giving up after `_STOP_WAIT_S`: a producer flushing into a broker that is
+    away, or a consumer whose group is mid-rebalance, must not hold SIGTERM past the pod's grace period.
+    What a producer had not delivered was never acknowledged, so its offsets are uncommitted and replayed."""
+    # Not wait_for: it would wait for the cancelled stops to finish, which is the wait being bounded.
+    stopping = [asyncio.ensure_future(client.stop()) for client in clients]
+    _, pending = await asyncio.wait(stopping, timeout=_STOP_WAIT_S)
+    for stop in pending:
+        stop.cancel()
+    if pending:
+        log.warning("Kafka clients not stopped in time; left to the process exit",
+                    extra={"fields": {"clients": len(pending), "waited_s": _STOP_WAIT_S}})
+    for stop in stopping:
+        # aiokafka's fetcher lets its own tasks' cancellation out of stop(): that stop is done all the same.
+        if stop.done() and not stop.cancelled() and (error := stop.exception()) is not None:
+            raise error
 
 
 def as_topic_partition(tp: PartitionKey) -> TopicPartition:

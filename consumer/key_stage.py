@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from analysis.errors import BadInput
 from consumer.kafka import EventSink, dlq_headers
@@ -29,9 +30,16 @@ from consumer.settings import KafkaSettings
 from consumer.window import PartitionKey, Sighting
 from consumer.workers import ServiceStats
 
-__all__ = ["DeadLetters", "KeyStage", "Keyed"]
+__all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
 
 log = logging.getLogger(__name__)
+
+_F = TypeVar("_F", bound=asyncio.Future[Any])
+
+# Longest a settle waits for acknowledgements: a producer retries each batch for up to 40 s while the
+# broker is away, and neither a rebalance callback nor a SIGTERM may wait that long. What is still
+# unacknowledged keeps its offset held (uncommitted, replayed by the next owner).
+SETTLE_WAIT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +61,7 @@ class DeadLetters:
         self._metrics = metrics
         self._stats = stats
         self._redact = redact
-        self._pending: list[Awaitable[Any]] = []
+        self._pending: list[asyncio.Future[None]] = []
 
     def start(self, sink: EventSink) -> None:
         """Publish through `sink` (a started producer's) from now on."""
@@ -79,17 +87,16 @@ class DeadLetters:
             await self._sink.publish(kafka.dlq_topic, message.key, value, headers)
             self._offsets.release(token)
 
-        # Deliveries are batched by the producer and awaited before the next commit.
-        self._pending.append(deliver())
+        # Deliveries are batched by the producer; the next commit stops below any not yet acknowledged.
+        self._pending.append(asyncio.ensure_future(deliver()))
         self._stats.dlq += 1
         self._metrics.dlq.labels(reason).inc()
         self._metrics.published.labels("dlq").inc()
 
-    async def settle(self) -> None:
-        """Wait until every queued DLQ copy is acknowledged."""
-        pending, self._pending = self._pending, []
-        if pending:
-            await asyncio.gather(*pending)
+    async def settle(self, timeout_s: float = SETTLE_WAIT_S) -> None:
+        """Wait until every queued DLQ copy is acknowledged, for `timeout_s` at most (the rest stay queued);
+        a copy that failed re-raises its error."""
+        self._pending = await _settle(self._pending, timeout_s)
 
 
 class KeyStage:
@@ -178,9 +185,25 @@ class KeyStage:
                 raise error
         self._acks = waiting
 
-    async def settle(self) -> None:
-        """Wait until every forward so far is acknowledged (before a revoke's commit, and at shutdown)."""
-        acks, self._acks = self._acks, []
-        if acks:
-            await asyncio.gather(*acks)
-        await self._dead_letters.settle()
+    async def settle(self, timeout_s: float = SETTLE_WAIT_S) -> None:
+        """Wait until every forward and DLQ copy so far is acknowledged (before a revoke's commit, and at
+        shutdown), for `timeout_s` at most in all; a forward that failed re-raises its error."""
+        deadline = time.monotonic() + timeout_s
+        self._acks = await _settle(self._acks, timeout_s)
+        await self._dead_letters.settle(max(0.0, deadline - time.monotonic()))
+
+
+async def _settle(waiting: list[_F], timeout_s: float) -> list[_F]:
+    """Wait up to `timeout_s` for `waiting`; those still pending (returned) keep their offsets held. The
+    error of one that failed is raised; one cancelled (its producer stopped) stays unacknowledged."""
+    if not waiting:
+        return []
+    await asyncio.wait(waiting, timeout=timeout_s)
+    for future in waiting:
+        if future.done() and not future.cancelled() and (error := future.exception()) is not None:
+            raise error
+    pending = [future for future in waiting if not future.done()]
+    if pending:
+        log.warning("records not acknowledged in time; their offsets stay uncommitted",
+                    extra=log_fields(pending=len(pending), waited_s=timeout_s))
+    return pending

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection
 from contextlib import AsyncExitStack
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from analysis.intake.decode import DecodeConfig
@@ -33,12 +33,14 @@ from consumer.kafka import (
     RebalanceHooks,
     as_topic_partition,
     commit_offsets,
+    committed_offsets,
     ensure_repartition_topic,
     make_consumer,
     make_forward_producer,
     make_producer,
     measure_lag,
     start_client,
+    stop_clients,
     watch_broker,
 )
 from consumer.key_stage import DeadLetters, KeyStage
@@ -137,7 +139,8 @@ class Service:
         async with AsyncExitStack() as stack:
             producer = make_producer(kafka)
             await start_client(producer, kafka)
-            stack.push_async_callback(producer.stop)
+            clients: list[AIOKafkaConsumer | AIOKafkaProducer] = [producer]  # stopped together, capped
+            stack.push_async_callback(lambda: stop_clients(*clients))
             sink = EventSink(producer)
             self._dead_letters.start(sink)
             topics = [kafka.input_topic]
@@ -148,13 +151,13 @@ class Service:
                 topics.append(self._repartition_topic)
                 forwarder = make_forward_producer(kafka, self._settings.repartition, max_bytes)
                 await start_client(forwarder, kafka)
-                stack.push_async_callback(forwarder.stop)
+                clients.append(forwarder)
                 forward_sink = EventSink(forwarder)
             self._key_stage = KeyStage(self._repartition_topic, self._reader, forward_sink, self._offsets,
                                        self._dead_letters, self._metrics, self.stats, forward=self._forward)
             consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned), topics)
             await start_client(consumer, kafka)
-            stack.push_async_callback(consumer.stop)
+            clients.append(consumer)
             self._consumer = consumer
             if self._health is not None:
                 self._health.broker_answered()
@@ -185,14 +188,14 @@ class Service:
                 self._health.beat()  # /livez fails when this stops for http.stall_after_s
             batch = await consumer.getmany(timeout_ms=pipeline.poll_timeout_ms)
             # Each message costs at most ~0.2 s per MiB (every rule is linear); a turn stops after
-            # max_turn_s all the same (after one message at least, so a turn always moves on), and what it
-            # did not read is fetched again.
+            # max_turn_s all the same (after one message at least, so a turn always moves on), or at once on
+            # SIGTERM, and what it did not read is fetched again.
             turn_ends = time.monotonic() + pipeline.max_turn_s
             read = 0
             for tp, messages in batch.items():
                 if tp.topic == self._repartition_topic and self._forward:
                     for message in messages:  # counting is cheap, but a record may close a burst
-                        if read and time.monotonic() > turn_ends:
+                        if read and (time.monotonic() > turn_ends or stop.is_set()):
                             consumer.seek(as_topic_partition(tp), message.offset)
                             break
                         read += 1
@@ -200,7 +203,7 @@ class Service:
                         window_stage.ingest(tp, message)
                     continue
                 for message in messages:
-                    if read and time.monotonic() > turn_ends:
+                    if read and (time.monotonic() > turn_ends or stop.is_set()):
                         consumer.seek(as_topic_partition(tp), message.offset)
                         break
                     read += 1
@@ -352,26 +355,17 @@ class Service:
         state (a broker on memory storage restarted, topics recreated)."""
         if self._consumer is None:
             return False
-        for tp in partitions:
-            if self._offsets.last_committed((tp.topic, tp.partition)) is None:
-                continue
-            try:
-                if await self._consumer.committed(tp) is None:
-                    return True
-            except KafkaError:
-                return False  # unknown: keep the normal path, a replay covers a failed commit
-        return False
+        ours = [tp for tp in partitions if self._offsets.last_committed((tp.topic, tp.partition)) is not None]
+        # One not fetched in time is unknown: the normal path holds, a replay covers a failed commit.
+        return None in (await committed_offsets(self._consumer, ours)).values()
 
     async def _on_assigned(self, assigned: Collection[Any]) -> None:
         new = {as_topic_partition(tp) for tp in assigned} - self._assigned
         self._assigned |= new
         if self._consumer is not None:
-            for tp in new:
-                try:
-                    committed = await self._consumer.committed(tp)
-                except KafkaError:
-                    committed = None  # unknown until our first commit there
-                self._group_committed[(tp.topic, tp.partition)] = committed
+            committed = await committed_offsets(self._consumer, new)
+            for tp in new:  # one not fetched in time is unknown until our first commit there
+                self._group_committed[(tp.topic, tp.partition)] = committed.get(tp)
         restart = [tp for tp in assigned if (tp.topic, tp.partition) in self._read_from_start]
         if restart and self._consumer is not None:
             # aiokafka keeps the fetch position of a partition that comes straight back; it is stale here.
