@@ -143,7 +143,6 @@ class Run:
             "LOGAGENT_PIPELINE__MAX_INFLIGHT": "4", "LOGAGENT_PIPELINE__QUEUE_SIZE": "512",
             "LOGAGENT_PIPELINE__POLL_TIMEOUT_MS": "100",
             "LOGAGENT_INPUT__KEYED_BY_SERVER": str(self.keyed).lower(),
-            "LOGAGENT_REPARTITION__REPLICATION_FACTOR": "1",
         })
         return env
 
