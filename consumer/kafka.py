@@ -35,6 +35,7 @@ __all__ = [
     "make_forward_producer",
     "make_producer",
     "measure_lag",
+    "poll",
     "start_client",
     "start_with_retry",
     "stop_clients",
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
 _DEFAULT_REPLICAS = 3  # the repartition topic's replication factor when unset, brokers permitting
 _COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
+_POLL_GRACE_S = 1.0  # past a poll's own timeout: aiokafka's getmany waits for a rebalance without bound
 _STOP_WAIT_S = 5.0  # a client's stop: a producer flushes (each batch retried for up to 40 s), a consumer
 # waits for its group coordination (a rebalance under way)
 
@@ -313,6 +315,19 @@ async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicParti
         await asyncio.wait_for(consumer.commit(dict(offsets)), _COMMIT_WAIT_S)
     except TimeoutError:
         raise KafkaTimeoutError(f"offset commit not acknowledged within {_COMMIT_WAIT_S:.0f}s") from None
+
+
+async def poll(consumer: AIOKafkaConsumer, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
+    """`consumer.getmany(timeout_ms=...)`, empty once `timeout_ms` plus `_POLL_GRACE_S` passed: while a
+    rebalance is under way aiokafka waits for the new assignment whatever the timeout, and a rebalance the
+    broker does not finish (a member that left, a broker under load) would keep the caller from ever
+    seeing its stop. Nothing is drained before the assignment, so giving up loses no record."""
+    try:
+        batch: dict[TopicPartition, list[Any]] = await asyncio.wait_for(
+            consumer.getmany(timeout_ms=timeout_ms), timeout_ms / 1000 + _POLL_GRACE_S)
+    except TimeoutError:
+        return {}
+    return batch
 
 
 async def committed_offsets(

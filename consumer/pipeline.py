@@ -39,6 +39,7 @@ from consumer.kafka import (
     make_forward_producer,
     make_producer,
     measure_lag,
+    poll,
     start_client,
     stop_clients,
     watch_broker,
@@ -186,7 +187,7 @@ class Service:
         while not stop.is_set():
             if self._health is not None:
                 self._health.beat()  # /livez fails when this stops for http.stall_after_s
-            batch = await consumer.getmany(timeout_ms=pipeline.poll_timeout_ms)
+            batch = await poll(consumer, pipeline.poll_timeout_ms)
             # Each message costs at most ~0.2 s per MiB (every rule is linear); a turn stops after
             # max_turn_s all the same (after one message at least, so a turn always moves on), or at once on
             # SIGTERM, and what it did not read is fetched again.
