@@ -138,7 +138,7 @@ class TestStopDuringOutage:
         aiokafka would retry every batch for 40 s per producer."""
         repos = shop_repos("orders", "billing")
         settings = make_settings(own_broker.bootstrap_servers, tmp_path / "data", partitions=4,
-                                 window={"quiet_s": 0.3})
+                                 window={"quiet_s": 0.3}, pipeline={"shutdown_grace_s": 1.0})
         service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
         io = KafkaIO(own_broker.bootstrap_servers)
         stream = [raw for i in range(40) for raw in (
@@ -163,6 +163,6 @@ class TestStopDuringOutage:
                 took = time.monotonic() - started
 
         asyncio.run(scenario())
-        # At most: a commit under way when stop came (10 s), the grace for analyses (5 s here), the final
+        # At most: a commit under way when stop came (10 s), the grace for analyses (1 s here), the final
         # commit (10 s), the clients' stops (5 s together); unbounded, the producers flush for 40 s each.
-        assert took < 40, f"stopping took {took:.1f}s"
+        assert took < 35, f"stopping took {took:.1f}s"
