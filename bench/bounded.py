@@ -100,25 +100,27 @@ class BoundedResult:
 def intake_peak(count: int, size: int) -> tuple[int, int, int, int, int, int]:
     """In a fresh process: peak RSS growth over the intake path, and the charges it ended with."""
     from analysis.cache import cache_bytes
-    from analysis.intake.decode import DecodeConfig, decode_message
-    from analysis.intake.redact import Redactor, redact_event
-    from analysis.intake.signature import fingerprint_event
+    from analysis.intake.decode import DecodeConfig
+    from analysis.intake.redact import Redactor
+    from consumer.keying import KeyReader
     from consumer.runner import configure_gc
     from consumer.settings import Settings
     from consumer.window import BurstWindow
+    from consumer.window_stage import sample_builder
 
     settings = Settings()
     w, decode = settings.window, DecodeConfig(max_message_bytes=settings.input.max_message_bytes)
-    window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, max_open_bytes=w.max_open_bytes)
     redactor = Redactor(settings.redaction)
+    reader = KeyReader(decode, redactor)
+    window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, sample_builder(decode, redactor),
+                         max_open_bytes=w.max_open_bytes)
     configure_gc()
     gc.collect()
     before, total = rss_bytes(), 0
     for offset, raw in enumerate(_messages(count, size)):
         total += len(raw)
-        events = [redact_event(event, redactor) for event in decode_message(raw, decode)]
-        for event in events:
-            window.add(event, fingerprint_event(event), (_TP, offset), len(raw) // len(events))
+        for index, sighting in enumerate(reader.read_sightings(raw, received_at=0.0)):
+            window.add(sighting, (raw, index, sighting.timestamp), (_TP, offset))
     charged = cache_bytes().values()
     return (peak_rss_bytes() - before, total, sum(used for used, _ in charged), sum(budget for _, budget in charged),
             window.open_bytes, window.max_open_bytes)

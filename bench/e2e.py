@@ -35,6 +35,7 @@ from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
 from bench.stats import Latency, latency
 from bench.timing import Timing, ratio
 from consumer.explainer import HeuristicAnalyzer
+from consumer.key_stage import KeyStage
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.settings import Settings
@@ -61,10 +62,10 @@ class _TimedService(Service):
         self.expected = expected
         self.first_cpu = self.last_cpu = 0.0
 
-    def _ingest(self, tp: PartitionKey, message: Any) -> None:
+    async def _ingest(self, key_stage: KeyStage, tp: PartitionKey, message: Any) -> None:
         if not self.stats.events_in:
             self.first_cpu = time.process_time()
-        super()._ingest(tp, message)
+        await super()._ingest(key_stage, tp, message)
         if self.stats.events_in == self.expected:
             self.last_cpu = time.process_time()
 

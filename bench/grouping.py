@@ -20,12 +20,15 @@ from dataclasses import dataclass
 import orjson
 
 from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.redact import RedactionConfig, Redactor
 from analysis.intake.signature import fingerprint_event
 from bench.timing import Timing, interleaved, kilo, ratio
 from bench.workload import WorkloadEvent, WorkloadSpec, generate
+from consumer.keying import sighting_of
 from consumer.runner import configure_gc
 from consumer.settings import WindowSettings
 from consumer.window import BurstWindow
+from consumer.window_stage import sample_builder
 
 _TP = ("errors", 0)
 
@@ -68,18 +71,16 @@ class GroupingResult:
 def run_logagent(lines: Sequence[bytes]) -> tuple[int, int]:
     """Decode, fingerprint and window every line; returns the bursts closed and the distinct signatures."""
     window_settings = WindowSettings()
-    window = BurstWindow(window_settings.quiet_s, window_settings.max_length_s, window_settings.max_open,
-                         window_settings.max_samples)
     config = DecodeConfig()
+    window = BurstWindow(window_settings.quiet_s, window_settings.max_length_s, window_settings.max_open,
+                         window_settings.max_samples, sample_builder(config, Redactor(RedactionConfig())))
     keys: set[tuple[str, str]] = set()
     closed = 0
     for offset, raw in enumerate(lines):
-        events = decode_message(raw, config)
-        share = len(raw) // len(events)  # the consumer charges each event its share of the message
-        for event in events:
+        for index, event in enumerate(decode_message(raw, config)):
             signature = fingerprint_event(event)
             keys.add((event.server_id, signature.fingerprint))
-            closed += len(window.add(event, signature, (_TP, offset), share))
+            closed += len(window.add(sighting_of(event, signature), (raw, index, event.timestamp), (_TP, offset)))
     closed += len(window.flush())
     return closed, len(keys)
 

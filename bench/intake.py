@@ -8,11 +8,12 @@ is restructured, this is the one place the memory and scale benchmarks follow it
 from __future__ import annotations
 
 from analysis.errors import BadInput
-from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event
-from analysis.intake.signature import fingerprint_event
+from analysis.intake.decode import DecodeConfig
+from analysis.intake.redact import Redactor
+from consumer.keying import KeyReader
 from consumer.settings import Settings
 from consumer.window import BurstWindow
+from consumer.window_stage import sample_builder
 
 _TP = ("errors", 0)
 
@@ -26,13 +27,14 @@ class Intake:
         settings = settings or Settings()
         w = settings.window
         self.max_samples = w.max_samples
+        decode = DecodeConfig(max_message_bytes=settings.input.max_message_bytes,
+                              max_depth=settings.input.max_depth, commit_field=settings.input.commit_field,
+                              in_app_prefixes=tuple(settings.input.in_app_prefixes))
+        redactor = Redactor(settings.redaction)
+        self._reader = KeyReader(decode, redactor)
         self.window = BurstWindow(w.quiet_s, w.max_length_s, max_open or w.max_open, w.max_samples,
+                                  sample_builder(decode, redactor),
                                   max_open_bytes=1 << 40 if max_open else w.max_open_bytes)
-        self._decode = DecodeConfig(max_message_bytes=settings.input.max_message_bytes,
-                                    max_depth=settings.input.max_depth, commit_field=settings.input.commit_field,
-                                    in_app_prefixes=tuple(settings.input.in_app_prefixes))
-        self._prefixes = tuple(settings.input.in_app_prefixes)
-        self._redactor = Redactor(settings.redaction)
         self.offset = 0
         self.closed = 0
         self.rejected = 0
@@ -42,12 +44,11 @@ class Intake:
         """One message, at the next offset of one partition."""
         self.offset += 1
         try:
-            events = [redact_event(event, self._redactor) for event in decode_message(raw, self._decode)]
+            sightings = self._reader.read_sightings(raw, received_at=0.0)
         except BadInput:
             self.rejected += 1
             return
-        for event in events:
-            signature = fingerprint_event(event, self._prefixes)
+        for index, sighting in enumerate(sightings):
             if self.signatures is not None:
-                self.signatures.add((event.server_id, signature.fingerprint))
-            self.closed += len(self.window.add(event, signature, (_TP, self.offset)))
+                self.signatures.add((sighting.server, sighting.fingerprint))
+            self.closed += len(self.window.add(sighting, (raw, index, sighting.timestamp), (_TP, self.offset)))

@@ -8,15 +8,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 from aiokafka.helpers import create_ssl_context
 
 from consumer.retry import Backoff, sleep_unless
-from consumer.settings import ConfigError, KafkaSettings, env_name
+from consumer.settings import ConfigError, KafkaSettings, RepartitionSettings, env_name
 from consumer.window import PartitionKey
 
 __all__ = [
@@ -25,18 +27,28 @@ __all__ = [
     "RebalanceHooks",
     "as_topic_partition",
     "commit_offsets",
+    "committed_offsets",
     "dlq_headers",
+    "ensure_repartition_topic",
+    "forward_max_bytes",
     "make_consumer",
+    "make_forward_producer",
     "make_producer",
     "measure_lag",
+    "poll",
     "start_client",
     "start_with_retry",
+    "stop_clients",
     "watch_broker",
 ]
 
 log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
+_DEFAULT_REPLICAS = 3  # the repartition topic's replication factor when unset, brokers permitting
 _COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
+_POLL_GRACE_S = 1.0  # past a poll's own timeout: aiokafka's getmany waits for a rebalance without bound
+_STOP_WAIT_S = 5.0  # a client's stop: a producer flushes (each batch retried for up to 40 s), a consumer
+# waits for its group coordination (a rebalance under way)
 
 Headers = Sequence[tuple[str, bytes]]
 PartitionsCallback = Callable[[Collection[Any]], Awaitable[None]]
@@ -64,9 +76,10 @@ def _security(kafka: KafkaSettings) -> dict[str, Any]:
 
 
 def make_consumer(
-    kafka: KafkaSettings, listener: ConsumerRebalanceListener | None = None
+    kafka: KafkaSettings, listener: ConsumerRebalanceListener | None = None, topics: Sequence[str] = ()
 ) -> AIOKafkaConsumer:
-    """A group consumer of the input topic with auto-commit off: offsets move only when work is done."""
+    """A group consumer of `topics` (default: the input topic) with auto-commit off: offsets move only when
+    work is done."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=kafka.bootstrap_servers,
         group_id=kafka.group_id,
@@ -80,7 +93,7 @@ def make_consumer(
         max_poll_records=kafka.max_poll_records,
         **_security(kafka),
     )
-    consumer.subscribe([kafka.input_topic], listener=listener)
+    consumer.subscribe(list(topics or [kafka.input_topic]), listener=listener)
     return consumer
 
 
@@ -96,13 +109,100 @@ def make_producer(kafka: KafkaSettings) -> AIOKafkaProducer:
     )
 
 
-async def start_client(client: AIOKafkaConsumer | AIOKafkaProducer, kafka: KafkaSettings) -> None:
+def forward_max_bytes(max_message_bytes: int) -> int:
+    """The largest repartition record: the largest accepted input message, plus its headers."""
+    return max(1_048_576, max_message_bytes + 262_144)
+
+
+def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings,
+                          max_message_bytes: int) -> AIOKafkaProducer:
+    """The key stage's producer: batches forwards (`linger_ms`) and compresses them; records of one key keep
+    their order, since aiokafka sends one batch per partition at a time. Every message the input accepts
+    (`max_message_bytes`) fits, so no valid event fails its forward."""
+    return AIOKafkaProducer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        client_id=f"{kafka.client_id}-forward",
+        acks="all",
+        enable_idempotence=kafka.enable_idempotence,
+        linger_ms=repartition.linger_ms,
+        compression_type=None if repartition.compression == "none" else repartition.compression,
+        max_request_size=forward_max_bytes(max_message_bytes),
+        **_security(kafka),
+    )
+
+
+async def ensure_repartition_topic(kafka: KafkaSettings, repartition: RepartitionSettings,
+                                   max_message_bytes: int) -> str:
+    """Create the repartition topic unless it exists (partitions: the setting, else the input topic's); its
+    name. A missing input topic, or a broker refusing the creation, is a ConfigError naming the fix."""
+    name = repartition.topic_for(kafka.group_id)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, client_id=kafka.client_id,
+                                request_timeout_ms=max(kafka.rebalance_timeout_ms, 10_000), **_security(kafka))
+    await start_client(admin, kafka)
+    try:
+        # Listing first: some brokers (tansu) create a topic that is merely described.
+        listed = set(await admin.list_topics())
+        if name in listed or not repartition.create:
+            return name
+        partitions = repartition.partitions
+        if not partitions:
+            if kafka.input_topic not in listed:
+                raise ConfigError(f"the input topic {kafka.input_topic!r} does not exist, so the repartition "
+                                  f"topic cannot take its partition count: create it, or set "
+                                  f"{env_name('repartition', 'partitions')}")
+            (described,) = await admin.describe_topics([kafka.input_topic])
+            partitions = len(described["partitions"])
+        configs = {"retention.ms": str(repartition.retention_ms), "cleanup.policy": "delete",
+                   "compression.type": "producer", "max.message.bytes": str(forward_max_bytes(max_message_bytes))}
+        replicas = await _replication_factor(admin, repartition.replication_factor)
+        topic = NewTopic(name, partitions, replicas, topic_configs=configs)
+        try:
+            response = await admin.create_topics([topic])
+        except TopicAlreadyExistsError:  # another replica created it first
+            return name
+        for _, code, message in response.topic_errors:
+            if code not in (0, TopicAlreadyExistsError.errno):
+                raise ConfigError(f"cannot create the repartition topic {name!r} (error {code}: {message}); "
+                                  f"create it beforehand (docs/architecture.md) and set "
+                                  f"{env_name('repartition', 'create')}=false, or check "
+                                  f"{env_name('repartition', 'replication_factor')}")
+        # Until the metadata lists it, a producer could make the broker auto-create it with defaults.
+        for _ in range(100):
+            if name in set(await admin.list_topics()):
+                break
+            await asyncio.sleep(0.1)
+        log.info("repartition topic created",
+                 extra={"fields": {"topic": name, "partitions": partitions, "replication_factor": replicas}})
+        return name
+    finally:
+        await admin.close()
+
+
+async def _replication_factor(admin: AIOKafkaAdminClient, setting: int) -> int:
+    """The repartition topic's replicas: the setting, else min(3, the brokers the cluster's metadata lists)
+    (3 copies survive one broker loss during another's restart; a dev cluster has one broker). A setting
+    above the brokers there are is a ConfigError: Kafka would refuse the topic (INVALID_REPLICATION_FACTOR)."""
+    brokers = len((await admin.describe_cluster())["brokers"])
+    name = env_name("repartition", "replication_factor")
+    if not setting:
+        chosen = max(1, min(_DEFAULT_REPLICAS, brokers))
+        log.info("repartition replication factor from the cluster",
+                 extra={"fields": {"replication_factor": chosen, "brokers": brokers, "setting": f"{name}=0"}})
+        return chosen
+    if setting > brokers:
+        raise ConfigError(f"{name}={setting} but the Kafka cluster has {brokers} broker(s): set it to at most "
+                          f"{brokers}, or 0 to take min(3, brokers)")
+    return setting
+
+
+async def start_client(client: AIOKafkaConsumer | AIOKafkaProducer | AIOKafkaAdminClient,
+                       kafka: KafkaSettings) -> None:
     """Start a consumer or producer; a broker it cannot reach or log in to is a ConfigError naming the
     settings to check (the process exits 2 and the orchestrator retries it)."""
     try:
         await client.start()
     except KafkaError as error:
-        await client.stop()
+        await (client.close() if isinstance(client, AIOKafkaAdminClient) else client.stop())
         detail = " ".join(str(error).split())[:200]
         if not detail.startswith(type(error).__name__):
             detail = f"{type(error).__name__}: {detail}".rstrip(": ")
@@ -215,6 +315,53 @@ async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicParti
         await asyncio.wait_for(consumer.commit(dict(offsets)), _COMMIT_WAIT_S)
     except TimeoutError:
         raise KafkaTimeoutError(f"offset commit not acknowledged within {_COMMIT_WAIT_S:.0f}s") from None
+
+
+async def poll(consumer: AIOKafkaConsumer, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
+    """`consumer.getmany(timeout_ms=...)`, empty once `timeout_ms` plus `_POLL_GRACE_S` passed: while a
+    rebalance is under way aiokafka waits for the new assignment whatever the timeout, and a rebalance the
+    broker does not finish (a member that left, a broker under load) would keep the caller from ever
+    seeing its stop. Nothing is drained before the assignment, so giving up loses no record."""
+    try:
+        batch: dict[TopicPartition, list[Any]] = await asyncio.wait_for(
+            consumer.getmany(timeout_ms=timeout_ms), timeout_ms / 1000 + _POLL_GRACE_S)
+    except TimeoutError:
+        return {}
+    return batch
+
+
+async def committed_offsets(
+    consumer: AIOKafkaConsumer, tps: Iterable[TopicPartition]
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offset of each of `tps` (None: none committed). aiokafka retries the fetch
+    without bound while the coordinator is unavailable, so all of them together get `_COMMIT_WAIT_S`: past it
+    the rest are left out, and a KafkaError stops the fetch the same way."""
+    found: dict[TopicPartition, int | None] = {}
+    deadline = time.monotonic() + _COMMIT_WAIT_S
+    for tp in tps:
+        try:
+            found[tp] = await asyncio.wait_for(consumer.committed(tp), max(0.0, deadline - time.monotonic()))
+        except (TimeoutError, KafkaError):
+            break
+    return found
+
+
+async def stop_clients(*clients: AIOKafkaConsumer | AIOKafkaProducer) -> None:
+    """Stop `clients` together, giving up after `_STOP_WAIT_S`: a producer flushing into a broker that is
+    away, or a consumer whose group is mid-rebalance, must not hold SIGTERM past the pod's grace period.
+    What a producer had not delivered was never acknowledged, so its offsets are uncommitted and replayed."""
+    # Not wait_for: it would wait for the cancelled stops to finish, which is the wait being bounded.
+    stopping = [asyncio.ensure_future(client.stop()) for client in clients]
+    _, pending = await asyncio.wait(stopping, timeout=_STOP_WAIT_S)
+    for stop in pending:
+        stop.cancel()
+    if pending:
+        log.warning("Kafka clients not stopped in time; left to the process exit",
+                    extra={"fields": {"clients": len(pending), "waited_s": _STOP_WAIT_S}})
+    for stop in stopping:
+        # aiokafka's fetcher lets its own tasks' cancellation out of stop(): that stop is done all the same.
+        if stop.done() and not stop.cancelled() and (error := stop.exception()) is not None:
+            raise error
 
 
 def as_topic_partition(tp: PartitionKey) -> TopicPartition:

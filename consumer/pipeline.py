@@ -1,30 +1,31 @@
-"""The service: consume error logs, group them into bursts, analyse each burst once, publish, commit.
+"""The service: key each error, count it in its burst's window, analyse each burst once, publish, commit.
 
-One main loop reads batches, decodes and fingerprints each message and feeds the burst window; closed
-bursts go to `consumer.workers`, whose `max_inflight` workers analyse, publish and release them. Offsets
-are committed only up to the lowest one an unpublished burst still holds, so a crash replays exactly
-the work that was not finished. When the queue is full, fetching pauses instead of buffering.
+Two stages run in every replica, on one consumer in one group (as Kafka Streams runs its repartition
+topics): the key stage (`consumer.key_stage`) reads the input topic and forwards each message to the
+repartition topic keyed by (server, fingerprint); the window stage (`consumer.window_stage`) reads that
+topic, so every event of a burst reaches one replica in order, however the input was partitioned. With
+`input.keyed_by_server` the input goes straight to the window. Closed bursts go to `consumer.workers`,
+whose `max_inflight` workers analyse, publish and release them. Offsets are committed only up to the
+lowest one unfinished work still holds (an unacknowledged forward or DLQ copy on the input, an
+unpublished burst on the repartition topic), so a crash replays exactly the work that was not finished.
+When the queue is full, fetching pauses instead of buffering.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from analysis.errors import BadInput
-from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event
-from analysis.intake.signature import fingerprint_event
+from analysis.intake.decode import DecodeConfig
+from analysis.intake.redact import Redactor
 from consumer.analyzer import Analyzer
 from consumer.http import HealthState
 from consumer.kafka import (
@@ -32,18 +33,25 @@ from consumer.kafka import (
     RebalanceHooks,
     as_topic_partition,
     commit_offsets,
-    dlq_headers,
+    committed_offsets,
+    ensure_repartition_topic,
     make_consumer,
+    make_forward_producer,
     make_producer,
     measure_lag,
+    poll,
     start_client,
+    stop_clients,
     watch_broker,
 )
+from consumer.key_stage import DeadLetters, KeyStage
+from consumer.keying import KeyReader
 from consumer.logs import log_event, log_fields
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.settings import Settings
-from consumer.window import BurstWindow, ClosedBurst, PartitionKey
+from consumer.window import ClosedBurst, PartitionKey
+from consumer.window_stage import WindowStage, sample_builder
 from consumer.workers import AnalysisWorkers, ServiceStats
 
 __all__ = ["Analyzer", "Service", "ServiceStats"]
@@ -70,9 +78,8 @@ class Service:
         self._metrics = metrics
         self._health = health
         self._clock = clock
-        w = settings.window
-        self._window = BurstWindow(w.quiet_s, w.max_length_s, w.max_open, w.max_samples, clock=clock,
-                                   on_open=self._burst_opened, max_open_bytes=w.max_open_bytes)
+        self._forward = not settings.input.keyed_by_server
+        self._repartition_topic = settings.repartition.topic_for(settings.kafka.group_id)
         self._offsets = OffsetTracker()
         self.stats = ServiceStats()
         self._workers = AnalysisWorkers(settings, analyzer, metrics, self._offsets, self.stats)
@@ -82,22 +89,40 @@ class Service:
         self._lag: dict[PartitionKey, int | None] = {}
         self._group_committed: dict[PartitionKey, int | None] = {}
         self._consumer: AIOKafkaConsumer | None = None
-        self._sink: EventSink | None = None
-        self._dlq_pending: list[Awaitable[Any]] = []
-        self._decode_config = DecodeConfig(
+        decode_config = DecodeConfig(
             max_message_bytes=settings.input.max_message_bytes,
             max_depth=settings.input.max_depth,
             commit_field=settings.input.commit_field,
             in_app_prefixes=tuple(settings.input.in_app_prefixes),
             server_id_fields=tuple(settings.input.server_id_fields),
         )
-        self._in_app_prefixes = tuple(settings.input.in_app_prefixes)
-        self._redactor = Redactor(settings.redaction)
-        self._accepted = metrics.events.labels("accepted")
+        redactor = Redactor(settings.redaction)
+        self._reader = KeyReader(decode_config, redactor)
+        self._dead_letters = DeadLetters(settings.kafka, self._offsets, metrics, self.stats, redactor.redact)
+        self._window_stage = WindowStage(settings.window, sample_builder(decode_config, redactor), self._enqueue,
+                                         self._offsets, self._dead_letters, self.stats, clock=clock)
+        self._window = self._window_stage.window
+        self._key_stage: KeyStage | None = None
+
+    def _read_to_end(self) -> bool:
+        """Every assigned partition read to its end, as of the last fetch."""
+        return bool(self._assigned) and all(self._lag.get(tp) == 0 for tp in self._assigned)
 
     def _caught_up(self) -> bool:
-        """Every assigned partition read to its end (as of the last fetch)."""
-        return bool(self._assigned) and all(self._lag.get(tp) == 0 for tp in self._assigned)
+        """Read to the end, including what this replica forwarded to repartition partitions it owns itself
+        (the last fetch may predate those)."""
+        if not self._read_to_end():
+            return False
+        if self._key_stage is None:
+            return True
+        read = self._window_stage.read
+        return all(read.get(tp, -1) >= offset for tp, offset in self._key_stage.forwarded.items()
+                   if tp in self._assigned)
+
+    @property
+    def assigned(self) -> frozenset[PartitionKey]:
+        """The partitions (input and repartition) this replica owns now."""
+        return frozenset(self._assigned)
 
     def idle(self) -> bool:
         """Caught up with every assigned partition, with no open burst and no queued or running analysis."""
@@ -106,6 +131,7 @@ class Service:
             and self._window.open_count == 0
             and self._workers.idle
             and self._offsets.held_count == 0
+            and (self._key_stage is None or self._key_stage.pending == 0)
         )
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -114,11 +140,25 @@ class Service:
         async with AsyncExitStack() as stack:
             producer = make_producer(kafka)
             await start_client(producer, kafka)
-            stack.push_async_callback(producer.stop)
-            self._sink = EventSink(producer)
-            consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned))
+            clients: list[AIOKafkaConsumer | AIOKafkaProducer] = [producer]  # stopped together, capped
+            stack.push_async_callback(lambda: stop_clients(*clients))
+            sink = EventSink(producer)
+            self._dead_letters.start(sink)
+            topics = [kafka.input_topic]
+            forward_sink = sink
+            if self._forward:
+                max_bytes = self._settings.input.max_message_bytes
+                await ensure_repartition_topic(kafka, self._settings.repartition, max_bytes)
+                topics.append(self._repartition_topic)
+                forwarder = make_forward_producer(kafka, self._settings.repartition, max_bytes)
+                await start_client(forwarder, kafka)
+                clients.append(forwarder)
+                forward_sink = EventSink(forwarder)
+            self._key_stage = KeyStage(self._repartition_topic, self._reader, forward_sink, self._offsets,
+                                       self._dead_letters, self._metrics, self.stats, forward=self._forward)
+            consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned), topics)
             await start_client(consumer, kafka)
-            stack.push_async_callback(consumer.stop)
+            clients.append(consumer)
             self._consumer = consumer
             if self._health is not None:
                 self._health.broker_answered()
@@ -126,9 +166,9 @@ class Service:
                 watch = asyncio.create_task(
                     watch_broker(consumer, self._health.broker_answered, readiness.broker_probe_s, stop))
                 stack.push_async_callback(_cancel, watch)
-            self._workers.start(self._sink, stop)
+            self._workers.start(sink, stop)
             try:
-                await self._consume(consumer, stop)
+                await self._consume(consumer, self._key_stage, stop)
             finally:
                 if self._health is not None:
                     self._health.loop_stopped()
@@ -139,34 +179,47 @@ class Service:
 
     # --- the main loop -------------------------------------------------------------------------------
 
-    async def _consume(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+    async def _consume(self, consumer: AIOKafkaConsumer, key_stage: KeyStage, stop: asyncio.Event) -> None:
         pipeline = self._settings.pipeline
         next_commit = self._clock() + self._settings.kafka.commit_interval_s
         next_expire = self._clock()
+        window_stage = self._window_stage
         while not stop.is_set():
             if self._health is not None:
                 self._health.beat()  # /livez fails when this stops for http.stall_after_s
-            batch = await consumer.getmany(timeout_ms=pipeline.poll_timeout_ms)
+            batch = await poll(consumer, pipeline.poll_timeout_ms)
             # Each message costs at most ~0.2 s per MiB (every rule is linear); a turn stops after
-            # max_turn_s all the same (after one message at least, so a turn always moves on), and what it
-            # did not read is fetched again.
+            # max_turn_s all the same (after one message at least, so a turn always moves on), or at once on
+            # SIGTERM, and what it did not read is fetched again.
             turn_ends = time.monotonic() + pipeline.max_turn_s
             read = 0
             for tp, messages in batch.items():
+                if tp.topic == self._repartition_topic and self._forward:
+                    for message in messages:  # counting is cheap, but a record may close a burst
+                        if read and (time.monotonic() > turn_ends or stop.is_set()):
+                            consumer.seek(as_topic_partition(tp), message.offset)
+                            break
+                        read += 1
+                        self.stats.records_in += 1
+                        window_stage.ingest(tp, message)
+                    continue
                 for message in messages:
-                    if read and time.monotonic() > turn_ends:
+                    if read and (time.monotonic() > turn_ends or stop.is_set()):
                         consumer.seek(as_topic_partition(tp), message.offset)
                         break
-                    self._ingest(tp, message)
                     read += 1
-            await self._settle_dlq()
+                    await self._ingest(key_stage, tp, message)
+            key_stage.check()
+            await self._dead_letters.settle()
             await self._measure_lag(consumer)
             if self._clock() >= next_expire:
                 # Wall-time idleness only counts when nothing is waiting to be read: a paused or lagging
                 # consumer would otherwise split bursts whose next events are still in the backlog.
-                idle_by_wall = self._caught_up() and not self._paused
-                for closed in self._window.expire(self._clock(), idle_by_wall):
-                    self._enqueue(closed)
+                # A forward still in flight is not a backlog: under a steady stream one always is, and
+                # waiting for none would keep every quiet burst open until its length cap.
+                idle_by_wall = self._read_to_end() and not self._paused
+                # Closing builds samples (decoding them): it too stops at the turn's length.
+                window_stage.expire(self._clock(), idle_by_wall, time.monotonic() + pipeline.max_turn_s)
                 next_expire = self._clock() + _EXPIRE_INTERVAL_S
             self._apply_backpressure(consumer)
             self._metrics.open_bursts.set(self._window.open_count)
@@ -175,90 +228,37 @@ class Service:
                 await self._commit()
                 next_commit = self._clock() + self._settings.kafka.commit_interval_s
 
-    def _ingest(self, tp: PartitionKey, message: Any) -> None:
-        """Decode, fingerprint and window one message; bad input goes to the DLQ. Never raises on input."""
-        self.stats.events_in += 1
-        offset: int = message.offset
-        self._offsets.received(tp, offset)
-        raw: bytes = message.value if message.value is not None else b""
-        try:
-            # The broker's timestamp stands in for a missing one: stable across replays, unlike "now".
-            events = decode_message(raw, self._decode_config, received_at=message.timestamp / 1000)
-            # Secrets and PII go before anything else sees the event: bursts, the LLM, memory, output.
-            events = [redact_event(event, self._redactor) for event in events]
-            signed = [(event, fingerprint_event(event, self._in_app_prefixes)) for event in events]
-        except BadInput as bad:
-            self._send_to_dlq(tp, message, bad.reason, str(bad))
-            return
-        except Exception as error:  # a decoder bug must not crash-loop the service on one message
-            fields = log_fields(topic=tp[0], partition=tp[1], offset=offset)
-            log.exception("decoding failed unexpectedly", extra=fields)
-            self._send_to_dlq(tp, message, "internal_error", type(error).__name__)
-            return
-        self._accepted.inc()
-        share = len(raw) // len(signed) if signed else 0
-        for event, signature in signed:
-            for closed in self._window.add(event, signature, (tp, offset), share):
-                self._enqueue(closed)
-
-    def _send_to_dlq(self, tp: PartitionKey, message: Any, reason: str, error: str) -> None:
-        assert self._sink is not None
-        kafka = self._settings.kafka
-        token = ("dlq", tp, message.offset)
-        self._offsets.hold(tp, message.offset, token)
-        value: bytes = message.value or b""
-        # The original bytes go as they came (the documented exception); what we add is redacted.
-        headers = dlq_headers(reason, tp, message.offset, self._redactor.redact(error), kafka.dlq_error_max_chars)
-        if len(value) > kafka.dlq_max_value_bytes:
-            # The broker refuses records past its size limit: keep the head, say so, and point at the
-            # original, which stays in the input topic for its retention.
-            headers += [("truncated", b"true"), ("original_bytes", str(len(value)).encode()),
-                        ("original_sha256", hashlib.sha256(value).hexdigest().encode())]
-            value = value[: kafka.dlq_max_value_bytes]
-
-        async def deliver() -> None:
-            assert self._sink is not None
-            await self._sink.publish(kafka.dlq_topic, message.key, value, headers)
-            self._offsets.release(token)
-
-        # Deliveries are batched by the producer and awaited before the next commit.
-        self._dlq_pending.append(deliver())
-        self.stats.dlq += 1
-        self._metrics.events.labels("dlq").inc()
-        self._metrics.dlq.labels(reason).inc()
-        self._metrics.published.labels("dlq").inc()
-
-    async def _settle_dlq(self) -> None:
-        pending, self._dlq_pending = self._dlq_pending, []
-        if pending:
-            await asyncio.gather(*pending)
+    async def _ingest(self, key_stage: KeyStage, tp: PartitionKey, message: Any) -> None:
+        """One input message through the key stage (and, input keyed by server, into this window)."""
+        keyed = await key_stage.ingest(tp, message)
+        if keyed is not None:  # input keyed by server: this window owns its bursts
+            self.stats.records_in += 1
+            self._window_stage.count(keyed.records, keyed.raw, (tp, message.offset))
 
     def _enqueue(self, closed: ClosedBurst) -> None:
         self._workers.put(closed)
 
     def _apply_backpressure(self, consumer: AIOKafkaConsumer) -> None:
+        """Pause the window stage's partitions while the analysis queue is full. The key stage reads on:
+        what it forwards waits in Kafka, and much of it is for other replicas' windows."""
         pipeline = self._settings.pipeline
         depth = self._workers.depth
         if not self._paused and depth >= pipeline.queue_size:
             self._paused = True
-            consumer.pause(*consumer.assignment())
+            consumer.pause(*self._window_partitions(consumer.assignment()))
             self.stats.pauses += 1
             self._metrics.paused.set(1)
             log.info("fetching paused", extra=log_fields(queued=depth))
         elif self._paused and depth <= pipeline.resume_at:
             self._paused = False
-            consumer.resume(*consumer.assignment())
+            consumer.resume(*self._window_partitions(consumer.assignment()))
             self._metrics.paused.set(0)
             log.info("fetching resumed", extra=log_fields(queued=depth))
 
-    def _burst_opened(self, server: str, tenant: str, fingerprint: str, exception_type: str) -> None:
-        if log.isEnabledFor(logging.DEBUG):
-            window = self._settings.window
-            latest = datetime.fromtimestamp(time.time() + window.max_length_s, UTC)
-            log.debug("burst opened", extra=log_event(
-                "burst-opened", server=server, tenant=tenant, fingerprint=fingerprint,
-                exception_type=exception_type, closes_after_quiet_s=window.quiet_s,
-                closes_at_latest=latest.isoformat(timespec="seconds").replace("+00:00", "Z")))
+    def _window_partitions(self, tps: Collection[Any]) -> list[Any]:
+        """The partitions the window stage reads: the repartition topic's, or the input's when keyed."""
+        topic = self._repartition_topic if self._forward else self._settings.kafka.input_topic
+        return [tp for tp in tps if tp.topic == topic]
 
     async def _measure_lag(self, consumer: AIOKafkaConsumer) -> None:
         self._lag = await measure_lag(consumer, self._assigned)
@@ -271,6 +271,7 @@ class Service:
                 log.warning("partition log reset, reading it from the beginning",
                             extra=log_fields(topic=tp[0], partition=tp[1]))
                 self._offsets.forget_partitions([tp])
+                self._window_stage.forget_replays()
                 await consumer.seek_to_beginning(as_topic_partition(tp))
                 self._lag[tp] = None
             elif lag is not None:
@@ -319,16 +320,20 @@ class Service:
     # --- rebalance -------------------------------------------------------------------------------
 
     async def _on_revoked(self, revoked: Collection[Any]) -> None:
-        await self._settle_dlq()
+        if self._key_stage is not None:
+            await self._key_stage.settle()  # forwards acknowledged: the input may commit past them
         gone = {(tp.topic, tp.partition) for tp in revoked}
         if await self._broker_lost_commits(revoked):
             # Our old offsets would point into logs that no longer exist: commit nothing, start over.
             log.warning("the broker lost this group's offsets; reading the partitions from their start")
             self._read_from_start |= gone
+            self._window_stage.forget_replays()
+            if self._forward:  # the repartition topic went with the rest
+                await ensure_repartition_topic(self._settings.kafka, self._settings.repartition,
+                                               self._settings.input.max_message_bytes)
         else:
             await self._commit(only=gone)
-        for closed in self._window.revoke(gone):
-            self._enqueue(closed)
+        self._window_stage.revoke(gone)
         self._offsets.forget_partitions(gone)
         self._assigned -= gone
         self._forget_lag(gone)
@@ -351,33 +356,24 @@ class Service:
         state (a broker on memory storage restarted, topics recreated)."""
         if self._consumer is None:
             return False
-        for tp in partitions:
-            if self._offsets.last_committed((tp.topic, tp.partition)) is None:
-                continue
-            try:
-                if await self._consumer.committed(tp) is None:
-                    return True
-            except KafkaError:
-                return False  # unknown: keep the normal path, a replay covers a failed commit
-        return False
+        ours = [tp for tp in partitions if self._offsets.last_committed((tp.topic, tp.partition)) is not None]
+        # One not fetched in time is unknown: the normal path holds, a replay covers a failed commit.
+        return None in (await committed_offsets(self._consumer, ours)).values()
 
     async def _on_assigned(self, assigned: Collection[Any]) -> None:
         new = {as_topic_partition(tp) for tp in assigned} - self._assigned
         self._assigned |= new
         if self._consumer is not None:
-            for tp in new:
-                try:
-                    committed = await self._consumer.committed(tp)
-                except KafkaError:
-                    committed = None  # unknown until our first commit there
-                self._group_committed[(tp.topic, tp.partition)] = committed
+            committed = await committed_offsets(self._consumer, new)
+            for tp in new:  # one not fetched in time is unknown until our first commit there
+                self._group_committed[(tp.topic, tp.partition)] = committed.get(tp)
         restart = [tp for tp in assigned if (tp.topic, tp.partition) in self._read_from_start]
         if restart and self._consumer is not None:
             # aiokafka keeps the fetch position of a partition that comes straight back; it is stale here.
             await self._consumer.seek_to_beginning(*restart)
             self._read_from_start -= {(tp.topic, tp.partition) for tp in restart}
         if self._paused and self._consumer is not None:
-            self._consumer.pause(*assigned)
+            self._consumer.pause(*self._window_partitions(assigned))
         log.info("partitions assigned", extra=log_event(
             "partitions-assigned", partitions=_names(new), owned=len(self._assigned)))
         if self._health is not None:
@@ -386,7 +382,8 @@ class Service:
     async def _finish(self) -> None:
         """Let running analyses finish within the grace period; the rest is handed back uncommitted."""
         handed_back = await self._workers.finish()
-        await self._settle_dlq()
+        if self._key_stage is not None:
+            await self._key_stage.settle()
         log.info("stopped", extra=log_fields(open_bursts=self._window.open_count, handed_back=handed_back))
 
 

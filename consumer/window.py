@@ -1,4 +1,10 @@
-"""Burst windows: group events of one server and signature into bursts, pure and clock-injected.
+"""Burst windows: count the events of one server and signature into bursts, pure and clock-injected.
+
+The window counts first and builds later. Each event arrives as a `Sighting` (what the burst key and the
+counts need: server, tenant, fingerprint, type, event time, commit, message; read from the repartition
+record's headers, never from the value) and a `RawSample` (the original bytes). Only the head and tail
+candidates' bytes are kept; when the burst closes, the `build_samples` callable decodes and redacts
+those alone (`consumer.samples`), so a repeated event costs a key lookup and a few counters.
 
 Membership is decided by EVENT time, so replaying the same messages after a crash rebuilds the same
 bursts (and the same analysis ids): an event more than `quiet_s` after its burst's last event, or more
@@ -8,9 +14,9 @@ that is behind or paused must not close bursts whose next events are still waiti
 consumer that never catches up cannot hold a burst (and its offsets) forever, a burst open for
 `max_length_s` of wall time closes regardless.
 
-Event-time gaps are only meaningful when a server's events arrive in order, that is when producers key
-messages by server id (Kafka orders within a partition only). Unkeyed input spread over partitions can
-split a burst in two; no event is lost, but the halves are analysed separately.
+Event-time gaps are only meaningful when a burst's events reach one window in order: the repartition
+topic keyed by (server, fingerprint) guarantees that (`consumer.key_stage`), as does input already keyed
+by server (`input.keyed_by_server`).
 """
 
 from __future__ import annotations
@@ -18,26 +24,28 @@ from __future__ import annotations
 import sys
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-import orjson
+from typing import Any, Literal, NamedTuple
 
 from analysis.cache import OBJECT_BYTES
-from analysis.event import Cluster, ErrorEvent, ExceptionInfo, MessageTally, new_event, new_exception
+from analysis.event import Cluster, ErrorEvent, MessageTally
 from analysis.intake.tally import message_template, tally_messages
 
-if TYPE_CHECKING:
-    from analysis.intake.signature import Signature
-
-__all__ = ["BurstWindow", "CloseReason", "ClosedBurst", "PartitionKey", "Position"]
+__all__ = ["BuildSamples", "BurstWindow", "CloseReason", "ClosedBurst", "PartitionKey", "Position", "RawSample",
+           "Sighting"]  # fmt: skip
 
 CloseReason = Literal["quiet", "max_length", "evicted", "flush", "rebalance"]
 PartitionKey = tuple[str, int]
 """(topic, partition); aiokafka's TopicPartition is such a tuple."""
 Position = tuple[PartitionKey, int]
 """Where a message came from: ((topic, partition), offset)."""
+RawSample = tuple[bytes, int, float]
+"""A sample candidate as received: (original message bytes, index of the record in it, event time).
+Several records of one OTLP message share its bytes object."""
+BuildSamples = Callable[[Sequence[RawSample], "Sighting"], tuple[ErrorEvent, ...]]
+"""Turns a closing burst's raw samples into decoded, redacted events (its first sighting stands in for
+samples that no longer decode)."""
 
 _BurstKey = tuple[str, str, str]
 # Distinct commits kept per burst: a burst spanning more deploys than this is already unusual.
@@ -47,10 +55,19 @@ _MAX_COMMITS = 16
 _MAX_MESSAGES = 16
 # The tally reads no further into a message than this (tally.py masks and templates its first 512 chars).
 _TALLY_CHARS = 512
-# A closed burst keeps its last event whole (analysis reads it); of a larger earlier sample it keeps only
-# what the report shows of it (the message, cut), so queued bursts stay small whatever came in.
-_SLIM_BYTES = 16 * 1024
-_SLIM_MESSAGE_CHARS = 1024
+
+
+class Sighting(NamedTuple):
+    """What the window reads of one event: its burst key and what the counts need, all redacted."""
+
+    server: str
+    tenant: str
+    fingerprint: str
+    exception_type: str
+    timestamp: float
+    commit: str | None
+    message: str
+    """The root cause's message, or the log message (`ErrorEvent.exception_message`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,49 +86,51 @@ class ClosedBurst:
 
 
 class _Burst:
-    """An open burst; mutable and private so adding an event copies nothing."""
+    """An open burst; mutable and private so adding an event copies nothing. Containers are made only
+    when a second value needs one (most bursts see one commit, one message and one partition), which
+    keeps a burst's own cost small beside the bytes it holds."""
 
-    __slots__ = (
-        "commits",
-        "count",
-        "exception_type",
-        "first_seen",
-        "head",
-        "key",
-        "last_commit",
-        "last_offsets",
-        "last_seen",
-        "last_wall",
-        "messages",
-        "nbytes",
-        "offsets",
-        "sample_bytes",
-        "tail",
-        "tail_bytes",
-        "templates",
-        "token",
-    )
+    __slots__ = ("commits", "count", "first", "first_offset", "first_seen", "head", "last_commit",
+                 "last_offset", "last_seen", "last_wall", "message", "message_count", "messages", "nbytes",
+                 "partitions", "tail", "tail_bytes", "tail_next", "templates", "token", "tp")  # fmt: skip
 
-    def __init__(self, key: _BurstKey, token: int, exception_type: str, event: ErrorEvent,
-                 tail_size: int) -> None:
-        self.key = key
+    def __init__(self, token: int, sighting: Sighting, position: Position) -> None:
         self.token = token
-        self.exception_type = exception_type
-        self.first_seen = event.timestamp
-        self.last_seen = event.timestamp
+        self.first = sighting
+        self.first_seen = self.last_seen = sighting.timestamp
         self.last_wall = 0.0
         self.count = 0
-        self.commits: dict[str, None] = {}
-        self.last_commit: str | None = None  # the last key of `commits`, checked without an iterator
-        self.head: list[ErrorEvent] = []
-        self.tail: deque[ErrorEvent] = deque(maxlen=tail_size)
-        self.messages: dict[str, int] = {}
+        self.last_commit: str | None = None
+        self.commits: dict[str, None] | None = None  # every commit, the last one seen last, from the 2nd on
+        self.message = sighting.message[:_TALLY_CHARS]
+        self.message_count = 0
+        self.nbytes = OBJECT_BYTES + sys.getsizeof(self.message)  # what the burst holds, samples included
+        self.messages: dict[str, int] | None = None  # other messages, once there are any
         self.templates: dict[bytes, list[Any]] | None = None  # template -> [count, first message]
-        self.sample_bytes: list[int] = []  # what each head sample costs, then in tail_bytes each tail one's
-        self.tail_bytes: deque[int] = deque(maxlen=tail_size)
-        self.nbytes = 0
-        self.offsets: dict[PartitionKey, int] = {}
-        self.last_offsets: dict[PartitionKey, int] = {}
+        self.head: list[RawSample] = []
+        self.tail: list[RawSample] | None = None  # a ring once full; `tail_next` is its oldest entry
+        self.tail_bytes: list[int] | None = None  # what each tail sample is charged, aligned with `tail`
+        self.tail_next = 0
+        self.tp, self.first_offset = position
+        self.last_offset = self.first_offset
+        self.partitions: dict[PartitionKey, list[int]] | None = None  # [first, last] of further partitions
+
+
+def _count_message(burst: _Burst, message: str) -> int:
+    """Count `message` (cut to what the tally reads); returns the bytes a newly kept message holds."""
+    messages = burst.messages
+    if messages is None:
+        burst.messages = {message: 1}
+        return OBJECT_BYTES + sys.getsizeof(message)
+    seen = messages.get(message)
+    if seen is not None:
+        messages[message] = seen + 1
+    elif len(messages) < _MAX_MESSAGES - 1:
+        messages[message] = 1
+        return OBJECT_BYTES + sys.getsizeof(message)
+    else:
+        return _count_by_template(burst, message)
+    return 0
 
 
 def _count_by_template(burst: _Burst, message: str) -> int:
@@ -129,20 +148,46 @@ def _count_by_template(burst: _Burst, message: str) -> int:
     return 0
 
 
+def _count_commit(burst: _Burst, commit: str) -> None:
+    """Keep `commit` once, as the last one seen (that is the commit analysis reads)."""
+    if burst.last_commit is None:
+        burst.last_commit = commit
+        return
+    commits = burst.commits
+    if commits is None:
+        commits = burst.commits = {burst.last_commit: None}
+    if commit in commits:
+        del commits[commit]
+    elif len(commits) >= _MAX_COMMITS:
+        del commits[next(iter(commits))]
+    commits[commit] = None
+    burst.last_commit = commit
+
+
 def _tally(burst: _Burst) -> tuple[MessageTally, ...]:
-    counts = dict(burst.messages)
+    counts = {burst.message: burst.message_count} if burst.message_count else {}
+    for message, count in (burst.messages or {}).items():
+        counts[message] = counts.get(message, 0) + count
     for count, example in (burst.templates or {}).values():
         counts[example] = counts.get(example, 0) + count
     return tally_messages(counts)
+
+
+def _held(burst: _Burst) -> dict[PartitionKey, tuple[int, int]]:
+    """The burst's first and last offset per partition."""
+    spans = {burst.tp: (burst.first_offset, burst.last_offset)}
+    for tp, (first, last) in (burst.partitions or {}).items():
+        spans[tp] = (first, last)
+    return spans
 
 
 class BurstWindow:
     """Open bursts keyed by (server, tenant, fingerprint); `add` and `expire` return the ones that close.
 
     `clock` is the wall clock `expire(now)` is measured against (monotonic by default); `on_open` is called
-    with (server, tenant, fingerprint, exception type) when a burst opens. Past `max_open` bursts, or past
-    `max_open_bytes` of samples and counted messages held (as `sample_bytes` estimates them), the least
-    recently updated burst closes early.
+    with (server, tenant, fingerprint, exception type) when a burst opens; `build_samples` decodes a closing
+    burst's samples. Past `max_open` bursts, or past `max_open_bytes` held (the raw bytes of their samples,
+    and their counted messages), the least recently updated burst closes early.
     """
 
     def __init__(
@@ -151,6 +196,7 @@ class BurstWindow:
         max_length_s: float,
         max_open: int,
         max_samples: int,
+        build_samples: BuildSamples,
         clock: Callable[[], float] = time.monotonic,
         on_open: Callable[[str, str, str, str], None] | None = None,
         max_open_bytes: int = 256 << 20,
@@ -163,8 +209,9 @@ class BurstWindow:
         self.max_open_bytes = max_open_bytes
         self.open_bytes = 0
         # The first events show how the burst started, the latest what is deployed now.
-        self._head_size = max_samples // 2
+        self._head_size = max_samples // 2 or 1
         self._tail_size = max_samples - self._head_size
+        self._build_samples = build_samples
         self._clock = clock
         self._on_open = on_open
         # Ordered by the wall time of the last add: the front is the least recently updated burst,
@@ -180,15 +227,10 @@ class BurstWindow:
         """How many bursts are open."""
         return len(self._open)
 
-    def add(self, event: ErrorEvent, signature: Signature, position: Position, raw_bytes: int | None = None
-            ) -> list[ClosedBurst]:
-        """Put one event into its burst; returns the bursts this closed (its own old one, an evicted one).
-
-        `raw_bytes` is the size of the message the event was decoded from (its share of it, for a batch):
-        every string of the event came out of it, so the sample is charged that instead of measuring them.
-        """
-        key = (event.server_id, event.tenant, signature.fingerprint)
-        ts = event.timestamp
+    def add(self, sighting: Sighting, sample: RawSample, position: Position) -> list[ClosedBurst]:
+        """Count one event into its burst; returns the bursts this closed (its own old one, an evicted one)."""
+        key = (sighting.server, sighting.tenant, sighting.fingerprint)
+        ts = sighting.timestamp
         now = self._clock()
         closed: list[ClosedBurst] = []
         open_bursts = self._open
@@ -203,16 +245,16 @@ class BurstWindow:
         if burst is None:
             if len(open_bursts) >= self.max_open:
                 closed.append(self._close(next(iter(open_bursts)), "evicted"))
-            burst = _Burst(key, self._next_token, signature.exception_type or event.exception_type, event,
-                           self._tail_size)
+            burst = _Burst(self._next_token, sighting, position)
+            self.open_bytes += burst.nbytes
             self._next_token += 1
             open_bursts[key] = burst
             self._opened.append((now, burst.token, key))
             if self._on_open is not None:
-                self._on_open(*key, burst.exception_type)
+                self._on_open(*key, sighting.exception_type)
         else:
             open_bursts.move_to_end(key)
-        # Recording is inlined: this runs for every event the service reads.
+        # Counting is inlined: this runs for every event the service reads.
         burst.count += 1
         burst.last_wall = now
         # Out-of-order events widen the burst rather than open a new one.
@@ -220,66 +262,72 @@ class BurstWindow:
             burst.last_seen = ts
         elif ts < burst.first_seen:
             burst.first_seen = ts
-        commit = event.commit
+        commit = sighting.commit
         if commit and commit != burst.last_commit:
-            commits = burst.commits
-            if commit in commits:
-                del commits[commit]  # keep the last one seen last: that is the commit analysis reads
-            elif len(commits) >= _MAX_COMMITS:
-                del commits[next(iter(commits))]
-            commits[commit] = None
-            burst.last_commit = commit
-        chain = event.exceptions  # `event.exception_message`, inlined
-        message = (chain[-1].value if chain else "") or event.message
+            _count_commit(burst, commit)
+        message = sighting.message
         if len(message) > _TALLY_CHARS:  # all the tally reads of it: a megabyte message is not kept whole
             message = message[:_TALLY_CHARS]
-        messages = burst.messages
-        seen = messages.get(message)
         nbytes = 0
-        if seen is not None:
-            messages[message] = seen + 1
-        elif len(messages) < _MAX_MESSAGES:
-            messages[message] = 1
-            nbytes = OBJECT_BYTES + sys.getsizeof(message)
+        if message == burst.message:
+            burst.message_count += 1
         else:
-            nbytes = _count_by_template(burst, message)
+            nbytes = _count_message(burst, message)
         head = burst.head
+        # A sample holds its message's bytes (shared by the records of one batch: charged to each, which
+        # errs on the safe side).
+        charge = OBJECT_BYTES + len(sample[0])
         if len(head) < self._head_size:
-            charge = sample_bytes(event, head[0] if head else None, raw_bytes)
-            head.append(event)
-            burst.sample_bytes.append(charge)
+            head.append(sample)
             nbytes += charge
         elif self._tail_size:
-            charge = sample_bytes(event, head[0] if head else None, raw_bytes)
             tail, tail_bytes = burst.tail, burst.tail_bytes
-            dropped = tail_bytes[0] if len(tail) == self._tail_size else 0  # the deques drop it on append
-            tail.append(event)
-            tail_bytes.append(charge)
-            nbytes += charge - dropped
+            if tail is None or tail_bytes is None:
+                burst.tail, burst.tail_bytes = [sample], [charge]
+                nbytes += charge
+            elif len(tail) < self._tail_size:
+                tail.append(sample)
+                tail_bytes.append(charge)
+                nbytes += charge
+            else:
+                nbytes += charge - tail_bytes[burst.tail_next]
+                tail[burst.tail_next], tail_bytes[burst.tail_next] = sample, charge
+                burst.tail_next = (burst.tail_next + 1) % self._tail_size
         burst.nbytes += nbytes
         self.open_bytes += nbytes
         while self.open_bytes > self.max_open_bytes and len(open_bursts) > 1:  # the front is never this one
             closed.append(self._close(next(iter(open_bursts)), "evicted"))
         tp, offset = position
         # Offsets grow within a partition, so the first one seen is the lowest and the last the highest.
-        if tp not in burst.offsets:
-            burst.offsets[tp] = offset
-        burst.last_offsets[tp] = offset
+        if tp == burst.tp:
+            burst.last_offset = offset
+        elif burst.partitions is None:
+            burst.partitions = {tp: [offset, offset]}
+        elif tp in burst.partitions:
+            burst.partitions[tp][1] = offset
+        else:
+            burst.partitions[tp] = [offset, offset]
         return closed
 
-    def expire(self, now: float, idle_by_wall: bool = True) -> list[ClosedBurst]:
+    def expire(self, now: float, idle_by_wall: bool = True, until: float | None = None) -> list[ClosedBurst]:
         """Close the bursts open for `max_length_s` of wall time and, when `idle_by_wall` (the caller is
-        caught up), those that received nothing for `quiet_s` of wall time."""
+        caught up), those that received nothing for `quiet_s` of wall time. Closing builds each burst's
+        samples; with `until` (a `time.monotonic()` deadline) it stops once past it, after one close at
+        least, and the rest close on the next call."""
+
+        def spent() -> bool:
+            return until is not None and bool(closed) and time.monotonic() > until
+
         closed: list[ClosedBurst] = []
         if idle_by_wall:
             deadline = now - self.quiet_s
-            while self._open:
+            while self._open and not spent():
                 key, burst = next(iter(self._open.items()))
                 if burst.last_wall > deadline:
                     break
                 closed.append(self._close(key, "quiet"))
         opened, too_old = self._opened, now - self.max_length_s
-        while opened and opened[0][0] <= too_old:
+        while opened and opened[0][0] <= too_old and not spent():
             _, token, key = opened.popleft()
             if self._is_open(key, token):
                 closed.append(self._close(key, "max_length"))
@@ -303,13 +351,13 @@ class BurstWindow:
         A burst read only from revoked partitions is dropped: its events are replayed by the new owner from
         the last commit, which is at or before its first offset, so it is rebuilt there (keeping it here
         would count those events twice if the partitions come back). A burst that also holds kept partitions
-        (unkeyed input) closes now, so what this consumer read of it is analysed; it is returned.
+        (input wrongly declared keyed) closes now, so what this consumer read of it is analysed; it is returned.
         """
         gone = set(tps)
         closing: list[ClosedBurst] = []
         for key, burst in list(self._open.items()):
-            held = burst.offsets.keys()
-            if held and held <= gone:
+            held = _held(burst).keys()
+            if held <= gone:
                 del self._open[key]
                 self.open_bytes -= burst.nbytes
             elif gone & held:
@@ -320,98 +368,34 @@ class BurstWindow:
         """Per partition, the lowest offset any open burst holds."""
         held: dict[PartitionKey, int] = {}
         for burst in self._open.values():
-            for tp, offset in burst.offsets.items():
+            current = held.get(burst.tp)
+            if current is None or burst.first_offset < current:
+                held[burst.tp] = burst.first_offset
+            for tp, (first, _) in (burst.partitions or {}).items():
                 current = held.get(tp)
-                if current is None or offset < current:
-                    held[tp] = offset
+                if current is None or first < current:
+                    held[tp] = first
         return held
 
     def _close(self, key: _BurstKey, reason: CloseReason) -> ClosedBurst:
         burst = self._open.pop(key)
         self.open_bytes -= burst.nbytes
         server_id, tenant, fingerprint = key
-        samples = (*burst.head, *burst.tail)
-        charged = (*burst.sample_bytes, *burst.tail_bytes)
-        earlier = [_slim(event) if nbytes > _SLIM_BYTES else event
-                   for event, nbytes in zip(samples[:-1], charged[:-1], strict=True)]
+        tail = burst.tail or []
+        raw = (*burst.head, *tail[burst.tail_next:], *tail[:burst.tail_next])
+        commits = tuple(burst.commits) if burst.commits else (burst.last_commit,) if burst.last_commit else ()
         cluster = Cluster(
             server_id=server_id,
             tenant=tenant,
             fingerprint=fingerprint,
-            exception_type=burst.exception_type,
+            exception_type=burst.first.exception_type,
             first_seen=burst.first_seen,
             last_seen=burst.last_seen,
             count=burst.count,
-            commits=tuple(burst.commits),
-            samples=(*earlier, samples[-1]),
+            commits=commits,
+            samples=self._build_samples(raw, burst.first),
             messages=_tally(burst),
         )
-        spans = {tp: (first, burst.last_offsets[tp]) for tp, first in burst.offsets.items()}
-        return ClosedBurst(cluster=cluster, reason=reason, offsets=dict(burst.offsets), token=burst.token,
-                           spans=spans)
-
-
-def sample_bytes(event: ErrorEvent, reference: ErrorEvent | None = None, raw_bytes: int | None = None) -> int:
-    """What holding `event` in a burst costs, about: its strings (measured, or `raw_bytes` when the size of
-    the message they came from is known) and objects, not counting the parsed frames it shares with
-    `reference` (events of one trace share their frames tuples)."""
-    exceptions = event.exceptions
-    if raw_bytes is None:
-        size = sys.getsizeof
-        nbytes = OBJECT_BYTES + size(event.message) + size(event.raw_trace)
-        nbytes += sum([size(exception.value) for exception in exceptions])
-        if event.extra:
-            nbytes += _value_bytes(event.extra)
-    else:
-        # Its strings came out of the message's bytes; a wide character widens a whole string (up to four
-        # bytes a character), which is checked on the two large ones. (`sys.getsizeof` would cost more
-        # than the rest of the window's work.)
-        message, trace = event.message, event.raw_trace
-        nbytes = OBJECT_BYTES + raw_bytes
-        if not (message.isascii() and trace.isascii()):
-            nbytes += 3 * (len(message) + len(trace))
-        for value in event.extra.values():
-            if type(value) is dict or type(value) is list:  # containers cost more than their JSON text
-                nbytes += _value_bytes(value)
-    if exceptions:
-        shared = reference.exceptions if reference is not None else ()
-        if not (len(exceptions) == 1 and len(shared) == 1 and shared[0].frames is exceptions[0].frames):
-            nbytes += _frames_bytes(event, shared, raw_bytes is None)  # the usual repeat of a trace has none
-    return nbytes
-
-
-def _frames_bytes(event: ErrorEvent, shared: tuple[ExceptionInfo, ...], measure: bool) -> int:
-    """The frames `event` does not share with the reference: an object each, and their strings."""
-    size = sys.getsizeof
-    nbytes = 0
-    trace = event.raw_trace
-    for index, exception in enumerate(event.exceptions):
-        nbytes += OBJECT_BYTES
-        frames = exception.frames
-        if frames and not (index < len(shared) and shared[index].frames is frames):
-            nbytes += OBJECT_BYTES * len(frames)
-            if trace:  # frames parsed from the trace are cut from it: at most its size again, once
-                nbytes, trace = nbytes + size(trace), ""
-            elif measure and not event.raw_trace:  # structured frames: their strings are theirs alone
-                nbytes += sum([size(f.function) + size(f.filename) + size(f.abs_path) + size(f.module)
-                               for f in frames])
-    return nbytes
-
-
-def _value_bytes(value: Any) -> int:
-    """Unknown fields as decoded from JSON: their JSON text twice over (the strings, and slack for their
-    headers), plus 64 bytes an item (a comma apart), what an empty container or a number costs at most."""
-    try:
-        text = orjson.dumps(value)
-    except TypeError:  # not made from JSON after all: a rough count of its items instead
-        return OBJECT_BYTES * (1 + len(value))
-    return 2 * len(text) + OBJECT_BYTES + 64 * text.count(b",")
-
-
-def _slim(event: ErrorEvent) -> ErrorEvent:
-    """An earlier sample as the report uses it: its message and its root cause's type and message, cut;
-    no trace, frames or unknown fields."""
-    root = event.root_cause
-    chain = (new_exception(root.type[:_SLIM_MESSAGE_CHARS], root.value[:_SLIM_MESSAGE_CHARS]),) if root else ()
-    return new_event(event.server_id, event.timestamp, event.message[:_SLIM_MESSAGE_CHARS], event.level,
-                     event.logger[:_SLIM_MESSAGE_CHARS], event.commit, event.tenant, chain, "", event.shape, {})
+        spans = _held(burst)
+        return ClosedBurst(cluster=cluster, reason=reason, offsets={tp: span[0] for tp, span in spans.items()},
+                           token=burst.token, spans=spans)

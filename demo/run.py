@@ -106,9 +106,12 @@ async def execute_demo(
         progress.stage(broker_line(broker.bootstrap_servers))
         settings = demo_settings(settings, broker.bootstrap_servers, workdir)
         kafka = settings.kafka
+        # The repartition topic as the service would make it: as many partitions as the input.
+        repartition = settings.repartition.topic_for(kafka.group_id)
         topics = [kafka.input_topic, kafka.output_topic, kafka.dlq_topic, kafka.review_topic,
-                  kafka.feedback_topic]
-        await create_topics(broker.bootstrap_servers, topics, {kafka.input_topic: _INPUT_PARTITIONS})
+                  kafka.feedback_topic, repartition]
+        await create_topics(broker.bootstrap_servers, topics,
+                            {kafka.input_topic: _INPUT_PARTITIONS, repartition: _INPUT_PARTITIONS})
         services = build_sample_repos(workdir / "samples")
         progress.stage(repos_line(services, keep / "samples" if keep is not None else None))
         stream = build_stream(services, events, seed, settings.input.max_message_bytes)

@@ -20,7 +20,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from analysis.code.repo import RepoConfig, RepoSpec
 from consumer.pipeline import Service
-from consumer.settings import InputSettings, KafkaSettings, PipelineSettings, Settings, WindowSettings
+from consumer.settings import (
+    InputSettings,
+    KafkaSettings,
+    PipelineSettings,
+    RepartitionSettings,
+    Settings,
+    WindowSettings,
+)
 from demo.broker import EmbeddedBroker, create_topics
 from store import OnnxEmbedder
 from tests.gitrepo import GitRepo
@@ -139,10 +146,12 @@ def make_settings(
     window: Mapping[str, Any] | None = None,
     pipeline: Mapping[str, Any] | None = None,
     input: Mapping[str, Any] | None = None,
+    repartition: Mapping[str, Any] | None = None,
 ) -> Settings:
     """Settings on a test broker with fresh topics and group, fast timings and short windows.
 
-    `kafka={...}`, `window={...}`, `pipeline={...}`, `input={...}` override fields per group;
+    `kafka={...}`, `window={...}`, `pipeline={...}`, `input={...}`, `repartition={...}` override fields
+    per group;
     `like=other` reuses another Settings' topics and group id (a restarted service).
     """
     if like is not None:
@@ -167,8 +176,10 @@ def make_settings(
         "max_inflight": 2, "queue_size": 64, "resume_at": 16, "poll_timeout_ms": 100,
         "shutdown_grace_s": 5.0, "retry_initial_s": 0.05, "retry_max_s": 0.2, **(pipeline or {}),
     })
+    repartition_settings = RepartitionSettings(**{"linger_ms": 2, **(repartition or {})})
     return Settings(data_dir=data_dir, kafka=kafka_settings, window=window_settings,
-                    pipeline=pipeline_settings, input=InputSettings(**(input or {})))
+                    pipeline=pipeline_settings, input=InputSettings(**(input or {})),
+                    repartition=repartition_settings)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from consumer.kafka import (
     dlq_headers,
     make_consumer,
     measure_lag,
+    poll,
     start_with_retry,
 )
 from consumer.logs import log_fields
@@ -36,8 +37,9 @@ from consumer.notify.metrics import NotifyMetrics
 from consumer.notify.notice import BadNotice, Notice, read_event
 from consumer.notify.routing import RateLimiter, refusal
 from consumer.notify.transport import DeliveryError, Outcome
+from consumer.notify_settings import NotifySettings, NotifySinkSettings
 from consumer.retry import Backoff, sleep_unless
-from consumer.settings import KafkaSettings, NotifySettings, NotifySinkSettings
+from consumer.settings import KafkaSettings
 
 __all__ = ["Sink", "SinkLane"]
 
@@ -106,7 +108,7 @@ class SinkLane:
         self.started = True
         try:
             while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=_POLL_MS)
+                batch = await poll(consumer, _POLL_MS)
                 if batch:
                     await self._handle_batch(consumer, batch)
                 await self._measure_lag(consumer)
@@ -232,7 +234,7 @@ class SinkLane:
                 await sleep_unless(self._stop, left)
                 continue
             slice_s = min(left, _KEEPALIVE_S)
-            fetched = await consumer.getmany(timeout_ms=int(slice_s * 1000))
+            fetched = await poll(consumer, int(slice_s * 1000))
             # Only partitions assigned during the wait can return records: read them again later.
             for tp, records in fetched.items():
                 consumer.seek(tp, records[0].offset)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from consumer.notify.notice import Notice
-from consumer.settings import NotifySinkSettings
+from consumer.notify_settings import NotifySinkSettings
 
 __all__ = ["RateLimiter", "refusal"]
 

@@ -28,8 +28,9 @@ from consumer.notify.slack import SlackSink
 from consumer.notify.tracker import IssueSink
 from consumer.notify.transport import new_client
 from consumer.notify.webhook import WebhookSink
+from consumer.notify_settings import NotifySettings
 from consumer.retry import Backoff
-from consumer.settings import NotifySettings, Settings
+from consumer.settings import Settings
 
 __all__ = ["NotifyConfigError", "NotifyService", "run_notify", "source_links"]
 

@@ -13,11 +13,12 @@ import importlib
 from pathlib import Path
 
 from analysis.cache import cache_bytes
-from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event
-from analysis.intake.signature import fingerprint_event
+from analysis.intake.decode import DecodeConfig
+from analysis.intake.redact import Redactor
 from bench.bounded import SHAPES, hostile_message
+from consumer.keying import KeyReader
 from consumer.window import BurstWindow
+from consumer.window_stage import sample_builder
 
 _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("consumer", "analysis", "store")
@@ -126,12 +127,12 @@ class TestHostileInputStaysInBudget:
     def test_distinct_large_messages_of_every_shape_keep_each_cache_in_its_budget(self) -> None:
         """Three rounds of every hostile shape (256 kB each) through decode, redact, fingerprint, window."""
         redactor, decode = Redactor(), DecodeConfig()
-        window = BurstWindow(30.0, 300.0, 10_000, 20, max_open_bytes=2 << 20)
+        reader = KeyReader(decode, redactor)
+        window = BurstWindow(30.0, 300.0, 10_000, 20, sample_builder(decode, redactor), max_open_bytes=2 << 20)
         for offset in range(3 * len(SHAPES)):
             raw = hostile_message(offset, 256 * 1024)
-            events = [redact_event(event, redactor) for event in decode_message(raw, decode)]
-            for event in events:
-                window.add(event, fingerprint_event(event), (("errors", 0), offset), len(raw) // len(events))
+            for index, sighting in enumerate(reader.read_sightings(raw, received_at=0.0)):
+                window.add(sighting, (raw, index, sighting.timestamp), (("errors", 0), offset))
             assert window.open_bytes <= window.max_open_bytes or window.open_count == 1  # one burst may be over
             for name, (used, budget) in cache_bytes().items():
                 assert used <= budget, f"{name}: {used} bytes charged, budget {budget}"

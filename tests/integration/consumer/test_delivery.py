@@ -255,8 +255,12 @@ class TestCommitAfterPublish:
 
         asyncio.run(first_run())
         published_first = _events(asyncio.run(kafka_io.read_all(first.kafka.output_topic)))
-        committed_first = asyncio.run(kafka_io.committed(first.kafka.group_id, first.kafka.input_topic))
+        committed_input = asyncio.run(kafka_io.committed(first.kafka.group_id, first.kafka.input_topic))
+        repartition = first.repartition.topic_for(first.kafka.group_id)
+        committed_first = asyncio.run(kafka_io.committed(first.kafka.group_id, repartition))
         assert 1 <= len(published_first) < len(bursts)
+        # Forwarded and acknowledged, the input moves on; the open bursts hold the repartition topic back.
+        assert committed_input[0] == len(head)
         assert committed_first[0] is not None and committed_first[0] < len(head)
         assert {e["id"] for e in published_first} <= expected
 
@@ -277,6 +281,9 @@ class TestCommitAfterPublish:
         assert replayed, "a burst published before the stop was replayed after it, under the same id"
         committed = asyncio.run(kafka_io.committed(second.kafka.group_id, second.kafka.input_topic))
         assert committed == {0: len(head) + len(tail)}
+        # The records the stop left unpublished were forwarded once: the repartition topic ends where the
+        # input does, and is committed to its end.
+        assert asyncio.run(kafka_io.committed(second.kafka.group_id, repartition)) == {0: len(head) + len(tail)}
 
 
 class TestBackpressure:
@@ -299,7 +306,7 @@ class TestBackpressure:
         def observe() -> bool:
             gauge = metrics.registry.get_sample_value
             paused, inflight = gauge("logagent_consumer_paused"), gauge("logagent_inflight_analyses")
-            samples.append((paused or 0.0, inflight or 0.0, service.stats.events_in))
+            samples.append((paused or 0.0, inflight or 0.0, service.stats.records_in))
             return service.stats.events_in == len(stream) and service.idle()
 
         async def scenario() -> None:
@@ -311,7 +318,7 @@ class TestBackpressure:
         assert len({e["id"] for e in events}) == len(bursts) == len(events)
         paused = [s for s in samples if s[0] == 1.0]
         assert paused, "fetching never paused"
-        assert paused[0][2] < len(stream), "everything was fetched before the pause"
+        assert paused[0][2] < len(stream), "the window read everything before the pause"
         assert service.stats.pauses >= 1
         # Queue bound: queue_size, plus one batch of closes and the open bursts, plus the running one.
         assert max(s[1] for s in samples) <= 2 + 5 + 2 + 1

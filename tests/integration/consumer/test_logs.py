@@ -76,7 +76,9 @@ class TestServiceLogs:
             assert line["service.version"] == "9.9.9"
         [assigned] = [line for line in lines if line.get("event.action") == "partitions-assigned"]
         assert assigned["log.level"] == "info"
-        assert assigned["logagent"] == {"partitions": [f"{settings.kafka.input_topic}/0"], "owned": 1}
+        repartition = settings.repartition.topic_for(settings.kafka.group_id)
+        assert assigned["logagent"] == {
+            "partitions": sorted([f"{settings.kafka.input_topic}/0", f"{repartition}/0"]), "owned": 2}
         opened = [line for line in lines if line.get("event.action") == "burst-opened"]
         assert len(opened) == 2 and {line["log.level"] for line in opened} == {"debug"}
         for line in opened:

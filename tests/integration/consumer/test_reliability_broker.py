@@ -98,7 +98,9 @@ class TestBrokerRestart:
                 await _until(lambda: service.stats.published >= 2, 15, "W and Y published", task)
                 await asyncio.sleep(2 * kafka.commit_interval_s)
                 assert analyzer.started.count("billing") == 1 and service.stats.published == 2
-                committed_during = await io.committed(kafka.group_id, kafka.input_topic)
+                # The bursts hold the repartition topic (one partition: the same offsets as the input).
+                repartition = settings.repartition.topic_for(kafka.group_id)
+                committed_during = await io.committed(kafka.group_id, repartition)
 
                 stopped = time.monotonic()
                 own_broker.stop()
@@ -125,3 +127,42 @@ class TestBrokerRestart:
         assert asyncio.run(io.committed(kafka.group_id, kafka.input_topic)) == {0: len(z)}
         assert outage_s < 10
 
+
+
+class TestStopDuringOutage:
+    def test_sigterm_with_the_broker_gone_stops_within_the_grace_period(
+            self, own_broker: EmbeddedBroker, tmp_path: Path, shop_repos: Callable[..., ShopRepos]) -> None:
+        """The broker goes away for good after the service forwarded and windowed a stream; its bursts close
+        and their analyses cannot be published. Stopping then still returns in bounded time: the producers'
+        flush, the forwards' acknowledgements, the commit and the consumer's stop are each capped, where
+        aiokafka would retry every batch for 40 s per producer."""
+        repos = shop_repos("orders", "billing")
+        settings = make_settings(own_broker.bootstrap_servers, tmp_path / "data", partitions=4,
+                                 window={"quiet_s": 0.3}, pipeline={"shutdown_grace_s": 1.0})
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
+        io = KafkaIO(own_broker.bootstrap_servers)
+        stream = [raw for i in range(40) for raw in (
+            shop_error("orders", "total", T0 + i * 0.01, repos.commits["orders"], n=i),
+            shop_error("billing", "split", T0 + i * 0.01, repos.commits["billing"], n=i))]
+        took = 0.0
+
+        async def scenario() -> None:
+            nonlocal took
+            stop = asyncio.Event()
+            task = asyncio.create_task(service.run(stop))
+            try:
+                await _until(lambda: len(service.assigned) == 8, 30, "the assignment", task)
+                await io.produce(settings.kafka.input_topic, stream)
+                await _until(lambda: service.stats.records_in >= len(stream), 30, "the stream windowed", task)
+                own_broker.stop()
+                await asyncio.sleep(1.0)  # the bursts close; their analyses wait on the broker
+            finally:
+                started = time.monotonic()
+                stop.set()
+                await asyncio.wait_for(task, 60)
+                took = time.monotonic() - started
+
+        asyncio.run(scenario())
+        # At most: a commit under way when stop came (10 s), the grace for analyses (1 s here), the final
+        # commit (10 s), the clients' stops (5 s together); unbounded, the producers flush for 40 s each.
+        assert took < 35, f"stopping took {took:.1f}s"

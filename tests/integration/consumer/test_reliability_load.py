@@ -137,7 +137,9 @@ class TestSlowConsumer:
         growth = max(rss for rss, _ in samples) - baseline[0]
         assert any(paused == 1.0 for _, paused in samples), "fetching never paused"
         assert service.stats.pauses >= 1
-        assert service.stats.events_in < len(stream) / 2, f"read the stream instead of pausing: {service.stats}"
+        # The key stage reads on (what it forwards waits in the repartition topic, not in this process);
+        # the window stage, which holds bursts, is what pauses.
+        assert service.stats.records_in < len(stream) / 2, f"read the stream instead of pausing: {service.stats}"
         assert growth < 48 * MB, f"RSS grew by {growth / MB:.1f} MB"
 
 

@@ -119,4 +119,5 @@ class TestLogagentRun:
         assert fields["memory"] == str(tmp_path / "data" / "memory")
         assert fields["model"] is None and "heuristic" in fields["ollama"]
         [assigned] = [line for line in lines if line.get("event.action") == "partitions-assigned"]
-        assert assigned["logagent"]["partitions"] == [f"{kafka.input_topic}/0"]
+        repartition = f"{kafka.group_id}-bursts-repartition"
+        assert assigned["logagent"]["partitions"] == sorted([f"{kafka.input_topic}/0", f"{repartition}/0"])

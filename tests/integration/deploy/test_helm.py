@@ -408,6 +408,10 @@ class TestSettingsContract:
         assert settings.window.quiet_s == 45.0
         assert settings.kafka.bootstrap_servers == "broker-0.kafka:9093,broker-1.kafka:9093"
         assert settings.ollama.url == "http://ollama.llm.svc:11434"
+        assert (settings.repartition.topic, settings.repartition.partitions) == ("logagent-bursts", 24)
+        assert (settings.repartition.replication_factor, settings.repartition.compression) == (2, "zstd")
+        assert settings.repartition.retention_ms == 43_200_000 and settings.repartition.create
+        assert not settings.input.keyed_by_server
 
     def test_repo_map_matches_the_mounted_tokens(self, full_docs: list[Doc]) -> None:
         """repos.json parses as RepoSpec; each token file is mounted and each token env var is set."""

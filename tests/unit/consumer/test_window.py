@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.event import ErrorEvent, ExceptionInfo, Frame
-from analysis.intake.signature import fingerprint_event
+from analysis.intake.decode import DecodeConfig
+from analysis.intake.redact import RedactionConfig, Redactor
+from consumer.keying import KeyReader
 from consumer.window import BurstWindow, ClosedBurst
+from consumer.window_stage import sample_builder
 
 TP0 = ("errors", 0)
 TP1 = ("errors", 1)
+_REDACTOR = Redactor(RedactionConfig())
+_READER = KeyReader(DecodeConfig(), _REDACTOR)
 
 
 class FakeClock:
@@ -24,21 +29,26 @@ class FakeClock:
 
 
 def _event(ts: float, *, server: str = "checkout", exc: str = "java.lang.NullPointerException",
-           function: str = "charge", commit: str | None = "a1", message: str = "boom") -> ErrorEvent:
-    frames = (Frame(function=function, module="com.shop.payment.PaymentService",
-                    filename="PaymentService.java", lineno=42, in_app=True),)
-    return ErrorEvent(server_id=server, timestamp=ts, message=message, commit=commit,
-                      exceptions=(ExceptionInfo(type=exc, value=message, frames=frames),))
+           function: str = "charge", commit: str | None = "a1", message: str = "boom") -> bytes:
+    """A native-shape message, as a service logs it."""
+    frames = [{"function": function, "module": "com.shop.payment.PaymentService",
+               "filename": "PaymentService.java", "lineno": 42, "in_app": True}]
+    return orjson.dumps({"server_id": server, "timestamp": ts, "message": message, "commit": commit,
+                         "exception": {"type": exc, "value": message, "stacktrace": frames}})
 
 
 def _window(clock: FakeClock, *, quiet: float = 10.0, length: float = 100.0, max_open: int = 100,
             samples: int = 4) -> BurstWindow:
     return BurstWindow(quiet_s=quiet, max_length_s=length, max_open=max_open, max_samples=samples,
-                       clock=clock)
+                       build_samples=sample_builder(_READER.config, _REDACTOR), clock=clock)
 
 
-def _add(window: BurstWindow, event: ErrorEvent, offset: int, tp: tuple[str, int] = TP0) -> list[ClosedBurst]:
-    return window.add(event, fingerprint_event(event, ()), (tp, offset))
+def _add(window: BurstWindow, raw: bytes, offset: int, tp: tuple[str, int] = TP0) -> list[ClosedBurst]:
+    """Count `raw` as the window stage does: its sightings, its bytes as the sample."""
+    closed: list[ClosedBurst] = []
+    for index, sighting in enumerate(_READER.read_sightings(raw, received_at=0.0)):
+        closed += window.add(sighting, (raw, index, sighting.timestamp), (tp, offset))
+    return closed
 
 
 class TestBurstWindow:
@@ -252,59 +262,62 @@ class TestByteBudget:
     """Open bursts are bounded in bytes too: large distinct events cannot pile up to the count cap."""
 
     def test_large_distinct_events_evict_the_oldest_past_the_budget(self) -> None:
-        """Each 1 MiB event opens a burst; past max_open_bytes the least recently updated ones close early."""
+        """Each 1 MiB message opens a burst; past max_open_bytes the least recently updated ones close early."""
         window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=10_000, max_samples=4,
-                             clock=FakeClock(), max_open_bytes=8 << 20)
+                             build_samples=sample_builder(_READER.config, _REDACTOR), clock=FakeClock(),
+                             max_open_bytes=8 << 20)
         evicted = 0
         for i in range(40):
-            event = _event(100.0, function=f"f{i}", message=f"{i} " + "m" * (1 << 20))
-            closed = window.add(event, fingerprint_event(event, ()), (TP0, i), 1 << 20)
+            closed = _add(window, _event(100.0, function=f"f{i}", message=f"{i} " + "m" * 500_000), i)
             evicted += sum(c.reason == "evicted" for c in closed)
             assert window.open_bytes <= 8 << 20
         assert window.open_count <= 8 and evicted == 40 - window.open_count
 
-    def test_a_repeated_trace_is_charged_its_messages_not_its_frames_again(self) -> None:
-        """Samples sharing the first event's frames tuple cost their own bytes only."""
-        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=100, max_samples=20, clock=FakeClock())
-        frames = tuple(Frame(function=f"fn{i}", module="com.shop.S", filename="S.java", lineno=i)
-                       for i in range(200))
+    def test_a_burst_is_charged_the_raw_bytes_of_its_samples_only(self) -> None:
+        """Past max_samples, a repeat replaces a tail sample: the charge stays that of the samples kept,
+        whatever the count (and no decoded event is held while the burst is open)."""
+        window = _window(FakeClock(), samples=4)
         charged = []
-        for i in range(20):
-            event = ErrorEvent(server_id="s", timestamp=100.0 + i, message=f"m{i}",
-                               exceptions=(ExceptionInfo(type="E", value=f"m{i}", frames=frames),))
-            window.add(event, fingerprint_event(event, ()), (TP0, i))
+        for i in range(200):
+            _add(window, _event(100.0 + i * 0.01, message="same message"), i)
             charged.append(window.open_bytes)
-        assert charged[0] > 200 * 200  # the first sample pays for the frames
-        assert charged[-1] - charged[0] < 19 * 1000  # the others for their messages only
-
-    def test_unknown_fields_holding_many_small_values_are_charged_for_them(self) -> None:
-        """A list of 100,000 numbers in an unknown field costs far more than its JSON text: it is charged so."""
-        event = ErrorEvent(server_id="s", timestamp=1.0, message="m", extra={"x": [1.5] * 100_000})
-        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=100, max_samples=2, clock=FakeClock())
-        window.add(event, fingerprint_event(event, ()), (TP0, 0), 400_000)
-        assert window.open_bytes >= 100_000 * 32
+        one = len(_event(100.0, message="same message"))
+        assert 4 * one < charged[-1] < 4 * one + 4096
+        assert charged[-1] - charged[3] < 64  # samples replaced, not added
 
     def test_a_closed_burst_keeps_its_last_event_whole_and_only_messages_of_large_earlier_ones(self) -> None:
-        """The representative keeps its trace and frames; an earlier sample over 16 kB keeps its message."""
-        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=100, max_samples=4, clock=FakeClock())
+        """The representative keeps its frames; an earlier sample from a message over 16 kB keeps its message."""
+        window = _window(FakeClock(), samples=4)
         big = "t" * 100_000
         for i in range(4):
-            event = ErrorEvent(server_id="s", timestamp=100.0 + i, message=f"message {i}", raw_trace=big + str(i),
-                               exceptions=_event(0.0).exceptions)
-            window.add(event, fingerprint_event(event, ()), (TP0, i))
+            raw = orjson.loads(_event(100.0 + i, message=f"message {i}"))
+            raw["raw_trace_padding"] = big
+            _add(window, orjson.dumps(raw), i)
         (closed,) = window.flush()
         *earlier, last = closed.cluster.samples
-        assert last.raw_trace == big + "3" and last.exceptions
+        assert last.exceptions and last.exceptions[0].frames
         assert [s.message for s in earlier] == ["message 0", "message 1", "message 2"]
-        assert all(not s.raw_trace and [e.frames for e in s.exceptions] == [()] for s in earlier)
+        assert all([e.frames for e in s.exceptions] == [()] and not s.extra for s in earlier)
         assert window.open_bytes == 0
 
     def test_the_message_tally_keeps_what_it_reads_of_each_message(self) -> None:
         """Distinct megabyte messages in one burst are tallied by their first 512 characters, and charged."""
-        window = BurstWindow(quiet_s=10.0, max_length_s=100.0, max_open=100, max_samples=2, clock=FakeClock())
+        window = _window(FakeClock(), samples=2)
         for i in range(16):
-            event = _event(100.0 + i, message=f"{i:02d} " + "m" * (1 << 20))
-            window.add(event, fingerprint_event(event, ()), (TP0, i), 1 << 20)
+            _add(window, _event(100.0 + i, message=f"{i:02d} " + "m" * 500_000), i)
         assert window.open_bytes < 3 * (1 << 20) + 16 * 1024  # two samples, and 16 short tally keys
         (closed,) = window.flush()
         assert sum(m.count for m in closed.cluster.messages) == 16
+
+
+class TestBoundedExpiry:
+    def test_expiry_past_its_deadline_closes_one_burst_and_leaves_the_rest_for_the_next_call(self) -> None:
+        """Closing decodes samples: past `until` it stops after one close, and nothing is lost."""
+        clock = FakeClock()
+        window = _window(clock, quiet=1.0)
+        for i in range(10):
+            _add(window, _event(100.0, function=f"f{i}"), i)
+        clock.now += 5.0
+        first = window.expire(clock.now, until=0.0)  # a deadline long gone
+        rest = window.expire(clock.now)
+        assert len(first) == 1 and len(rest) == 9 and window.open_count == 0

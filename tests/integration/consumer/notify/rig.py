@@ -13,7 +13,8 @@ from typing import Any
 
 from analysis.code.repo import RepoSpec
 from consumer.notify import NotifyService
-from consumer.settings import NotifySettings, Settings
+from consumer.notify_settings import NotifySettings
+from consumer.settings import Settings
 from demo.broker import create_topics
 from tests.github_server import GitHubServer
 from tests.gitlab_server import GitLabServer

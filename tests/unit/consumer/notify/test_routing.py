@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from consumer.notify.routing import RateLimiter, refusal
-from consumer.settings import NotifySinkSettings
+from consumer.notify_settings import NotifySinkSettings
 from tests.notify_events import make_notice
 
 

@@ -1,0 +1,209 @@
+"""The key stage: input messages in, each forwarded to the owner of its burst key (or to the DLQ).
+
+It reads each message's burst keys (`consumer.keying`) and sends the ORIGINAL bytes to the repartition
+topic, keyed by (server, fingerprint), with what the window needs in headers. The input offset stays held
+until every forward of the message (or its DLQ copy) is acknowledged, so the input is committed only past
+work that is safely in Kafka. A forward that fails for good raises from `check`/`settle`: the service
+goes down loudly and the restart replays from the last commit (the window stage recognises the replays).
+
+With `input.keyed_by_server` the stage forwards nothing: it hands the sightings straight to the window
+stage in this process (`Keyed`), and the input offsets are then held by the bursts themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from analysis.errors import BadInput
+from consumer.kafka import EventSink, dlq_headers
+from consumer.keying import KeyReader, forwarded_values, group_sightings, repartition_record
+from consumer.logs import log_fields
+from consumer.metrics import Metrics
+from consumer.offsets import OffsetTracker
+from consumer.settings import KafkaSettings
+from consumer.window import PartitionKey, Sighting
+from consumer.workers import ServiceStats
+
+__all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
+
+log = logging.getLogger(__name__)
+
+_F = TypeVar("_F", bound=asyncio.Future[Any])
+
+# Longest a settle waits for acknowledgements: a producer retries each batch for up to 40 s while the
+# broker is away, and neither a rebalance callback nor a SIGTERM may wait that long. What is still
+# unacknowledged keeps its offset held (uncommitted, replayed by the next owner).
+SETTLE_WAIT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Keyed:
+    """A message whose records go to this process's own window (input keyed by server)."""
+
+    records: tuple[tuple[int, Sighting], ...]
+    raw: bytes
+
+
+class DeadLetters:
+    """Sends bad messages to the DLQ with a reason, holding their offsets until the broker has them."""
+
+    def __init__(self, kafka: KafkaSettings, offsets: OffsetTracker, metrics: Metrics, stats: ServiceStats,
+                 redact: Callable[[str], str]) -> None:
+        self._kafka = kafka
+        self._sink: EventSink | None = None
+        self._offsets = offsets
+        self._metrics = metrics
+        self._stats = stats
+        self._redact = redact
+        self._pending: list[asyncio.Future[None]] = []
+
+    def start(self, sink: EventSink) -> None:
+        """Publish through `sink` (a started producer's) from now on."""
+        self._sink = sink
+
+    def send(self, tp: PartitionKey, message: Any, reason: str, error: str) -> None:
+        """Queue `message` for the DLQ; its offset is released once the copy is acknowledged."""
+        kafka = self._kafka
+        token = ("dlq", tp, message.offset)
+        self._offsets.hold(tp, message.offset, token)
+        value: bytes = message.value or b""
+        # The original bytes go as they came (the documented exception); what we add is redacted.
+        headers = dlq_headers(reason, tp, message.offset, self._redact(error), kafka.dlq_error_max_chars)
+        if len(value) > kafka.dlq_max_value_bytes:
+            # The broker refuses records past its size limit: keep the head, say so, and point at the
+            # original, which stays in its topic for its retention.
+            headers += [("truncated", b"true"), ("original_bytes", str(len(value)).encode()),
+                        ("original_sha256", hashlib.sha256(value).hexdigest().encode())]
+            value = value[: kafka.dlq_max_value_bytes]
+
+        async def deliver() -> None:
+            assert self._sink is not None, "DeadLetters.start was not called"
+            await self._sink.publish(kafka.dlq_topic, message.key, value, headers)
+            self._offsets.release(token)
+
+        # Deliveries are batched by the producer; the next commit stops below any not yet acknowledged.
+        self._pending.append(asyncio.ensure_future(deliver()))
+        self._stats.dlq += 1
+        self._metrics.dlq.labels(reason).inc()
+        self._metrics.published.labels("dlq").inc()
+
+    async def settle(self, timeout_s: float = SETTLE_WAIT_S) -> None:
+        """Wait until every queued DLQ copy is acknowledged, for `timeout_s` at most (the rest stay queued);
+        a copy that failed re-raises its error."""
+        self._pending = await _settle(self._pending, timeout_s)
+
+
+class KeyStage:
+    """Reads the burst keys of input messages and forwards them (or returns them, when keyed)."""
+
+    def __init__(self, repartition_topic: str, reader: KeyReader, sink: EventSink, offsets: OffsetTracker,
+                 dead_letters: DeadLetters, metrics: Metrics, stats: ServiceStats, *, forward: bool) -> None:
+        self._repartition_topic = repartition_topic
+        self._reader = reader
+        self._sink = sink
+        self._offsets = offsets
+        self._dead_letters = dead_letters
+        self._stats = stats
+        self._forward = forward
+        self._accepted = metrics.events.labels("accepted")
+        self._dlq = metrics.events.labels("dlq")
+        self._forwarded = metrics.published.labels("repartition")
+        self._acks: list[asyncio.Future[Any]] = []
+        self.forwarded: dict[PartitionKey, int] = {}
+        """Per repartition partition, the highest offset this stage's forwards were acknowledged at."""
+
+    @property
+    def pending(self) -> int:
+        """Forwards not yet acknowledged."""
+        return len(self._acks)
+
+    async def ingest(self, tp: PartitionKey, message: Any) -> Keyed | None:
+        """Key one input message: forward it (None), hand it back for this window (`Keyed`, keyed input),
+        or send it to the DLQ (None). Never raises on input."""
+        self._stats.events_in += 1
+        offset: int = message.offset
+        self._offsets.received(tp, offset)
+        raw: bytes = message.value if message.value is not None else b""
+        try:
+            sightings = self._reader.read_sightings(raw, received_at=message.timestamp / 1000)
+        except BadInput as bad:
+            self._dlq.inc()
+            self._dead_letters.send(tp, message, bad.reason, str(bad))
+            return None
+        except Exception as error:  # a decoder bug must not crash-loop the service on one message
+            log.exception("decoding failed unexpectedly",
+                          extra=log_fields(topic=tp[0], partition=tp[1], offset=offset))
+            self._dlq.inc()
+            self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
+            return None
+        self._accepted.inc()
+        if not self._forward:
+            return Keyed(tuple(enumerate(sightings)), raw)
+        groups = group_sightings(sightings)
+        values = forwarded_values(raw, groups)
+        token = ("forward", tp, offset)
+        self._offsets.hold(tp, offset, token)
+        acks = [await self._sink.enqueue(self._repartition_topic, group.partition_key, value,
+                                         repartition_record(group, index, tp, offset, split=value is not raw))
+                for index, (group, value) in enumerate(zip(groups, values, strict=True))]
+        self._forwarded.inc(len(acks))
+        waiting = len(acks)
+
+        def acknowledged(ack: asyncio.Future[Any]) -> None:
+            nonlocal waiting
+            waiting -= 1
+            if ack.cancelled() or ack.exception() is not None:
+                return
+            metadata = ack.result()
+            written = (metadata.topic, metadata.partition)
+            if metadata.offset > self.forwarded.get(written, -1):
+                self.forwarded[written] = metadata.offset
+            if not waiting:
+                self._offsets.release(token)
+
+        for ack in acks:
+            ack.add_done_callback(acknowledged)
+        self._acks += acks
+        return None
+
+    def check(self) -> None:
+        """Drop acknowledged forwards; re-raise the error of one that failed (the service must go down:
+        its message stays uncommitted and is replayed)."""
+        if not self._acks or not self._acks[0].done():
+            return
+        waiting: list[asyncio.Future[Any]] = []
+        for ack in self._acks:
+            if not ack.done():
+                waiting.append(ack)
+            elif (error := ack.exception()) is not None:
+                raise error
+        self._acks = waiting
+
+    async def settle(self, timeout_s: float = SETTLE_WAIT_S) -> None:
+        """Wait until every forward and DLQ copy so far is acknowledged (before a revoke's commit, and at
+        shutdown), for `timeout_s` at most in all; a forward that failed re-raises its error."""
+        deadline = time.monotonic() + timeout_s
+        self._acks = await _settle(self._acks, timeout_s)
+        await self._dead_letters.settle(max(0.0, deadline - time.monotonic()))
+
+
+async def _settle(waiting: list[_F], timeout_s: float) -> list[_F]:
+    """Wait up to `timeout_s` for `waiting`; those still pending (returned) keep their offsets held. The
+    error of one that failed is raised; one cancelled (its producer stopped) stays unacknowledged."""
+    if not waiting:
+        return []
+    await asyncio.wait(waiting, timeout=timeout_s)
+    for future in waiting:
+        if future.done() and not future.cancelled() and (error := future.exception()) is not None:
+            raise error
+    pending = [future for future in waiting if not future.done()]
+    if pending:
+        log.warning("records not acknowledged in time; their offsets stay uncommitted",
+                    extra=log_fields(pending=len(pending), waited_s=timeout_s))
+    return pending

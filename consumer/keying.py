@@ -1,0 +1,197 @@
+"""The burst key of a message, and the repartition record that carries it to the key's owner; pure.
+
+`KeyReader.read_sightings` is the one place the key is computed: it decodes a message, redacts it and
+fingerprints each record (the full path today, so the key equals what every other command computes). A
+message yields one `Sighting` per record; an OTLP batch can carry records of several servers and failures.
+
+How a message is forwarded (`forwarded_values`): a message whose records share one burst key (server,
+tenant, fingerprint), the usual case, goes as its ORIGINAL bytes, keyed by (server, fingerprint). An
+OTLP batch whose records have several keys is split: each group of records with one key goes as an OTLP
+message of its own, holding the group's records under their original resource and scope, so each record
+reaches the owner of its own key and is counted exactly once there. Sending the whole batch once per
+group would multiply its bytes by the number of groups (a batch of 500 distinct failures, 500 times).
+Within a group, records keep their order; `events` indexes them in the value that is sent.
+
+Headers of a repartition record (all text, redacted):
+
+| header | value |
+|---|---|
+| `fingerprint`, `server`, `tenant`, `exception_type` | the group's burst key and type |
+| `events` | JSON `[[record index, event time, commit or null, message], ...]` |
+| `source_topic`, `source_partition`, `source_offset` | where the message was read (as in the DLQ) |
+| `group` | the group's index in the message: (offset, group) orders the records of one source partition |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from analysis.errors import BadInput
+from analysis.event import ErrorEvent
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.signature import Signature, fingerprint_event
+from consumer.window import PartitionKey, Sighting
+
+__all__ = ["KeyReader", "KeyedGroup", "Repartitioned", "forwarded_values", "group_sightings",
+           "read_repartitioned", "repartition_record", "sighting_of"]  # fmt: skip
+
+_HEADERS = ("fingerprint", "server", "tenant", "exception_type", "events", "source_topic", "source_partition",
+            "source_offset", "group")  # fmt: skip
+
+
+class KeyReader:
+    """Reads the burst keys of input messages with the service's decode and redaction settings."""
+
+    def __init__(self, config: DecodeConfig, redactor: Redactor) -> None:
+        self._config = config
+        self._redactor = redactor
+        self._prefixes = config.in_app_prefixes
+
+    @property
+    def config(self) -> DecodeConfig:
+        """The decode settings, which the window's sample builder must share."""
+        return self._config
+
+    def read_sightings(self, raw: bytes, received_at: float) -> list[Sighting]:
+        """One sighting per record of `raw`, in order; raises `BadInput` for a message that is not an event.
+
+        `received_at` (the broker's timestamp, stable across replays) stands in for a missing event time.
+        """
+        sightings: list[Sighting] = []
+        for event in decode_message(raw, self._config, received_at=received_at):
+            # Secrets and PII go before anything else sees the event: the key, the headers, the window.
+            event = redact_event(event, self._redactor)
+            sightings.append(sighting_of(event, fingerprint_event(event, self._prefixes)))
+        return sightings
+
+
+def sighting_of(event: ErrorEvent, signature: Signature) -> Sighting:
+    """What the window counts of a decoded (and redacted) event."""
+    return Sighting(event.server_id, event.tenant, signature.fingerprint,
+                    signature.exception_type or event.exception_type, event.timestamp, event.commit,
+                    event.exception_message)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedGroup:
+    """The records of one message that share a burst key: (record index, sighting) pairs, in order."""
+
+    records: tuple[tuple[int, Sighting], ...]
+
+    @property
+    def sighting(self) -> Sighting:
+        """The first record's sighting, which names the group's key."""
+        return self.records[0][1]
+
+    @property
+    def partition_key(self) -> bytes:
+        """The repartition key: (server, fingerprint), so every tenant's events of a failure meet too."""
+        first = self.sighting
+        return orjson.dumps([first.server, first.fingerprint])
+
+
+def group_sightings(sightings: Sequence[Sighting]) -> list[KeyedGroup]:
+    """The records of one message grouped by burst key, groups in order of their first record."""
+    if len(sightings) == 1:
+        return [KeyedGroup(((0, sightings[0]),))]
+    groups: dict[tuple[str, str, str], list[tuple[int, Sighting]]] = {}
+    for index, sighting in enumerate(sightings):
+        groups.setdefault(sighting[:3], []).append((index, sighting))
+    return [KeyedGroup(tuple(records)) for records in groups.values()]
+
+
+def forwarded_values(raw: bytes, groups: Sequence[KeyedGroup]) -> list[bytes]:
+    """The value to forward for each group: `raw` itself for a single group, else the group's records cut
+    out of the OTLP batch (with their records renumbered from 0 in that value, see the module doc)."""
+    if len(groups) == 1:
+        return [raw]
+    doc = orjson.loads(raw)
+    located = list(_otlp_records(doc))
+    values: list[bytes] = []
+    for group in groups:
+        wanted = {index for index, _ in group.records}
+        values.append(orjson.dumps(_otlp_subset(doc, [item for i, item in enumerate(located) if i in wanted])))
+    return values
+
+
+def _otlp_records(doc: dict[str, Any]) -> Iterator[tuple[int, str, int, Any]]:
+    """(resource index, scope list key, scope index, record) of every record, in `decode_otlp`'s order."""
+    for r, resource_logs in enumerate(doc["resourceLogs"]):
+        scopes_key = "scopeLogs" if resource_logs.get("scopeLogs") else "instrumentationLibraryLogs"
+        for s, scope_logs in enumerate(resource_logs.get(scopes_key) or ()):
+            for record in scope_logs.get("logRecords") or ():
+                yield r, scopes_key, s, record
+
+
+def _otlp_subset(doc: dict[str, Any], located: Sequence[tuple[int, str, int, Any]]) -> dict[str, Any]:
+    """`doc` with only the `located` records, each under a copy of its own resource and scope."""
+    resources: dict[int, dict[str, Any]] = {}
+    scopes: dict[tuple[int, int], dict[str, Any]] = {}
+    for r, scopes_key, s, record in located:
+        if r not in resources:
+            source = doc["resourceLogs"][r]
+            resources[r] = {**{k: v for k, v in source.items() if k != scopes_key}, scopes_key: []}
+        if (r, s) not in scopes:
+            source = doc["resourceLogs"][r][scopes_key][s]
+            scopes[(r, s)] = {**{k: v for k, v in source.items() if k != "logRecords"}, "logRecords": []}
+            resources[r][scopes_key].append(scopes[(r, s)])
+        scopes[(r, s)]["logRecords"].append(record)
+    return {**{k: v for k, v in doc.items() if k != "resourceLogs"}, "resourceLogs": list(resources.values())}
+
+
+def repartition_record(group: KeyedGroup, group_index: int, tp: PartitionKey, offset: int,
+                       split: bool) -> list[tuple[str, bytes]]:
+    """The headers that let the window count `group` without decoding the value it forwards; `split`
+    when that value holds the group's records alone (numbered from 0), not the whole message."""
+    first = group.sighting
+    events = [[i if split else index, s.timestamp, s.commit, s.message]
+              for i, (index, s) in enumerate(group.records)]
+    return [
+        ("fingerprint", first.fingerprint.encode()),
+        ("server", first.server.encode()),
+        ("tenant", first.tenant.encode()),
+        ("exception_type", first.exception_type.encode()),
+        ("events", orjson.dumps(events)),
+        ("source_topic", tp[0].encode()),
+        ("source_partition", str(tp[1]).encode()),
+        ("source_offset", str(offset).encode()),
+        ("group", str(group_index).encode()),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Repartitioned:
+    """A repartition record read back: its records' sightings and where the message came from."""
+
+    records: tuple[tuple[int, Sighting], ...]
+    source: PartitionKey
+    source_position: tuple[int, int]
+    """(source offset, group index): increasing along one source partition, so replays are recognised."""
+
+
+def read_repartitioned(headers: Sequence[tuple[str, bytes]]) -> Repartitioned:
+    """The sightings a repartition record carries; `BadInput("not_forwarded")` when it is not ours."""
+    found = {name: value for name, value in headers if name in _HEADERS}
+    if len(found) != len(_HEADERS):
+        missing = sorted(set(_HEADERS) - found.keys())
+        raise BadInput("not_forwarded", f"repartition record without headers {', '.join(missing)}")
+    try:
+        server, tenant, fingerprint, exception_type = (
+            found[name].decode() for name in ("server", "tenant", "fingerprint", "exception_type"))
+        events: Any = orjson.loads(found["events"])
+        records = tuple(
+            (int(index), Sighting(server, tenant, fingerprint, exception_type, float(ts),
+                                  commit if isinstance(commit, str) else None, str(message)))
+            for index, ts, commit, message in events)
+        source = (found["source_topic"].decode(), int(found["source_partition"]))
+        position = (int(found["source_offset"]), int(found["group"]))
+    except (UnicodeDecodeError, orjson.JSONDecodeError, TypeError, ValueError) as error:
+        raise BadInput("not_forwarded", f"unreadable repartition headers ({type(error).__name__})") from None
+    if not records:
+        raise BadInput("not_forwarded", "repartition record without events")
+    return Repartitioned(records, source, position)

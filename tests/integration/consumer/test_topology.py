@@ -1,0 +1,121 @@
+"""Three replicas on unkeyed input over 12 partitions: every burst reaches one owner whole.
+
+The input is spread round-robin, as log shippers do by default, so each burst's events land on several
+partitions owned by different replicas. The key stage of whichever replica reads an event forwards it to
+the repartition topic keyed by (server, fingerprint); the window stage of that partition's owner counts
+the burst whole. Each round of bursts is produced once the previous round is counted, so the test never
+depends on how fast one replica reads compared with another; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+
+from analysis.code.burst import analysis_id
+from analysis.code.repo import RepoSync
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.signature import fingerprint_event
+from consumer.explainer import HeuristicAnalyzer
+from consumer.metrics import Metrics
+from consumer.pipeline import Service
+from demo.broker import EmbeddedBroker
+from tests.conftest import SHOP_BUGS, KafkaIO, ShopRepos, make_settings, shop_error
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_760_000_000.0
+PARTITIONS = 12
+REPLICAS = 3
+SERVERS = tuple(f"svc-{i:02d}" for i in range(10))
+ROUNDS = 7  # 10 servers x 3 failures x 7 rounds = 210 bursts
+SIZE = 4  # events per burst
+# Rounds are 100 s apart in event time, so each round's bursts close by event time when the next round
+# arrives; only the last round closes by wall-clock quiet. That wait must outlast how far one replica's
+# key stage can trail another's on a loaded machine (docs/reliability.md, "Limits that remain").
+QUIET_S = 2.0
+
+
+def round_stream(repos: ShopRepos, r: int) -> list[bytes]:
+    """Round `r`: every (server, failure) fails SIZE times, the servers' events interleaved in time."""
+    events = [(T0 + r * 100 + i * 0.05 + s * 0.001 + f * 0.0001, server, function, i)
+              for i in range(SIZE) for s, server in enumerate(SERVERS) for f, function in enumerate(SHOP_BUGS)]
+    return [shop_error(server, function, ts, repos.commits[server], n=i)
+            for ts, server, function, i in sorted(events)]
+
+
+def burst_id(first: bytes) -> str:
+    """The analysis id of the burst `first` opens, from the real decoder and fingerprint."""
+    (event,) = decode_message(first, DecodeConfig())
+    return analysis_id(event.server_id, fingerprint_event(event).fingerprint, event.timestamp)
+
+
+class TestUnkeyedInputAcrossReplicas:
+    def test_each_burst_is_published_once_whole_by_one_replica(
+            self, tansu: EmbeddedBroker, tmp_path: Path, shop_repos: Callable[..., ShopRepos]) -> None:
+        """210 bursts, each spread over several of 12 partitions: 210 analyses, each with its 4 events."""
+        repos = shop_repos(*SERVERS)
+        base = make_settings(tansu.bootstrap_servers, tmp_path / "data", partitions=PARTITIONS,
+                             window={"quiet_s": QUIET_S}, pipeline={"max_inflight": 2, "queue_size": 256})
+        kafka = base.kafka
+        io = KafkaIO(tansu.bootstrap_servers)
+        rounds = [round_stream(repos, r) for r in range(ROUNDS)]
+        expected = {burst_id(raw) for stream in rounds for raw in stream[:len(SERVERS) * len(SHOP_BUGS)]}
+        assert len(expected) == len(SERVERS) * len(SHOP_BUGS) * ROUNDS
+        replicas: list[Service] = []
+
+        async def wait(condition: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
+            deadline = time.monotonic() + timeout_s
+            while not condition():
+                assert time.monotonic() < deadline, f"{what} not reached; stats {[r.stats for r in replicas]}"
+                await asyncio.sleep(0.05)
+
+        def counted() -> int:
+            return sum(r.stats.records_in for r in replicas)
+
+        async def scenario() -> None:
+            stops, tasks = [], []
+            for index in range(REPLICAS):
+                settings = base.model_copy(update={
+                    "kafka": kafka.model_copy(update={"client_id": f"logagent-{index}"}),
+                    "data_dir": base.data_dir / f"replica-{index}"})
+                replicas.append(Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics()))
+                stops.append(asyncio.Event())
+                tasks.append(asyncio.create_task(replicas[-1].run(stops[-1])))
+            try:
+                # Both topics' partitions shared out (12 input + 12 repartition), every replica with some.
+                await wait(lambda: sum(len(r.assigned) for r in replicas) == 2 * PARTITIONS
+                           and all(r.assigned for r in replicas), "a stable assignment", 45)
+                forwarded = 0
+                for r, stream in enumerate(rounds):
+                    # Unkeyed: round-robin over the partitions, as a shipper without a key sends.
+                    for p in range(PARTITIONS):
+                        await io.produce(kafka.input_topic, stream[p::PARTITIONS], partition=p)
+                    forwarded += len(stream)
+                    await wait(functools.partial(lambda f: counted() >= f, forwarded), f"round {r} counted")
+                await wait(lambda: sum(r.stats.published for r in replicas) >= len(expected)
+                           and all(r.idle() for r in replicas), "every burst published")
+            finally:
+                for stop in stops:
+                    stop.set()
+                await asyncio.wait_for(asyncio.gather(*tasks), 30)
+
+        asyncio.run(scenario())
+        outputs = [orjson.loads(r.value)["data"] for r in asyncio.run(io.read_all(kafka.output_topic))]
+        published = Counter(str(d["analysis_id"]) for d in outputs)
+        split = {d["analysis_id"]: (d["cluster"]["server_id"], d["cluster"]["first_seen"], d["cluster"]["count"])
+                 for d in outputs if d["analysis_id"] not in expected}
+        assert set(published) == expected, f"bursts split (unexpected ids {split}) or lost"
+        assert len(outputs) == len(expected), f"published twice: {[i for i, n in published.items() if n > 1]}"
+        assert {d["cluster"]["count"] for d in outputs} == {SIZE}, "an event counted twice or missed"
+        assert all(r.stats.published > 0 for r in replicas), "every replica analysed part of the stream"
+        assert sum(r.stats.replays_skipped for r in replicas) == 0
+        committed = asyncio.run(io.committed(kafka.group_id, kafka.input_topic))
+        assert committed == asyncio.run(io.end_offsets(kafka.input_topic)), "the input committed to its end"

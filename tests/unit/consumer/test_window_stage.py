@@ -1,0 +1,152 @@
+"""The window stage: counting repartition records once, replays skipped, samples built only at close."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from analysis.event import ErrorEvent
+from analysis.intake.decode import DecodeConfig
+from analysis.intake.redact import RedactionConfig, Redactor
+from consumer.key_stage import DeadLetters
+from consumer.keying import KeyReader, forwarded_values, group_sightings, repartition_record
+from consumer.metrics import Metrics
+from consumer.offsets import OffsetTracker
+from consumer.settings import KafkaSettings, WindowSettings
+from consumer.window import BuildSamples, ClosedBurst, RawSample, Sighting
+from consumer.window_stage import WindowStage, sample_builder
+from consumer.workers import ServiceStats
+
+_REDACTOR = Redactor(RedactionConfig())
+_READER = KeyReader(DecodeConfig(), _REDACTOR)
+_REPARTITION = ("bursts", 0)
+_AWS = "AKIAIOSFODNN7EXAMPLE"
+
+
+@dataclass
+class _Record:
+    """What aiokafka hands the stage: a repartition record."""
+
+    offset: int
+    value: bytes
+    headers: Sequence[tuple[str, bytes]]
+    key: bytes = b""
+    timestamp: int = 0
+
+
+@dataclass
+class _Rig:
+    stage: WindowStage
+    stats: ServiceStats
+    closed: list[ClosedBurst] = field(default_factory=list)
+    offset: int = 0
+
+    def forward(self, raw: bytes, source: tuple[str, int], source_offset: int) -> None:
+        """Send `raw` through the key stage's forwarding and into the window stage, as one replica would."""
+        groups = group_sightings(_READER.read_sightings(raw, received_at=1.0))
+        for index, (group, value) in enumerate(zip(groups, forwarded_values(raw, groups), strict=True)):
+            headers = repartition_record(group, index, source, source_offset, split=value is not raw)
+            self.stage.ingest(_REPARTITION, _Record(self.offset, value, headers))
+            self.offset += 1
+
+
+def _rig(build: BuildSamples | None = None) -> _Rig:
+    closed: list[ClosedBurst] = []
+    stats = ServiceStats()
+    offsets = OffsetTracker()
+    dead_letters = DeadLetters(KafkaSettings(), offsets, Metrics(), stats, _REDACTOR.redact)
+    window = WindowSettings(quiet_s=10.0, max_length_s=100.0, max_samples=4)
+    stage = WindowStage(window, build or sample_builder(_READER.config, _REDACTOR), closed.append, offsets,
+                        dead_letters, stats)
+    return _Rig(stage, stats, closed)
+
+
+def _event(ts: float, message: str = "boom", server: str = "checkout") -> bytes:
+    return orjson.dumps({"server_id": server, "timestamp": ts, "message": message, "exception": {
+        "type": "KeyError", "value": message,
+        "stacktrace": [{"filename": "app/shop.py", "function": "total", "lineno": 3, "in_app": True}]}})
+
+
+class TestCountingOnce:
+    def test_a_replayed_forward_is_skipped_and_a_new_one_counted(self) -> None:
+        """A key-stage owner died after forwarding: its successor forwards offsets 5-6 again. Each event
+        is counted once; the next new offset counts."""
+        rig = _rig()
+        for offset in range(7):
+            rig.forward(_event(100.0 + offset), ("errors", 0), offset)
+        for offset in (5, 6):
+            rig.forward(_event(100.0 + offset), ("errors", 0), offset)
+        rig.forward(_event(107.0), ("errors", 0), 7)
+        (closed,) = rig.stage.window.flush()
+        assert closed.cluster.count == 8
+        assert rig.stats.replays_skipped == 2
+
+    def test_positions_are_compared_per_source_partition(self) -> None:
+        """Offset 3 of partition 1 is not a replay of offset 9 of partition 0."""
+        rig = _rig()
+        rig.forward(_event(1.0), ("errors", 0), 9)
+        rig.forward(_event(2.0), ("errors", 1), 3)
+        (closed,) = rig.stage.window.flush()
+        assert closed.cluster.count == 2
+
+    def test_the_groups_of_one_batch_are_not_replays_of_each_other(self) -> None:
+        """An OTLP batch split in groups shares one source offset; the group index tells them apart."""
+        rig = _rig()
+        batch = orjson.dumps({"resourceLogs": [
+            {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": name}}]},
+             "scopeLogs": [{"logRecords": [{"timeUnixNano": "1000000000", "severityText": "ERROR",
+                                            "body": {"stringValue": f"{name} failed"}}]}]}
+            for name in ("cart", "pay", "ship")]})
+        rig.forward(batch, ("errors", 0), 4)
+        closed = rig.stage.window.flush()
+        assert sorted(c.cluster.server_id for c in closed) == ["cart", "pay", "ship"]
+        assert [c.cluster.samples[0].server_id for c in sorted(closed, key=lambda c: c.cluster.server_id)] == [
+            "cart", "pay", "ship"]
+
+    def test_forget_replays_after_the_broker_lost_its_topics(self) -> None:
+        """Recreated topics start their offsets over: after `forget_replays`, offset 0 counts again."""
+        rig = _rig()
+        rig.forward(_event(1.0), ("errors", 0), 50)
+        rig.stage.forget_replays()
+        rig.forward(_event(2.0), ("errors", 0), 0)
+        (closed,) = rig.stage.window.flush()
+        assert closed.cluster.count == 2
+
+
+class TestSamplesBuiltAtClose:
+    def test_only_the_kept_samples_are_decoded_once_when_the_burst_closes(self) -> None:
+        """1,000 events, 4 samples: the builder runs once, at close, on the first two and the last two."""
+        calls: list[list[RawSample]] = []
+        real = sample_builder(_READER.config, _REDACTOR)
+
+        def spy(raw: Sequence[RawSample], first: Sighting) -> tuple[ErrorEvent, ...]:
+            calls.append(list(raw))
+            return real(raw, first)
+
+        rig = _rig(build=spy)
+        for offset in range(1000):
+            rig.forward(_event(offset / 100, message=f"m{offset}"), ("errors", 0), offset)
+        assert calls == []
+        (closed,) = rig.stage.window.flush()
+        assert len(calls) == 1 and len(calls[0]) == 4
+        assert [s.message for s in closed.cluster.samples] == ["m0", "m1", "m998", "m999"]
+
+    def test_samples_and_the_message_tally_are_redacted(self) -> None:
+        """The bytes are held as received; what the closed burst carries is redacted."""
+        rig = _rig()
+        for offset in range(3):
+            rig.forward(_event(1.0 + offset, message=f"denied for {_AWS}"), ("errors", 0), offset)
+        (closed,) = rig.stage.window.flush()
+        cluster = closed.cluster
+        assert _AWS not in repr(cluster.samples) and _AWS not in repr(cluster.messages)
+        assert cluster.messages[0].count == 3
+
+    def test_a_sample_that_no_longer_decodes_leaves_a_redacted_stand_in(self) -> None:
+        """The builder never fails a burst: with no decodable sample, the first sighting stands in."""
+        build = sample_builder(_READER.config, _REDACTOR)
+        (sighting,) = _READER.read_sightings(_event(5.0, message=f"key {_AWS}"), received_at=1.0)
+        (stand_in,) = build([(b"not json", 0, 5.0)], sighting)
+        assert (stand_in.server_id, stand_in.timestamp) == ("checkout", 5.0)
+        assert _AWS not in stand_in.message
