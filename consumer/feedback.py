@@ -18,7 +18,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from consumer.kafka import commit_offsets, make_consumer, make_producer, start_with_retry
+from consumer.kafka import commit_offsets, make_consumer, make_producer, poll, start_with_retry
 from consumer.metrics import Metrics
 from consumer.retry import Backoff, sleep_unless
 from consumer.settings import Settings
@@ -155,7 +155,7 @@ class FeedbackListener:
             return
         try:
             while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=_POLL_MS)
+                batch = await poll(consumer, _POLL_MS)
                 done: dict[TopicPartition, int] = {}
                 for tp, messages in batch.items():
                     for message in messages:
