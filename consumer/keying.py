@@ -3,8 +3,8 @@
 `KeyReader.read_sightings` is the one place the key is computed: `analysis.intake.quick_key` reads a
 repeated failure from a few fields and one cache lookup, and anything else by decoding, redacting and
 fingerprinting each record (the same key every other command computes; messages are carried redacted
-once per template, see there). A
-message yields one `Sighting` per record; an OTLP batch can carry records of several servers and failures.
+once per template, see there). A message yields one `Sighting` per record; an OTLP batch can carry records
+of several servers and failures.
 
 How a message is forwarded (`forwarded_values`): a message whose records share one burst key (server,
 tenant, fingerprint), the usual case, goes as its ORIGINAL bytes, keyed by (server, fingerprint). An
