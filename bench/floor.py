@@ -2,8 +2,9 @@
 
 The Python floor loop (`bench.grouping.run_python_floor`) decodes each line with orjson, reads eight
 fields and counts them in a dict: no validation, no trace, no signature, no window. Log Agent's in-process
-grouping (`bench.grouping.run_logagent`: decode, fingerprint, burst window, as the consumer does it)
-runs on the same lines, in turns with it and with bare `orjson.loads`, timed in CPU seconds.
+grouping (`bench.grouping.run_logagent`: the key stage's read, redaction included, and the window's
+count, as the service does them) runs on the same lines, in turns with it and with bare `orjson.loads`,
+timed in CPU seconds.
 
 - Real traces (`bench.realtraces`): traces printed by really running buggy services in each language,
   fresh ids in every event, lines moved by every deploy. Target: at least 0.5x the floor.

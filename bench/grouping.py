@@ -2,7 +2,8 @@
 
 Every contender reads the same generated stream in the same run, timed in CPU seconds, in turns
 (`bench.timing`); Drain3 mines the whole stream. Log Agent reads the Kafka message bytes
-exactly as the consumer does (`decode_message` → `fingerprint_event` → `BurstWindow.add`). Drain3 is
+exactly as the consumer does (`KeyReader.read_sightings`, the key stage's read with redaction, then
+`BurstWindow.add`, the window stage's count). Drain3 is
 handed the text it mines already extracted (message plus trace), which spares it the JSON decode: the
 comparison favours the peer. `orjson.loads` of the same bytes is the floor: reading the events at all.
 A fourth loop shows what any grouping written in Python costs at the least: it decodes each line, reads a
@@ -19,18 +20,18 @@ from dataclasses import dataclass
 
 import orjson
 
-from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.decode import DecodeConfig
 from analysis.intake.redact import RedactionConfig, Redactor
-from analysis.intake.signature import fingerprint_event
 from bench.timing import Timing, interleaved, kilo, ratio
 from bench.workload import WorkloadEvent, WorkloadSpec, generate
-from consumer.keying import sighting_of
+from consumer.keying import KeyReader
 from consumer.runner import configure_gc
 from consumer.settings import WindowSettings
 from consumer.window import BurstWindow
 from consumer.window_stage import sample_builder
 
 _TP = ("errors", 0)
+_RECEIVED_AT = 1_717_000_000.0  # the broker timestamp, for events without a time
 
 # Drain3's usual masking: IPv4 addresses, hex literals, long hex ids, and numbers.
 DRAIN3_MASKING = (
@@ -69,18 +70,20 @@ class GroupingResult:
 
 
 def run_logagent(lines: Sequence[bytes]) -> tuple[int, int]:
-    """Decode, fingerprint and window every line; returns the bursts closed and the distinct signatures."""
+    """What the service does per event: the key stage's read (`KeyReader.read_sightings`: the quick key,
+    redaction included) and the window's count; returns the bursts closed and the distinct signatures."""
     window_settings = WindowSettings()
     config = DecodeConfig()
+    redactor = Redactor(RedactionConfig())
+    reader = KeyReader(config, redactor)
     window = BurstWindow(window_settings.quiet_s, window_settings.max_length_s, window_settings.max_open,
-                         window_settings.max_samples, sample_builder(config, Redactor(RedactionConfig())))
+                         window_settings.max_samples, sample_builder(config, redactor))
     keys: set[tuple[str, str]] = set()
     closed = 0
     for offset, raw in enumerate(lines):
-        for index, event in enumerate(decode_message(raw, config)):
-            signature = fingerprint_event(event)
-            keys.add((event.server_id, signature.fingerprint))
-            closed += len(window.add(sighting_of(event, signature), (raw, index, event.timestamp), (_TP, offset)))
+        for index, sighting in enumerate(reader.read_sightings(raw, _RECEIVED_AT)):
+            keys.add((sighting.server, sighting.fingerprint))
+            closed += len(window.add(sighting, (raw, index, sighting.timestamp), (_TP, offset)))
     closed += len(window.flush())
     return closed, len(keys)
 

@@ -1,8 +1,10 @@
 """The burst key of a message, and the repartition record that carries it to the key's owner; pure.
 
-`KeyReader.read_sightings` is the one place the key is computed: it decodes a message, redacts it and
-fingerprints each record (the full path today, so the key equals what every other command computes). A
-message yields one `Sighting` per record; an OTLP batch can carry records of several servers and failures.
+`KeyReader.read_sightings` is the one place the key is computed: `analysis.intake.quick_key` reads a
+repeated failure from a few fields and one cache lookup, and anything else by decoding, redacting and
+fingerprinting each record (the same key every other command computes; messages are carried redacted
+once per template, see there). A message yields one `Sighting` per record; an OTLP batch can carry records
+of several servers and failures.
 
 How a message is forwarded (`forwarded_values`): a message whose records share one burst key (server,
 tenant, fingerprint), the usual case, goes as its ORIGINAL bytes, keyed by (server, fingerprint). An
@@ -32,9 +34,10 @@ import orjson
 
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent
-from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event
-from analysis.intake.signature import Signature, fingerprint_event
+from analysis.intake.decode import DecodeConfig
+from analysis.intake.quick_key import KeyCache
+from analysis.intake.redact import Redactor
+from analysis.intake.signature import Signature
 from consumer.window import PartitionKey, Sighting
 
 __all__ = ["KeyReader", "KeyedGroup", "Repartitioned", "forwarded_values", "group_sightings",
@@ -49,8 +52,7 @@ class KeyReader:
 
     def __init__(self, config: DecodeConfig, redactor: Redactor) -> None:
         self._config = config
-        self._redactor = redactor
-        self._prefixes = config.in_app_prefixes
+        self._keys = KeyCache(config, redactor)
 
     @property
     def config(self) -> DecodeConfig:
@@ -62,12 +64,8 @@ class KeyReader:
 
         `received_at` (the broker's timestamp, stable across replays) stands in for a missing event time.
         """
-        sightings: list[Sighting] = []
-        for event in decode_message(raw, self._config, received_at=received_at):
-            # Secrets and PII go before anything else sees the event: the key, the headers, the window.
-            event = redact_event(event, self._redactor)
-            sightings.append(sighting_of(event, fingerprint_event(event, self._prefixes)))
-        return sightings
+        # Redacted before anything else sees them (the key, the headers, the window): see quick_key.
+        return [Sighting._make(key) for key in self._keys.read(raw, received_at)]
 
 
 def sighting_of(event: ErrorEvent, signature: Signature) -> Sighting:

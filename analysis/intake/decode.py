@@ -29,6 +29,8 @@ from analysis.intake.otlp import decode_otlp
 from analysis.intake.stacktrace import parse_trace
 from analysis.intake.structured import structured_chain
 
+Chain = tuple[ExceptionInfo, ...]
+
 BAD_INPUT_REASONS = (
     "too_large", "invalid_utf8", "not_json", "not_object", "too_deep", "wrong_type", "no_error",
     "missing_server",
@@ -127,6 +129,42 @@ def _plan(doc: dict[str, Any], config: DecodeConfig) -> tuple[Any, ...]:
     return plan
 
 
+def layout_plan(doc: dict[str, Any], config: DecodeConfig) -> tuple[Any, ...]:
+    """What decoding reads in `doc`'s layout of keys (see `_plan`), shared with `analysis.intake.quick_key`."""
+    plan = _PLANS.get(tuple(doc))
+    return plan if plan is not None and plan[-1] is config.server_id_fields else _plan(doc, config)
+
+
+def record_chain(doc: dict[str, Any], plan: tuple[Any, ...], max_frames: int) -> tuple[Chain, str, str]:
+    """(chain, raw trace, message) of a flat record as decoding reads them: the structured exception, else
+    the text trace (or the type and message fields), else a trace logged as the message itself."""
+    traces, types, values = plan[6], plan[4], plan[5]
+    chain: Chain = ()
+    raw_trace = ""
+    if traces is not None:
+        trace_field, trace = (traces, doc.get(traces)) if type(traces) is str else _first(doc, traces)
+        if type(trace) is dict and trace_field == "exception":
+            chain = structured_chain(trace, max_frames)
+        elif trace is not None:
+            raw_trace = trace if type(trace) is str else text(trace, trace_field)
+    message = doc.get("message") if plan[3] is not None else None
+    if type(message) is not str:
+        message = text(message, "message")
+    if not chain:
+        if raw_trace or types is not None or values is not None:
+            chain = text_chain(raw_trace, text(_first(doc, types)[1], "exception type"),
+                               text(_first(doc, values)[1], "exception message"), max_frames)
+        if not chain and "\n" in message:  # a trace logged as the message itself
+            chain = parse_trace(message, max_frames)
+            raw_trace = message if chain else ""
+    return chain, raw_trace, message
+
+
+def field_value(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> Any:
+    """The value decoding reads for one field of a layout plan (`layout_plan`), before its type check."""
+    return _first(doc, spec)[1]
+
+
 def _first(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> tuple[str, Any]:
     """(spelling, value) of the first spelling that holds a value; ("", None) when none does."""
     if spec is None:
@@ -160,27 +198,9 @@ def _decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float) -
     plan = _PLANS.get(tuple(doc))
     if plan is None or plan[-1] is not config.server_id_fields:
         plan = _plan(doc, config)
-    (times, levels, loggers, messages, types, values, traces, commits, tenants, servers, consumed, wholly,
-     shape, _) = plan  # fmt: skip
+    times, levels, loggers, commits, tenants, servers, consumed, wholly, shape = (*plan[:3], *plan[7:13],)
     get = doc.get
-    chain: tuple[ExceptionInfo, ...] = ()
-    raw_trace = ""
-    if traces is not None:
-        trace_field, trace = (traces, get(traces)) if type(traces) is str else _first(doc, traces)
-        if type(trace) is dict and trace_field == "exception":
-            chain = structured_chain(trace, config.max_frames)
-        elif trace is not None:
-            raw_trace = trace if type(trace) is str else text(trace, trace_field)
-    message = get("message") if messages is not None else None
-    if type(message) is not str:
-        message = text(message, "message")
-    if not chain:
-        if raw_trace or types is not None or values is not None:
-            chain = text_chain(raw_trace, text(_first(doc, types)[1], "exception type"),
-                               text(_first(doc, values)[1], "exception message"), config.max_frames)
-        if not chain and "\n" in message:  # a trace logged as the message itself
-            chain = parse_trace(message, config.max_frames)
-            raw_trace = message if chain else ""
+    chain, raw_trace, message = record_chain(doc, plan, config.max_frames)
     server_id = get(servers) if type(servers) is str else None
     if type(server_id) is str and server_id:
         server_field = servers

@@ -1,0 +1,244 @@
+"""The burst key of a message without the full path: a few dict reads and one lookup for a repeated failure.
+
+`KeyCache.read` gives, per record, what the window counts (`EventKey`: server, tenant, fingerprint, type,
+event time, commit, message), all redacted, equal to decode → redact → fingerprint (`full_keys`).
+
+How a repeated failure is read. The message is decoded with orjson and split by its layout's plan
+(`decode.layout_plan`) into per-event slots and a skeleton. Slots are what varies between the events of a
+burst: the event time, the log message, the exception message field, the trace or structured exception
+(and in OTLP the body, trace and span ids). The skeleton is everything else (server, tenant, commit,
+type fields, level, logger, nested unknown fields), as JSON text, so `1`, `1.0` and `true` differ as they
+do to the decoder; unknown scalar fields are left out (decoding keeps them aside, no key reads them). The
+trace goes through the parse cache (`parse_trace`, `structured_chain`: the frame-region lookup, which
+hands out the same frames tuples for a repeated frame region whatever its message lines, goroutine
+numbers included). The entry is keyed by (skeleton, root cause type, identity of each exception's frames)
+and holds the redacted server, tenant, commit and type and the fingerprint. A hit is exact: decoding
+reads the slots only into the time, the message and the chain, which are computed here by the very
+functions decoding uses; the slots are checked to be of the types that decode without error; and a stack
+signature with in-app frames depends on the root type and the frames alone. Anything else (several
+records, an unusual layout, a signature that reads the message, a wrong type) runs the full path, which
+also fills the cache.
+
+Messages. The window's tally counts each event's root-cause message, and the repartition headers carry
+it, so it must be redacted, and redacting a message with a fresh id costs 2-5 µs, as much as all the
+rest. So a message is redacted once per template (`tally.message_template`: digits to 0, hex letters to
+a/A, the key under which the window already counts messages past its first 16): every later message of
+the template carries the first one's redacted text. What the tally counts changes in one way: messages
+that differ only in digits and hex letters count as one message as logged (the first), where before they
+counted apart and then merged under `mask_variable` at the close, which gives the same line unless
+their masks differ. They differ when a word is made of hex letters (`bad` and `dab`), or when redaction
+depends on the digits themselves (a card number that passes the Luhn check and one that does not): the
+later message is then counted under the first one's line. Nothing unredacted leaves: the text carried
+is always a redacted message, and a secret in a later message is never carried (its template's first
+message stands for it). Messages over 512 characters are redacted each time.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+from typing import Any, NamedTuple
+
+import orjson
+
+from analysis.cache import OBJECT_BYTES, BoundedCache
+from analysis.errors import BadInput
+from analysis.event import ErrorEvent, ExceptionInfo
+from analysis.intake.decode import SPELLINGS, DecodeConfig, decode_message, field_value, layout_plan, record_chain
+from analysis.intake.field import text_chain, timestamp
+from analysis.intake.otlp import attributes_of
+from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.signature import Signature, fingerprint_event
+from analysis.intake.tally import message_template
+
+__all__ = ["EventKey", "KeyCache", "full_keys"]
+
+_TEMPLATE_CHARS = 512  # the tally reads no further (`tally.message_template`)
+_SCALARS = (str, int, float, bool, type(None))
+_OTLP_SLOTS = frozenset({"exception.message", "exception.stacktrace"})
+_OTLP_RECORD_SLOTS = frozenset({"timeUnixNano", "observedTimeUnixNano", "body", "traceId", "spanId", "attributes"})
+_NOT_QUICK = ()  # a layout the quick path leaves to the full path
+
+
+class EventKey(NamedTuple):
+    """What the window counts of one record, all redacted (the consumer's `Sighting` has these fields)."""
+
+    server: str
+    tenant: str
+    fingerprint: str
+    exception_type: str
+    timestamp: float
+    commit: str | None
+    message: str
+
+
+def full_keys(raw: bytes, config: DecodeConfig, redactor: Redactor, received_at: float) -> list[EventKey]:
+    """The full path: decode, redact, fingerprint every record; raises `BadInput` for a bad message."""
+    return [_key_of(event, fingerprint_event(event, config.in_app_prefixes), event.exception_message)
+            for event in (redact_event(e, redactor) for e in decode_message(raw, config, received_at))]
+
+
+def _key_of(event: ErrorEvent, signature: Signature, message: str) -> EventKey:
+    return EventKey(event.server_id, event.tenant, signature.fingerprint,
+                    signature.exception_type or event.exception_type, event.timestamp, event.commit, message)
+
+
+class _Entry(NamedTuple):
+    stacks: tuple[Any, ...]  # the frames tuples the key names by identity, kept alive so ids are not reused
+    server: str
+    tenant: str
+    fingerprint: str
+    exception_type: str
+    commit: str | None
+
+
+class _Layout(NamedTuple):
+    plan: tuple[Any, ...]
+    extra: tuple[str, ...]  # unknown keys: only their nesting counts (scalars are left out)
+    kept: tuple[str, ...]  # keys whose values enter the skeleton
+
+
+class KeyCache:
+    """Event keys of input messages under one decode and redaction configuration (see the module doc)."""
+
+    def __init__(self, config: DecodeConfig, redactor: Redactor) -> None:
+        self._config = config
+        self._redactor = redactor
+        self._fields = frozenset(("server_id", *config.server_id_fields))
+        self._entries: BoundedCache[tuple[Any, ...], _Entry] = BoundedCache("quick_key.entries", 8192, 16 << 20)
+        self._layouts: BoundedCache[tuple[str, ...], _Layout | tuple[()]] = BoundedCache(
+            "quick_key.layouts", 1024, 4 << 20)
+        self._messages: BoundedCache[bytes, str] = BoundedCache("quick_key.messages", 16384, 8 << 20)
+        self.hits = 0
+        self.misses = 0
+
+    def read(self, raw: bytes, received_at: float) -> list[EventKey]:
+        """One key per record of `raw`, in order; raises `BadInput` for a message that is not an event."""
+        read = None
+        if len(raw) <= self._config.max_message_bytes:
+            try:
+                doc = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                doc = None
+            if type(doc) is dict:
+                try:
+                    read = self._otlp(doc, received_at) if "resourceLogs" in doc else self._flat(doc, received_at)
+                except BadInput:  # the full path says why
+                    read = None
+        if read is not None:
+            key, chain, message, moment = read
+            entry = self._entries.get(key)
+            if entry is not None and all(map(operator.is_, entry.stacks, [e.frames for e in chain])):
+                self.hits += 1
+                root = chain[-1].value or message
+                return [EventKey(entry.server, entry.tenant, entry.fingerprint, entry.exception_type, moment,
+                                 entry.commit, self._carried(root, None))]
+        self.misses += 1
+        return self._learn(raw, received_at, read)
+
+    def _learn(self, raw: bytes, received_at: float, read: tuple[Any, ...] | None) -> list[EventKey]:
+        """The full path; its key is remembered when it is a stack signature that reads no message."""
+        events = decode_message(raw, self._config, received_at=received_at)
+        keys = []
+        for event in events:
+            redacted = redact_event(event, self._redactor)
+            signature = fingerprint_event(redacted, self._config.in_app_prefixes)
+            keys.append(_key_of(redacted, signature, self._carried(event.exception_message,
+                                                                   redacted.exception_message)))
+            if read is not None and len(events) == 1 and signature.basis == "stacktrace" and \
+                    not signature.library_only:
+                key, chain = read[0], read[1]
+                stacks = tuple([e.frames for e in chain])
+                if chain[-1].type == event.exceptions[-1].type and \
+                        all(map(operator.is_, stacks, [e.frames for e in event.exceptions])):
+                    entry = _Entry(stacks, redacted.server_id, redacted.tenant, signature.fingerprint,
+                                   keys[0].exception_type, redacted.commit)
+                    self._entries.put(key, entry, OBJECT_BYTES * (2 + len(stacks)) + sys.getsizeof(key[0]))
+        return keys
+
+    def _carried(self, message: str, redacted: str | None) -> str:
+        """The redacted text carried for `message`: its template's first message, redacted (module doc)."""
+        if len(message) > _TEMPLATE_CHARS:
+            return redacted if redacted is not None else self._redactor.redact(message)
+        template = message_template(message)
+        carried = self._messages.get(template)
+        if carried is None:
+            carried = redacted if redacted is not None else self._redactor.redact(message)
+            self._messages.put(template, carried, OBJECT_BYTES + sys.getsizeof(template) + sys.getsizeof(carried))
+        return carried
+
+    def _flat(self, doc: dict[str, Any], received_at: float) -> tuple[Any, ...] | None:
+        """(key, chain, message, time) of a native, ECS or logstash record, or None: the full path reads it."""
+        layout = tuple(doc)
+        shape = self._layouts.get(layout)
+        if shape is None:
+            shape = self._layout(doc)
+        if not shape:
+            return None
+        plan, extra, kept = shape
+        get = doc.get
+        skeleton = [layout, *[get(k) for k in kept]]
+        for name in extra:
+            value = get(name)
+            if not isinstance(value, _SCALARS):
+                skeleton.append((name, value))
+        moment = timestamp(field_value(doc, plan[0]), received_at)
+        chain, _, message = record_chain(doc, plan, self._config.max_frames)
+        if not chain or type(message) is not str or not message:
+            return None
+        return (orjson.dumps(skeleton), chain[-1].type, *[id(e.frames) for e in chain]), chain, message, moment
+
+    def _layout(self, doc: dict[str, Any]) -> _Layout | tuple[()]:
+        """Which keys of this layout are slots, skeleton or ignored unknowns; () when not for the quick path.
+
+        Slots are the keys the time, the message and the chain are read from (computed per event by
+        decoding's own functions); everything else decoding reads enters the skeleton."""
+        plan = layout_plan(doc, self._config)
+        slots = {"message", *_names(plan[0]), *_names(plan[4]), *_names(plan[5]), *_names(plan[6])}
+        commit_root = (self._config.commit_field or "").partition(".")[0]
+        others = {commit_root, *self._fields, *_names(plan[1]), *_names(plan[2]), *_names(plan[7]),
+                  *_names(plan[8]), *_names(plan[9])}
+        quick: _Layout | tuple[()] = _NOT_QUICK
+        if plan[3] is not None and plan[6] is not None and not slots & others:
+            read = {name for names in SPELLINGS.values() for name in names} | others
+            kept = tuple(k for k in doc if k not in slots and (k in read or k.partition(".")[0] in read))
+            quick = _Layout(plan, tuple(k for k in doc if k not in slots and k not in kept), kept)
+        self._layouts.put(tuple(doc), quick, OBJECT_BYTES * (2 + len(doc)) + sum(map(sys.getsizeof, doc)))
+        return quick
+
+    def _otlp(self, doc: dict[str, Any], received_at: float) -> tuple[Any, ...] | None:
+        """(key, chain, message, time) of an OTLP export holding one log record, or None."""
+        resources = doc["resourceLogs"]
+        if type(resources) is not list or len(resources) != 1 or type(resources[0]) is not dict:
+            return None
+        scopes = resources[0].get("scopeLogs") or resources[0].get("instrumentationLibraryLogs")
+        if type(scopes) is not list or len(scopes) != 1 or type(scopes[0]) is not dict:
+            return None
+        records = scopes[0].get("logRecords")
+        if type(records) is not list or len(records) != 1 or type(records[0]) is not dict:
+            return None
+        record = records[0]
+        body, moment = record.get("body"), record.get("timeUnixNano")
+        if type(body) is not dict or len(body) != 1 or type(message := body.get("stringValue")) is not str \
+                or not message or type(moment) is not str or moment in ("", "0") \
+                or not isinstance(record.get("traceId"), _SCALARS) or not isinstance(record.get("spanId"), _SCALARS):
+            return None
+        attributes = attributes_of(record.get("attributes"))
+        trace, kind, value = (attributes.get(name) for name in
+                              ("exception.stacktrace", "exception.type", "exception.message"))
+        if not all(type(v) is str or v is None for v in (trace, kind, value)) or self._fields & _OTLP_SLOTS \
+                or self._config.commit_field in _OTLP_SLOTS:
+            return None
+        chain: tuple[ExceptionInfo, ...] = text_chain(trace or "", kind or "", value or "", self._config.max_frames)
+        if not chain:
+            return None
+        records[0] = [{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
+                      {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}]
+        key = (orjson.dumps(doc), chain[-1].type, *[id(e.frames) for e in chain])
+        return key, chain, message, timestamp(moment, received_at)
+
+
+def _names(spec: str | tuple[str, ...] | None) -> set[str]:
+    """The top-level keys a plan's field spec may read: its spellings and the objects they may nest in."""
+    names = (spec,) if type(spec) is str else spec or ()
+    return {*names, *(name.partition(".")[0] for name in names)}

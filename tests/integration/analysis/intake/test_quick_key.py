@@ -1,0 +1,189 @@
+"""The quick key equals the full path's on real traces of four languages in all four input shapes.
+
+Python, Node.js and Java traces come from really running the bench's buggy services here; Go panics
+from files recorded by really running its Go service (tests/fixtures/realtraces_go). Every event is
+read by `KeyCache` and by the full path (decode, redact, fingerprint): every field must agree, the
+message as the module documents (its template's first message, redacted).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis.errors import BadInput
+from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.quick_key import EventKey, KeyCache, full_keys
+from analysis.intake.redact import RedactionConfig, Redactor
+from analysis.intake.tally import message_template
+from bench.programs import MARKER_ID
+from bench.realtraces import capture
+from bench.workload import encode
+
+pytestmark = pytest.mark.integration
+
+GO_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "realtraces_go"
+SHAPES = ("native", "ecs", "logstash", "otel")
+HOSTILE = (
+    "\nTraceback (most recent call last):", "\n\tat com.evil.Thing.run(Thing.java:9)",
+    "\nCaused by: java.lang.Error: x", "\ngoroutine 1 [running]:", "\n    at evil (/srv/evil.js:1:1)",
+    "\n  | nested", "\n  + 1", "\r\nsecond line", "\u2028more", "\n    [cause]: Error: inner", "panic: again",
+    ' File "/srv/x.py", line 3, in f', "\n... 3 more", "\nSuppressed: java.lang.Error: s",
+    "\nDuring handling of the above exception, another exception occurred:", " alice@example.com",
+    " 4111 1111 1111 1111", " password=hunter22", "\n",
+)  # fmt: skip
+
+
+def _traces() -> list[tuple[str, str, str, str, list[dict[str, Any]]]]:
+    """(language, type, value, text, structured chain) of every captured trace."""
+    if not (shutil.which("javac") and shutil.which("java") and shutil.which("node")):
+        pytest.fail("the quick-key test runs the Java and Node.js services: javac, java and node must be on PATH")
+    found = []
+    for language, domain, deploy in (("python", "orders", 0), ("python", "orders", 1), ("node", "catalog", 0),
+                                     ("node", "catalog", 1), ("java", "inventory", 0), ("java", "shipping", 1)):
+        for trace in capture(language, domain, deploy):
+            found.append((language, trace.exc_type, trace.value, trace.text, list(trace.chain)))
+    go = sorted(GO_FIXTURES.glob("*.txt"))
+    assert len(go) >= 12, f"recorded Go panics missing in {GO_FIXTURES}"
+    for path in go:
+        text = path.read_text(encoding="utf-8").rstrip("\n")
+        found.append(("go", "panic", text.partition("\n")[0].removeprefix("panic: "), text, []))
+    return found
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[tuple[str, str, str, str, list[dict[str, Any]]]]:
+    return _traces()
+
+
+def _record(trace: tuple[str, str, str, str, list[dict[str, Any]]], shape: str, rng: random.Random,
+            hostile: str, where: str, moved: int) -> bytes:
+    language, exc_type, value, text, chain = trace
+    request_id = str(rng.randrange(10**9, 10**10))
+    text, value = text.replace(MARKER_ID, request_id), value.replace(MARKER_ID, request_id)
+    if language == "go":
+        text = re.sub(r"^goroutine \d+ \[running\]:", f"goroutine {rng.randint(1, 99999)} [running]:", text,
+                      count=1, flags=re.MULTILINE)
+    if moved:  # a deploy that moved the lines
+        text = re.sub(r"(\.(?:py|js|java|go)\"?(?:, line |:))(\d+)", lambda m: f"{m[1]}{int(m[2]) + moved}", text)
+    if where == "trace" and value and value in text:
+        text = text.replace(value, value + hostile, 1)
+    message = f"GET /{language}/{request_id} failed" + (hostile if where == "message" else "")
+    exc_value = value + (hostile if where == "value" else "")
+    server = f"{language}-svc"
+    if shape == "native" and chain:
+        fresh = [{**exc, "value": exc["value"].replace(MARKER_ID, request_id)} for exc in chain]
+        record = encode("native", server=server, message=message, commit="c1", now=1_733_000_000.0 + moved,
+                        exc_type=exc_type, exc_value=exc_value, frames=fresh[0]["stacktrace"],
+                        chained=fresh[1:] or None)
+    elif shape == "native":
+        record = {"server_id": server, "timestamp": 1_733_000_000.5, "message": message, "exception": text,
+                  "commit": "c1"}
+    else:
+        record = encode(shape, server=server, message=message, commit="c1", now=1_733_000_000.0 + rng.random(),
+                        exc_type=exc_type, exc_value=exc_value, trace=text)
+    if where == "field":  # a field of the wrong type, or a scalar that is not what it should be
+        key = rng.choice([k for k in record if k != "resourceLogs"] or ["message"])
+        record[key] = rng.choice([5, None, [1], {"a": 1}, True, 1.5, ""])
+    return orjson.dumps(record)
+
+
+def _read(read: Any, raw: bytes) -> list[EventKey] | str:
+    try:
+        return list(read(raw))
+    except BadInput as bad:
+        return bad.reason
+
+
+class TestQuickKey:
+    @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(data=st.data())
+    def test_every_field_equals_the_full_path(self, traces: list[Any], data: st.DataObject) -> None:
+        """Repeated, moved, hostile and badly typed events of real traces: the quick key is the full path's."""
+        config, redactor = DecodeConfig(), Redactor(RedactionConfig())
+        cache = KeyCache(config, redactor)
+        rng = random.Random(data.draw(st.integers(0, 2**32)))
+        first_by_template: dict[bytes, str] = {}
+        pool = data.draw(st.lists(st.sampled_from(traces), min_size=1, max_size=3))  # so that failures repeat
+        for _ in range(data.draw(st.integers(1, 16))):
+            trace = data.draw(st.sampled_from(pool))
+            where = data.draw(st.sampled_from(("", "", "", "trace", "message", "value", "field")))
+            raw = _record(trace, data.draw(st.sampled_from(SHAPES)), rng, data.draw(st.sampled_from(HOSTILE)), where,
+                          data.draw(st.sampled_from((0, 0, 3))))
+            quick = _read(lambda r: cache.read(r, 1.0), raw)
+            full = _read(lambda r: full_keys(r, config, redactor, 1.0), raw)
+            if isinstance(full, str):
+                assert quick == full
+                continue
+            assert not isinstance(quick, str)
+            assert [key[:6] for key in quick] == [key[:6] for key in full]
+            for key, event, full_key in zip(quick, decode_message(raw, config, 1.0), full, strict=True):
+                template = message_template(event.exception_message)
+                first_by_template.setdefault(template, full_key.message)
+                assert key.message == (first_by_template[template] if len(event.exception_message) <= 512
+                                       else full_key.message)
+
+    def test_repeated_real_traces_hit_in_every_shape_and_language(self, traces: list[Any]) -> None:
+        """After the first event of a failure, its repeats (fresh ids, new goroutines) are read from the cache."""
+        cache = KeyCache(DecodeConfig(), Redactor(RedactionConfig()))
+        rng = random.Random(7)
+        for trace in traces:
+            for shape in SHAPES:
+                if shape == "native" and trace[0] != "python":
+                    continue
+                before = cache.hits
+                for _ in range(5):
+                    cache.read(_record(trace, shape, rng, "", "", 0), 1.0)
+                assert cache.hits - before == 4, (trace[0], shape, trace[3][:200])
+
+    def test_churn_every_trace_new_is_read_in_full_and_right(self, traces: list[Any]) -> None:
+        """A stream where every trace is new (a fresh function in every frame) misses and stays exact."""
+        config, redactor = DecodeConfig(), Redactor(RedactionConfig())
+        cache = KeyCache(config, redactor)
+        rng = random.Random(11)
+        for index, trace in enumerate(traces * 2):
+            language, exc_type, value, text, chain = trace
+            renamed = re.sub(r"\b(handle|Handle|lookup|view)\b", rf"\g<1>x{index}", text)
+            fresh = (language, exc_type, value, renamed, chain)
+            raw = _record(fresh, "ecs", rng, "", "", 0)
+            assert [k[:6] for k in cache.read(raw, 1.0)] == [k[:6] for k in full_keys(raw, config, redactor, 1.0)]
+
+    def test_huge_trace_is_exact(self, traces: list[Any]) -> None:
+        """A trace past the parse cache's size limit (its frames repeated) is still read exactly."""
+        config, redactor = DecodeConfig(), Redactor(RedactionConfig())
+        cache = KeyCache(config, redactor)
+        language, exc_type, value, text, chain = next(t for t in traces if t[0] == "java")
+        head, _, frames = text.partition("\n")
+        huge = (language, exc_type, value, head + ("\n" + frames) * 200, chain)
+        for seed in range(3):
+            raw = _record(huge, "logstash", random.Random(seed), "", "", 0)
+            assert [k[:6] for k in cache.read(raw, 1.0)] == [k[:6] for k in full_keys(raw, config, redactor, 1.0)]
+
+
+class TestCarriedMessage:
+    def test_messages_of_one_template_carry_the_first_redacted(self) -> None:
+        """Ids that differ only in digits share the first message's redacted text; a secret never leaves."""
+        cache = KeyCache(DecodeConfig(), Redactor(RedactionConfig()))
+
+        def message(text: str) -> str:
+            raw = orjson.dumps({"server_id": "s", "timestamp": 1.0, "message": text,
+                                "exception": {"type": "E", "value": text, "stacktrace": [
+                                    {"filename": "a.py", "function": "f", "lineno": 1, "in_app": True}]}})
+            return cache.read(raw, 1.0)[0].message
+
+        assert message("order 1234 failed") == "order 1234 failed"
+        assert message("order 9876 failed") == "order 1234 failed"  # counted under the first one's line
+        assert message("mail bob@example.com") == "mail [REDACTED:email]"
+        assert "dab@example.com" not in message("mail dab@example.com")
+        # The documented change: a number redaction depends on (a card passing the Luhn check) counts
+        # under its template's first message, which was no card.
+        assert message("card 4111 1111 1111 1112") == "card 4111 1111 1111 1112"
+        assert message("card 4111 1111 1111 1111") == "card 4111 1111 1111 1112"
