@@ -26,16 +26,14 @@ from analysis.event import Cluster
 from analysis.intake.redact import Redactor, redact_id, redact_model
 from analysis.report import Analysis, PastCaseRef
 from consumer.breaker import CircuitBreaker
+from consumer.embedder import build_embedder
 from consumer.metrics import Metrics
 from consumer.retry import Backoff
 from consumer.settings import Settings
 from store import (
     CitedRange,
-    Embedder,
     MemoryStore,
     NewCase,
-    OllamaEmbedder,
-    OnnxEmbedder,
     PastCase,
     RecallQuery,
     StoreError,
@@ -316,15 +314,6 @@ def build_explainer(
         scope=settings.scope,
         llm_backoff=Backoff(settings.pipeline.retry_initial_s, settings.pipeline.retry_max_s, settings.ollama.attempts),
     )
-
-
-def build_embedder(settings: Settings) -> Embedder:
-    """Ollama's /api/embed when configured, else the embedded ONNX sentence model."""
-    memory = settings.memory
-    if memory.embedder == "ollama":
-        url = settings.ollama.url or memory.ollama_url
-        return OllamaEmbedder(url, memory.ollama_model, memory.ollama_timeout_s)
-    return OnnxEmbedder()
 
 
 def _error_text(cluster: Cluster) -> str:
