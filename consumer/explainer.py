@@ -12,11 +12,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from analysis.agent.loop import Agent, AgentStats, LlmUnavailable
 from analysis.code.burst import burst_id, cluster_info
 from analysis.code.localiser import localise, localise_trace
 from analysis.code.repo import Checkout, RepoError, RepoSync
@@ -38,6 +37,9 @@ from store import (
     RecallQuery,
     StoreError,
 )
+
+if TYPE_CHECKING:  # langchain loads only where an agent is built: a heuristic service starts without it
+    from analysis.agent.loop import Agent, AgentStats
 
 __all__ = ["Explainer", "HeuristicAnalyzer", "build_explainer"]
 
@@ -250,6 +252,8 @@ class Explainer:
     ) -> Analysis:
         if self._agent is None:
             return heuristic
+        from analysis.agent.loop import LlmUnavailable  # loaded already: the agent was built from it
+
         with self._breaker_lock:
             allowed = self._breaker.allow()
         if not allowed:
@@ -305,6 +309,8 @@ def build_explainer(
         repo_sync = RepoSync(settings.repo.model_copy(update={"servers": servers}))
     agent = None
     if settings.ollama.url:
+        from analysis.agent.loop import Agent
+
         agent = Agent(settings.agent, redactor, settings.ollama.url)
     return Explainer(
         repo_sync, metrics, redactor=redactor, tool_limits=settings.tools,
