@@ -12,11 +12,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from analysis.agent.loop import Agent, AgentStats, LlmUnavailable
 from analysis.code.burst import burst_id, cluster_info
 from analysis.code.localiser import localise, localise_trace
 from analysis.code.repo import Checkout, RepoError, RepoSync
@@ -26,20 +25,21 @@ from analysis.event import Cluster
 from analysis.intake.redact import Redactor, redact_id, redact_model
 from analysis.report import Analysis, PastCaseRef
 from consumer.breaker import CircuitBreaker
+from consumer.embedder import build_embedder
 from consumer.metrics import Metrics
 from consumer.retry import Backoff
 from consumer.settings import Settings
 from store import (
     CitedRange,
-    Embedder,
     MemoryStore,
     NewCase,
-    OllamaEmbedder,
-    OnnxEmbedder,
     PastCase,
     RecallQuery,
     StoreError,
 )
+
+if TYPE_CHECKING:  # langchain loads only where an agent is built: a heuristic service starts without it
+    from analysis.agent.loop import Agent, AgentStats
 
 __all__ = ["Explainer", "HeuristicAnalyzer", "build_explainer"]
 
@@ -252,6 +252,8 @@ class Explainer:
     ) -> Analysis:
         if self._agent is None:
             return heuristic
+        from analysis.agent.loop import LlmUnavailable  # loaded already: the agent was built from it
+
         with self._breaker_lock:
             allowed = self._breaker.allow()
         if not allowed:
@@ -307,6 +309,8 @@ def build_explainer(
         repo_sync = RepoSync(settings.repo.model_copy(update={"servers": servers}))
     agent = None
     if settings.ollama.url:
+        from analysis.agent.loop import Agent
+
         agent = Agent(settings.agent, redactor, settings.ollama.url)
     return Explainer(
         repo_sync, metrics, redactor=redactor, tool_limits=settings.tools,
@@ -316,15 +320,6 @@ def build_explainer(
         scope=settings.scope,
         llm_backoff=Backoff(settings.pipeline.retry_initial_s, settings.pipeline.retry_max_s, settings.ollama.attempts),
     )
-
-
-def build_embedder(settings: Settings) -> Embedder:
-    """Ollama's /api/embed when configured, else the embedded ONNX sentence model."""
-    memory = settings.memory
-    if memory.embedder == "ollama":
-        url = settings.ollama.url or memory.ollama_url
-        return OllamaEmbedder(url, memory.ollama_model, memory.ollama_timeout_s)
-    return OnnxEmbedder()
 
 
 def _error_text(cluster: Cluster) -> str:

@@ -117,7 +117,7 @@ def _id_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _open_memory(settings: Settings) -> MemoryStore:
-    from consumer.explainer import build_embedder  # LanceDB and the embedder load only for these commands
+    from consumer.embedder import build_embedder  # LanceDB and the embedder load only for these commands
     from store import MemoryStore
 
     return MemoryStore(settings.memory, build_embedder(settings))

@@ -80,12 +80,12 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
-    from demo.broker import BrokerError  # the demo is a package of its own; only this command loads it
-    from demo.run import run_demo
-
     keep: Path | None = args.keep
     if keep is not None and (keep.is_file() or (keep.is_dir() and any(keep.iterdir()))):
         raise UsageError(f"--keep {keep}: give a new or empty directory")
+    from demo.broker import BrokerError  # the demo is a package of its own; only this command loads it
+    from demo.run import run_demo
+
     try:
         return run_demo(settings, events=args.events, seed=args.seed, timeout_s=args.timeout, keep=keep)
     except BrokerError as exc:

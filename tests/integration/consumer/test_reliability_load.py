@@ -221,11 +221,12 @@ class TestHostileInput:
 class TestFingerprintFlood:
     def test_distinct_fingerprints_never_exceed_the_open_burst_cap(
             self, settings_factory: SettingsFactory, kafka_io: KafkaIO, tmp_path: Path) -> None:
-        """10,000 events with 10,000 distinct signatures in one go (OTLP batches of 500 records): open
-        bursts never pass max_open=250, the oldest are evicted, and every one is still published."""
-        total, per_message, cap = 10_000, 500, 250
+        """2,000 events with 2,000 distinct signatures in one go (OTLP batches of 100 records, each twice the
+        cap): open bursts never pass max_open=50, the oldest are evicted, and every one is still published.
+        What matters is the ratio to the cap (40 caps of signatures), not the absolute count."""
+        total, per_message, cap = 2_000, 100, 50
         settings = settings_factory(partitions=1, window={"quiet_s": 0.5, "max_open": cap},
-                                    pipeline={"max_inflight": 4, "queue_size": 256, "resume_at": 64})
+                                    pipeline={"max_inflight": 4, "queue_size": 64, "resume_at": 16})
         messages = []
         for start in range(0, total, per_message):
             records: list[dict[str, Any]] = [{

@@ -90,6 +90,14 @@ class TestStartUpCost:
                                 cwd=PROJECT_ROOT).stdout.strip()
         assert loaded == ""
 
+    def test_a_heuristic_service_and_the_memory_commands_load_no_llm_library(self) -> None:
+        """`logagent run` without Ollama, `logagent demo` and `logagent memory` never import langchain."""
+        probe = ("import sys, consumer.runner, demo.run, consumer.embedder; "
+                 "print(','.join(m for m in ('langchain_ollama', 'langchain_core') if m in sys.modules))")
+        loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                                cwd=PROJECT_ROOT).stdout.strip()
+        assert loaded == ""
+
     def test_the_probe_sees_a_heavy_import(self) -> None:
         """The same probe reports a library that was imported (so the test above can fail)."""
         probe = "import sys, store; store.MemoryStore; print('lancedb' in sys.modules)"
