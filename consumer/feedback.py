@@ -18,7 +18,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from consumer.kafka import commit_offsets, make_consumer, make_producer, poll, start_with_retry
+from consumer.kafka import commit_offsets, make_consumer, make_producer, poll, start_with_retry, stop_clients
 from consumer.metrics import Metrics
 from consumer.retry import Backoff, sleep_unless
 from consumer.settings import Settings
@@ -165,7 +165,7 @@ class FeedbackListener:
                 if done:
                     await self._commit(consumer, done)
         finally:
-            await consumer.stop()
+            await stop_clients(consumer)
 
     async def _commit(self, consumer: Any, done: Mapping[TopicPartition, int]) -> None:
         try:

@@ -31,6 +31,7 @@ from consumer.kafka import (
     measure_lag,
     poll,
     start_with_retry,
+    stop_clients,
 )
 from consumer.logs import log_fields
 from consumer.notify.metrics import NotifyMetrics
@@ -114,7 +115,7 @@ class SinkLane:
                 await self._measure_lag(consumer)
         finally:
             self.started = False
-            await consumer.stop()
+            await stop_clients(consumer)
 
     async def _start(self, consumer: AIOKafkaConsumer) -> bool:
         return await start_with_retry(consumer, self._stop, self._backoff, f"{self.sink.name} consumer")
