@@ -4,7 +4,10 @@ The sample services' stream (all four shapes, OTLP batches, malformed messages) 
 input topic for each repetition. Two contenders read it in turns, each timed in CPU seconds of this
 process from its first consumed message to its last:
 - Log Agent: the real `Service` (decode, redaction, fingerprint, window; one heuristic analysis per
-  burst published to the output topic), consuming with its own group;
+  burst published to the output topic), consuming with its own group. By default every message goes
+  through the repartition topic (issue #18): it is consumed and produced twice in the process, so the
+  line also times the service with `input.keyed_by_server` (the input is keyed by server), which reads
+  each message once as the peer does;
 - the peer: bare aiokafka consuming the same messages and producing each one to another topic, the
   least any consume-and-produce service costs;
 - and, for scale, bare aiokafka only consuming them.
@@ -80,6 +83,7 @@ class E2eResult:
 
     events: int
     logagent: Timing
+    keyed: Timing
     bare: Timing
     logagent_drained: Timing
     consume_only: Timing
@@ -88,11 +92,13 @@ class E2eResult:
 
     def line(self) -> str:
         """One-line summary."""
-        to_bare = ratio(self.logagent, self.bare)
-        verdict = "met" if to_bare.median >= TARGET else "NOT met"
+        to_bare, keyed = ratio(self.logagent, self.bare), ratio(self.keyed, self.bare)
+        verdict, keyed_verdict = ("met" if r.median >= TARGET else "NOT met" for r in (to_bare, keyed))
         return (f"e2e: {self.logagent.rate_text(self.events)} per CPU second = {to_bare.text()} bare aiokafka "
                 f"consume-and-produce ({self.bare.rate_text(self.events)}; turns {to_bare.spread()}) "
-                f"[target >= {TARGET}x: {verdict}]; until every analysis is out "
+                f"[target >= {TARGET}x: {verdict}]; keyed by server (no repartition hop) "
+                f"{self.keyed.rate_text(self.events)} = {keyed.text()} (turns {keyed.spread()}) "
+                f"[target >= {TARGET}x: {keyed_verdict}]; until every analysis is out "
                 f"{self.logagent_drained.rate_text(self.events)} per CPU second = "
                 f"{ratio(self.logagent_drained, self.bare).text()}; bare consume alone "
                 f"{self.consume_only.rate_text(self.events)} = {ratio(self.logagent, self.consume_only).text()}; "
@@ -173,13 +179,16 @@ class _Bench:
     messages: list[tuple[bytes | None, bytes]]
 
 
-async def run_service(bench: _Bench, rep: int) -> tuple[float, float, list[float]]:
+async def run_service(bench: _Bench, rep: int, keyed: bool = False) -> tuple[float, float, list[float]]:
     """The Service over repetition `rep`'s topic: CPU seconds from its first consumed message to its last
-    and to its last analysis published (child processes included), and each burst's close->output delay."""
+    and to its last analysis published (child processes included), and each burst's close->output delay.
+    `keyed`: with `input.keyed_by_server`, no repartition topic."""
+    suffix = "-keyed" if keyed else ""
     kafka = bench.settings.kafka.model_copy(update={
-        "input_topic": f"errors-{rep}", "output_topic": f"analyses-{rep}", "dlq_topic": f"errors.dlq-{rep}",
-        "group_id": f"logagent-{rep}", **_FAST_GROUP})
-    settings = bench.settings.model_copy(update={"kafka": kafka})
+        "input_topic": f"errors-{rep}", "output_topic": f"analyses{suffix}-{rep}",
+        "dlq_topic": f"errors.dlq{suffix}-{rep}", "group_id": f"logagent{suffix}-{rep}", **_FAST_GROUP})
+    source = bench.settings.input.model_copy(update={"keyed_by_server": keyed})
+    settings = bench.settings.model_copy(update={"kafka": kafka, "input": source})
     analyzer = HeuristicAnalyzer(RepoSync(bench.repos), in_app_prefixes=DEMO_IN_APP_PREFIXES)
     service = _TimedService(settings, analyzer, Metrics(), expected=len(bench.messages))
     stop = asyncio.Event()
@@ -217,17 +226,21 @@ async def measure(events: int, repetitions: int) -> E2eResult:
         bench = _Bench(broker.bootstrap_servers, settings, RepoConfig(cache_dir=workdir / "cache", servers=specs),
                        [(m.key, m.value) for m in stream.messages])
         ours: list[float] = []
+        keyed: list[float] = []
         drained: list[float] = []
         bare: list[float] = []
         consume_only: list[float] = []
         delays: list[float] = []
         for rep in range(repetitions):
-            topics = [f"errors-{rep}", f"analyses-{rep}", f"errors.dlq-{rep}", f"bare-out-{rep}"]
+            topics = [f"errors-{rep}", f"analyses-{rep}", f"errors.dlq-{rep}", f"bare-out-{rep}",
+                      f"analyses-keyed-{rep}", f"errors.dlq-keyed-{rep}"]
             await create_topics(bench.bootstrap, topics, {topics[0]: _PARTITIONS})
             await produce(bench.bootstrap, topics[0], bench.messages)
-            order = ["service", "bare", "consume"]
-            for contender in order[rep % 3:] + order[:rep % 3]:
-                if contender == "service":
+            order = ["service", "keyed", "bare", "consume"]
+            for contender in order[rep % 4:] + order[:rep % 4]:
+                if contender == "keyed":
+                    keyed.append((await run_service(bench, rep, keyed=True))[0])
+                elif contender == "service":
                     cpu_s, drained_s, burst_delays = await run_service(bench, rep)
                     ours.append(cpu_s)
                     drained.append(drained_s)
@@ -237,8 +250,8 @@ async def measure(events: int, repetitions: int) -> E2eResult:
                     seconds = await bare_consume_produce(bench.bootstrap, topics[0], out, f"{contender}-{rep}",
                                                          len(bench.messages))
                     (bare if contender == "bare" else consume_only).append(seconds)
-    return E2eResult(stream.event_count, Timing(tuple(ours)), Timing(tuple(bare)), Timing(tuple(drained)),
-                     Timing(tuple(consume_only)), len(delays), latency(delays))
+    return E2eResult(stream.event_count, Timing(tuple(ours)), Timing(tuple(keyed)), Timing(tuple(bare)),
+                     Timing(tuple(drained)), Timing(tuple(consume_only)), len(delays), latency(delays))
 
 
 async def wait_consumed(service: Service, task: asyncio.Task[None], total: int, timeout_s: float = 300.0) -> None:
