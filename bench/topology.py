@@ -72,7 +72,7 @@ def expected_ids(rounds: Sequence[Sequence[bytes]], bursts_per_round: int) -> se
     for stream in rounds:
         for raw in stream[:bursts_per_round]:
             (event,) = decode_message(raw, DecodeConfig())
-            ids.add(analysis_id(event.server_id, fingerprint_event(event).fingerprint, event.timestamp))
+            ids.add(analysis_id(event.server_id, event.tenant, fingerprint_event(event).fingerprint, event.timestamp))
     return ids
 
 

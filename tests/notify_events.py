@@ -20,7 +20,7 @@ def make_analysis(server: str = "checkout-service", fingerprint: str = "fp-quant
                   commit: str = COMMIT, **fields: Any) -> Analysis:
     """One analysis of a burst; the id is the service's own, deterministic from server, fingerprint, start."""
     doc: dict[str, Any] = {
-        "analysis_id": analysis_id(server, fingerprint, first_seen), "status": status,
+        "analysis_id": analysis_id(server, tenant, fingerprint, first_seen), "status": status,
         "analyzer": {"analyzed": "llm", "recurrence": "memory"}.get(status, "heuristic"),
         "model": "qwen2.5-coder:7b" if status == "analyzed" else "",
         "cluster": ClusterInfo(server=server, tenant=tenant, fingerprint=fingerprint,

@@ -17,14 +17,16 @@ _MAX_SAMPLE_MESSAGES = 5
 _MAX_MESSAGE_CHARS = 300
 
 
-def analysis_id(server: str, fingerprint: str, first_seen: float) -> str:
-    """Deterministic id of the analysis of one burst, so a replayed burst gets the same id."""
-    return str(uuid.uuid5(_NAMESPACE, f"{server}\x1f{fingerprint}\x1f{first_seen!r}"))
+def analysis_id(server: str, tenant: str, fingerprint: str, first_seen: float) -> str:
+    """Deterministic id of the analysis of one burst, so a replayed burst gets the same id. The tenant is
+    part of it: two tenants' bursts of one failure starting in the same second are two cases, and a
+    verdict on one (by id) never reaches the other."""
+    return str(uuid.uuid5(_NAMESPACE, f"{server}\x1f{tenant}\x1f{fingerprint}\x1f{first_seen!r}"))
 
 
 def burst_id(cluster: Cluster) -> str:
     """The analysis id of `cluster`'s burst."""
-    return analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen)
+    return analysis_id(cluster.server_id, cluster.tenant, cluster.fingerprint, cluster.first_seen)
 
 
 def burst_analysis(cluster: Cluster, status: Status, commit: str | None, **fields: Any) -> Analysis:

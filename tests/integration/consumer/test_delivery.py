@@ -203,7 +203,7 @@ def _burst_stream(servers: tuple[str, ...], functions: tuple[str, ...], bursts: 
 def _expected_id(first_raw: bytes) -> str:
     """The analysis id a burst starting with this message must get (real decoder and fingerprint)."""
     (event,) = decode_message(first_raw, DecodeConfig())
-    return analysis_id(event.server_id, fingerprint_event(event).fingerprint, event.timestamp)
+    return analysis_id(event.server_id, event.tenant, fingerprint_event(event).fingerprint, event.timestamp)
 
 
 class TestRetries:

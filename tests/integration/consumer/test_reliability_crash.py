@@ -158,7 +158,7 @@ def expected_ids(stream: Stream) -> dict[str, int]:
                     counts[key] += 1
     # One fingerprint per planned burst, or the plan (not the service) is wrong.
     assert len(first) == len(stream.bursts), "two planned bursts share a fingerprint"
-    return {analysis_id(server, fp, first[(server, fp, r)]): counts[(server, fp, r)] for server, fp, r in first}
+    return {analysis_id(server, TENANT, fp, first[(server, fp, r)]): counts[(server, fp, r)] for server, fp, r in first}
 
 
 # --- the service as a subprocess ---------------------------------------------------------------------
@@ -444,4 +444,4 @@ class TestReplayOfInterleavedBursts:
 def _shop_id(raw: bytes) -> str:
     """The analysis id of the burst that starts with this message."""
     (event,) = decode_message(raw, DecodeConfig())
-    return analysis_id(event.server_id, fingerprint_event(event).fingerprint, event.timestamp)
+    return analysis_id(event.server_id, event.tenant, fingerprint_event(event).fingerprint, event.timestamp)

@@ -73,7 +73,8 @@ def expected_bursts(stream: dict[str, list[bytes]], size: int) -> dict[str, int]
     for raws in stream.values():
         for first in raws[::size]:
             (event,) = decode_message(first, DecodeConfig())
-            ids[analysis_id(event.server_id, fingerprint_event(event).fingerprint, event.timestamp)] = size
+            fingerprint = fingerprint_event(event).fingerprint
+            ids[analysis_id(event.server_id, event.tenant, fingerprint, event.timestamp)] = size
     return ids
 
 

@@ -54,7 +54,7 @@ def round_stream(repos: ShopRepos, r: int) -> list[bytes]:
 def burst_id(first: bytes) -> str:
     """The analysis id of the burst `first` opens, from the real decoder and fingerprint."""
     (event,) = decode_message(first, DecodeConfig())
-    return analysis_id(event.server_id, fingerprint_event(event).fingerprint, event.timestamp)
+    return analysis_id(event.server_id, event.tenant, fingerprint_event(event).fingerprint, event.timestamp)
 
 
 class TestUnkeyedInputAcrossReplicas:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.code.burst import analysis_id
+from analysis.code.burst import analysis_id, burst_id
 from analysis.code.localiser import localise
 from analysis.code.repo import open_local
 from analysis.code.tools import FileTools
@@ -123,8 +123,8 @@ class TestPython:
         analysis = analyse(service, event)
         cluster = cluster_of(event)
         assert (analysis.status, analysis.analyzer) == ("heuristic", "heuristic")
-        assert analysis.analysis_id == analysis_id(cluster.server_id, cluster.fingerprint, cluster.first_seen)
-        assert analysis.analysis_id != analysis_id(cluster.server_id, "other", cluster.first_seen)
+        assert analysis.analysis_id == burst_id(cluster)
+        assert analysis.analysis_id != analysis_id(cluster.server_id, cluster.tenant, "other", cluster.first_seen)
         assert analysis.commit == service.commits["bug"]
         assert analysis.cluster.sample_messages == [event.message]
         assert 0.3 <= analysis.confidence <= 0.6

@@ -15,10 +15,16 @@ CLUSTER = Cluster(server_id="shop", tenant="acme", fingerprint="f00d", exception
 
 class TestBurstAnalysis:
     def test_the_id_is_the_bursts_and_a_replay_gets_the_same_one(self) -> None:
-        """Deterministic in server, fingerprint and start: the same burst read again (a replay, more events)
-        is the same analysis."""
-        assert burst_id(CLUSTER) == analysis_id("shop", "f00d", 10.0) == burst_id(dataclasses.replace(CLUSTER, count=9))
-        assert burst_id(CLUSTER) != analysis_id("shop", "f00d", 10.5)
+        """Deterministic in server, tenant, fingerprint and start: the same burst read again (a replay, more
+        events) is the same analysis."""
+        assert burst_id(CLUSTER) == analysis_id("shop", "acme", "f00d", 10.0) == burst_id(
+            dataclasses.replace(CLUSTER, count=9))
+        assert burst_id(CLUSTER) != analysis_id("shop", "acme", "f00d", 10.5)
+
+    def test_two_tenants_bursts_of_one_failure_in_the_same_second_are_two_analyses(self) -> None:
+        """Otherwise the second tenant's case would not be stored, and a verdict on it would judge the
+        first tenant's case (ids are how verdicts find cases)."""
+        assert burst_id(CLUSTER) != burst_id(dataclasses.replace(CLUSTER, tenant="globex"))
 
     def test_the_report_names_the_burst_and_takes_the_given_fields(self) -> None:
         """Id, cluster block, status and commit from the burst; the heuristic analyzer unless told otherwise."""
