@@ -26,6 +26,7 @@ Headers of a repartition record (all text, redacted):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -182,14 +183,33 @@ def read_repartitioned(headers: Sequence[tuple[str, bytes]]) -> Repartitioned:
         server, tenant, fingerprint, exception_type = (
             found[name].decode() for name in ("server", "tenant", "fingerprint", "exception_type"))
         events: Any = orjson.loads(found["events"])
-        records = tuple(
-            (int(index), Sighting(server, tenant, fingerprint, exception_type, float(ts),
-                                  commit if isinstance(commit, str) else None, str(message)))
-            for index, ts, commit, message in events)
-        source = (found["source_topic"].decode(), int(found["source_partition"]))
-        position = (int(found["source_offset"]), int(found["group"]))
-    except (UnicodeDecodeError, orjson.JSONDecodeError, TypeError, ValueError) as error:
+        records = tuple((_index(index), Sighting(server, tenant, fingerprint, exception_type, _moment(ts),
+                                                 _text(commit) if commit is not None else None, _text(message)))
+                        for index, ts, commit, message in events)
+        source = (found["source_topic"].decode(), _index(int(found["source_partition"])))
+        position = (_index(int(found["source_offset"])), _index(int(found["group"])))
+    except (AttributeError, UnicodeDecodeError, orjson.JSONDecodeError, TypeError, ValueError) as error:
+        # AttributeError: a null header value (Kafka allows them) has no `decode`.
         raise BadInput("not_forwarded", f"unreadable repartition headers ({type(error).__name__})") from None
     if not records:
         raise BadInput("not_forwarded", "repartition record without events")
     return Repartitioned(records, source, position)
+
+
+def _index(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError("an index or offset that is not a non-negative integer")
+    return value
+
+
+def _moment(value: Any) -> float:
+    """An event time as the key stage writes it: finite epoch seconds (a forged NaN would reach the output)."""
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+        raise ValueError("an event time that is not finite epoch seconds")
+    return float(value)
+
+
+def _text(value: Any) -> str:
+    if type(value) is not str:
+        raise TypeError("a commit or message that is not text")
+    return value

@@ -109,6 +109,10 @@ class WindowStage:
         except BadInput as bad:
             self._dead_letters.send(tp, message, bad.reason, str(bad))
             return
+        except Exception as error:  # a reader bug must not stop the stage on one record (and replay it forever)
+            log.exception("repartition record unreadable", extra={"fields": {"partition": tp[1], "offset": offset}})
+            self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
+            return
         seen = self._seen.setdefault(tp, {})
         last = seen.get(forwarded.source)
         if last is not None and forwarded.source_position <= last:

@@ -120,3 +120,26 @@ class TestReadingRecords:
         with pytest.raises(BadInput) as caught:
             read_repartitioned(headers)
         assert caught.value.reason == "not_forwarded"
+
+    @pytest.mark.parametrize(("name", "value"), [
+        ("server", None),  # Kafka allows null header values
+        ("events", None),
+        ("events", b'[[0, NaN, null, "boom"]]'),
+        ("events", b'[[0, "100", null, "boom"]]'),
+        ("events", b'[[0, 1e400, null, "boom"]]'),
+        ("events", b'[[0, -5.0, null, "boom"]]'),
+        ("events", b'[[-1, 100.0, null, "boom"]]'),
+        ("events", b'[[0.5, 100.0, null, "boom"]]'),
+        ("events", b'[[0, 100.0, 7, "boom"]]'),
+        ("events", b'[[0, 100.0, null, {"a": 1}]]'),
+        ("source_offset", b"-3"),
+    ])
+    def test_a_forged_header_is_bad_input_not_a_crash(self, name: str, value: bytes | None) -> None:
+        """Every value is checked as the key stage writes it: a null header, a time that is not finite epoch
+        seconds (a NaN would be published as the burst's `first_seen`), a negative index, a non-text
+        message; each is `not_forwarded`, never another exception that would stop the window stage."""
+        ((_, _, headers),) = _forward(_native("checkout", 100.0))
+        forged = [(n, value if n == name else v) for n, v in headers]
+        with pytest.raises(BadInput) as caught:
+            read_repartitioned(forged)  # type: ignore[arg-type]
+        assert caught.value.reason == "not_forwarded"
