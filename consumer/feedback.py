@@ -18,6 +18,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from analysis.intake.redact import Redactor
 from consumer.kafka import commit_offsets, make_consumer, make_producer, poll, start_with_retry, stop_clients
 from consumer.metrics import Metrics
 from consumer.retry import Backoff, sleep_unless
@@ -138,6 +139,7 @@ class FeedbackListener:
         })
         self._memory = memory
         self._metrics = metrics
+        self._redactor = Redactor(settings.redaction)  # a note is stored and shown: a pasted secret goes first
         # A verdict is retried until it is applied or the service stops: `attempts` bounds nothing here.
         p = settings.pipeline
         self._backoff = Backoff(p.retry_initial_s, p.retry_max_s, attempts=0)
@@ -186,7 +188,7 @@ class FeedbackListener:
         while True:
             try:
                 found = await asyncio.to_thread(self._memory.feedback, feedback.server, feedback.analysis_id,
-                                                feedback.verdict, feedback.note)
+                                                feedback.verdict, self._redactor.redact(feedback.note))
                 break
             except RefusedCase as refused:
                 self._count("bad")

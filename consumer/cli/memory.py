@@ -268,6 +268,9 @@ def _result(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
 
 
 def _feedback(args: argparse.Namespace, settings: Settings) -> int:
+    from analysis.intake.redact import Redactor
+
+    args.note = Redactor(settings.redaction).redact(args.note or "")  # stored, shown and sent: secrets go first
     if args.via_kafka:
         return _publish_feedback(args, settings)
     with _store_errors():

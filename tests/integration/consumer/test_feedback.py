@@ -111,6 +111,26 @@ class TestFeedbackListener:
         assert after.trust == pytest.approx(before * settings.memory.trust.wrong_factor)
         assert after.feedback == -1.0
 
+    def test_a_note_is_stored_redacted(
+        self, feedback_settings: Callable[..., Settings], embedder: OnnxEmbedder
+    ) -> None:
+        """A note is untrusted text like a log: a secret or an address pasted into it is never stored (the case
+        row and the verdict log both keep the redacted note), as `logagent memory show` would print it."""
+        settings = feedback_settings()
+        memory = MemoryStore(settings.memory, embedder)
+        remember(memory, "noted", error="KeyError: 'price' at app.shop.total")
+        listener = FeedbackListener(settings, memory)
+        note = "db is fine, password=Hunter2Secret! ask alice@example.com"
+
+        asyncio.run(publish_feedback(settings, Feedback("noted", "correct", note, server=SERVER)))
+        asyncio.run(run_until(listener, lambda: listener.stats.applied == 1))
+
+        detail = memory.show("noted", NOW, server=SERVER)
+        assert detail is not None
+        stored = [detail.verdicts[-1].note, case_of(memory, "noted").note]
+        assert all("db is fine" in text for text in stored), stored
+        assert not any("Hunter2Secret" in text or "alice@example.com" in text for text in stored), stored
+
     def test_wrong_forgets_when_configured(
         self, feedback_settings: Callable[..., Settings], embedder: OnnxEmbedder
     ) -> None:
