@@ -149,7 +149,8 @@ class RepoSync:
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._config = config
+        # Absolute: git runs inside each clone, where a relative worktree path would land in the clone.
+        self._config = config.model_copy(update={"cache_dir": config.cache_dir.expanduser().absolute()})
         self._environ = os.environ if environ is None else environ
         self._clock = clock
         self._locks: dict[str, threading.Lock] = {}

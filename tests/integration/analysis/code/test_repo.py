@@ -64,6 +64,23 @@ class TestCheckout:
         assert (at_new.root / "app.py").read_text() == "VERSION = 2\n"
         assert sync.checkout("orders", old).root == at_old.root  # the worktree is reused
 
+    def test_a_relative_cache_dir_checks_out_beside_the_clone_not_inside_it(
+        self, tmp_path: Path, upstream: GitRepo, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The default data dir (`./.data`) is relative, and git runs inside each clone: worktrees at two
+        commits, and the same commit asked again, all land under the cache dir the service was started in."""
+        old = upstream.head()
+        new = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        monkeypatch.chdir(tmp_path)
+        sync = RepoSync(RepoConfig(cache_dir=Path("rel/repos"), servers={"orders": RepoSpec(url=str(upstream.path))}),
+                        environ={}, clock=FakeClock())
+        at_new, at_old = sync.checkout("orders", new), sync.checkout("orders", old)
+        assert (at_old.root / "app.py").read_text() == "VERSION = 1\n"
+        assert (at_new.root / "app.py").read_text() == "VERSION = 2\n"
+        assert sync.checkout("orders", old).root == at_old.root
+        for root in (at_new.root, at_old.root):
+            assert root.is_relative_to(tmp_path / "rel" / "repos" / "worktrees"), root
+
     def test_unknown_commit_falls_back_to_branch_head_with_a_note(self, tmp_path: Path,
                                                                   upstream: GitRepo) -> None:
         """An unknown commit is fetched for; when still missing the branch head is used and noted."""
