@@ -28,8 +28,10 @@ class Analyzer(Protocol):
 
 
 def failed_analysis(cluster: Cluster, reason: str) -> Analysis:
-    """The event published for a burst that cannot be analysed, so its offsets can still move on."""
-    return burst_analysis(cluster, "failed", cluster.commit, failure_reason=reason[:_MAX_FAILURE_CHARS])
+    """The event published for a burst that cannot be analysed, so its offsets can still move on; a person
+    should look at it, so it is flagged for review (and goes to the review topic too)."""
+    return burst_analysis(cluster, "failed", cluster.commit, failure_reason=reason[:_MAX_FAILURE_CHARS],
+                          needs_review=True, review_reasons=["analysis failed"])
 
 
 async def analyze_or_fail(

@@ -161,7 +161,8 @@ class AnalysisWorkers:
         self._metrics.analyses.labels(analysis.status, analysis.analyzer).inc()
         self._metrics.published.labels("analysis").inc()
         culprit = analysis.culprit
-        log.info("burst analysed", extra=log_event("burst-analysed",
+        level = logging.WARNING if analysis.status == "failed" else logging.INFO
+        log.log(level, "burst analysed", extra=log_event("burst-analysed",
             server=analysis.cluster.server, fingerprint=analysis.cluster.fingerprint,
             count=analysis.cluster.count, status=analysis.status,
             culprit=f"{culprit.path}:{culprit.line or ''}" if culprit else None,
