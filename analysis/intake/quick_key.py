@@ -12,25 +12,28 @@ do to the decoder; unknown scalar fields are left out (decoding keeps them aside
 trace goes through the parse cache (`parse_trace`, `structured_chain`: the frame-region lookup, which
 hands out the same frames tuples for a repeated frame region whatever its message lines, goroutine
 numbers included). The entry is keyed by (skeleton, root cause type, identity of each exception's frames)
-and holds the redacted server, tenant, commit and type and the fingerprint. A hit is exact: decoding
-reads the slots only into the time, the message and the chain, which are computed here by the very
-functions decoding uses; the slots are checked to be of the types that decode without error; and a stack
-signature with in-app frames depends on the root type and the frames alone. Anything else (several
-records, an unusual layout, a signature that reads the message, a wrong type) runs the full path, which
-also fills the cache.
+and holds the redacted server, tenant, commit and type, the fingerprint and the frames tuples (so their
+ids are not reused), and is charged for those frames and their strings, which the parse caches may have
+let go. A hit is exact: decoding reads the slots only into the time, the message and the chain, which
+are computed here by the very functions decoding uses; the slots are checked to be of the types that
+decode without error; and a stack signature with in-app frames depends on the root type and the frames
+alone. Anything else (several records, an unusual layout, a signature that reads the message, a wrong
+type, a skeleton nested too deep to write) runs the full path, which also fills the cache.
 
 Messages. The window's tally counts each event's root-cause message, and the repartition headers carry
 it, so it must be redacted, and redacting a message with a fresh id costs 2-5 µs, as much as all the
 rest. So a message is redacted once per template (`tally.message_template`: digits to 0, hex letters to
 a/A, the key under which the window already counts messages past its first 16): every later message of
-the template carries the first one's redacted text. What the tally counts changes in one way: messages
-that differ only in digits and hex letters count as one message as logged (the first), where before they
-counted apart and then merged under `mask_variable` at the close, which gives the same line unless
-their masks differ. They differ when a word is made of hex letters (`bad` and `dab`), or when redaction
-depends on the digits themselves (a card number that passes the Luhn check and one that does not): the
-later message is then counted under the first one's line. Nothing unredacted leaves: the text carried
-is always a redacted message, and a secret in a later message is never carried (its template's first
-message stands for it). Messages over 512 characters are redacted each time.
+the template in the same burst (redacted server, tenant and fingerprint, as the window groups them)
+carries the first one's redacted text, which never crosses from one tenant, server or failure to
+another. What the tally counts changes in one way: messages that differ only in digits and hex letters
+count as one message as logged (the first), where before they counted apart and then merged under
+`mask_variable` at the close, which gives the same line unless their masks differ. They differ when a word
+is made of hex letters (`bad` and `dab`), or when redaction depends on the digits themselves (a card
+number that passes the Luhn check and one that does not): the later message is then counted under the
+first one's line. Nothing unredacted leaves: the text carried is always a redacted message, and a secret
+in a later message is never carried (its template's first message stands for it). Messages over 512
+characters are redacted each time.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import orjson
 
 from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.errors import BadInput
-from analysis.event import ErrorEvent, ExceptionInfo
+from analysis.event import ErrorEvent, ExceptionInfo, Frame
 from analysis.intake.decode import SPELLINGS, DecodeConfig, decode_message, field_value, layout_plan, record_chain
 from analysis.intake.field import text_chain, timestamp
 from analysis.intake.otlp import attributes_of
@@ -108,7 +111,8 @@ class KeyCache:
         self._entries: BoundedCache[tuple[Any, ...], _Entry] = BoundedCache("quick_key.entries", 8192, 16 << 20)
         self._layouts: BoundedCache[tuple[str, ...], _Layout | tuple[()]] = BoundedCache(
             "quick_key.layouts", 1024, 4 << 20)
-        self._messages: BoundedCache[bytes, str] = BoundedCache("quick_key.messages", 16384, 8 << 20)
+        self._messages: BoundedCache[tuple[str, str, str, bytes], str] = BoundedCache(
+            "quick_key.messages", 16384, 8 << 20)
         self.hits = 0
         self.misses = 0
 
@@ -123,7 +127,7 @@ class KeyCache:
             if type(doc) is dict:
                 try:
                     read = self._otlp(doc, received_at) if "resourceLogs" in doc else self._flat(doc, received_at)
-                except BadInput:  # the full path says why
+                except (BadInput, orjson.JSONEncodeError):  # the full path says why (a skeleton too deep: too_deep)
                     read = None
         if read is not None:
             key, chain, message, moment = read
@@ -131,8 +135,8 @@ class KeyCache:
             if entry is not None and all(map(operator.is_, entry.stacks, [e.frames for e in chain])):
                 self.hits += 1
                 root = chain[-1].value or message
-                return [EventKey(entry.server, entry.tenant, entry.fingerprint, entry.exception_type, moment,
-                                 entry.commit, self._carried(root, None))]
+                burst = (entry.server, entry.tenant, entry.fingerprint)
+                return [EventKey(*burst, entry.exception_type, moment, entry.commit, self._carried(burst, root, None))]
         self.misses += 1
         return self._learn(raw, received_at, read)
 
@@ -143,7 +147,8 @@ class KeyCache:
         for event in events:
             redacted = redact_event(event, self._redactor)
             signature = fingerprint_event(redacted, self._config.in_app_prefixes)
-            keys.append(_key_of(redacted, signature, self._carried(event.exception_message,
+            burst = (redacted.server_id, redacted.tenant, signature.fingerprint)
+            keys.append(_key_of(redacted, signature, self._carried(burst, event.exception_message,
                                                                    redacted.exception_message)))
             if read is not None and len(events) == 1 and signature.basis == "stacktrace" and \
                     not signature.library_only:
@@ -153,18 +158,20 @@ class KeyCache:
                         all(map(operator.is_, stacks, [e.frames for e in event.exceptions])):
                     entry = _Entry(stacks, redacted.server_id, redacted.tenant, signature.fingerprint,
                                    keys[0].exception_type, redacted.commit)
-                    self._entries.put(key, entry, OBJECT_BYTES * (2 + len(stacks)) + sys.getsizeof(key[0]))
+                    self._entries.put(key, entry, OBJECT_BYTES * (2 + len(stacks)) + sys.getsizeof(key[0])
+                                      + sum(map(_frames_bytes, stacks)))
         return keys
 
-    def _carried(self, message: str, redacted: str | None) -> str:
-        """The redacted text carried for `message`: its template's first message, redacted (module doc)."""
+    def _carried(self, burst: tuple[str, str, str], message: str, redacted: str | None) -> str:
+        """The redacted text carried for `message` in the burst (server, tenant, fingerprint): its template's
+        first message there, redacted (module doc); text never crosses from one burst to another."""
         if len(message) > _TEMPLATE_CHARS:
             return redacted if redacted is not None else self._redactor.redact(message)
-        template = message_template(message)
-        carried = self._messages.get(template)
+        key = (*burst, message_template(message))
+        carried = self._messages.get(key)
         if carried is None:
             carried = redacted if redacted is not None else self._redactor.redact(message)
-            self._messages.put(template, carried, OBJECT_BYTES + sys.getsizeof(template) + sys.getsizeof(carried))
+            self._messages.put(key, carried, OBJECT_BYTES + sum(map(sys.getsizeof, key)) + sys.getsizeof(carried))
         return carried
 
     def _flat(self, doc: dict[str, Any], received_at: float) -> tuple[Any, ...] | None:
@@ -236,6 +243,14 @@ class KeyCache:
                       {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}]
         key = (orjson.dumps(doc), chain[-1].type, *[id(e.frames) for e in chain])
         return key, chain, message, timestamp(moment, received_at)
+
+
+def _frames_bytes(frames: tuple[Frame, ...]) -> int:
+    """What keeping `frames` alive costs once the parse caches have let them go: an object per frame and
+    its strings (charged as if no two frames shared one)."""
+    size = sys.getsizeof
+    return OBJECT_BYTES + sum(OBJECT_BYTES + size(f.function) + size(f.filename) + size(f.abs_path) + size(f.module)
+                              for f in frames)
 
 
 def _names(spec: str | tuple[str, ...] | None) -> set[str]:

@@ -3,7 +3,7 @@
 Python, Node.js and Java traces come from really running the bench's buggy services here; Go panics
 from files recorded by really running its Go service (tests/fixtures/realtraces_go). Every event is
 read by `KeyCache` and by the full path (decode, redact, fingerprint): every field must agree, the
-message as the module documents (its template's first message, redacted).
+message as the module documents (its template's first message in the burst, redacted).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class TestQuickKey:
         config, redactor = DecodeConfig(), Redactor(RedactionConfig())
         cache = KeyCache(config, redactor)
         rng = random.Random(data.draw(st.integers(0, 2**32)))
-        first_by_template: dict[bytes, str] = {}
+        first_by_template: dict[tuple[str, str, str, bytes], str] = {}
         pool = data.draw(st.lists(st.sampled_from(traces), min_size=1, max_size=3))  # so that failures repeat
         for _ in range(data.draw(st.integers(1, 16))):
             trace = data.draw(st.sampled_from(pool))
@@ -126,7 +126,7 @@ class TestQuickKey:
             assert not isinstance(quick, str)
             assert [key[:6] for key in quick] == [key[:6] for key in full]
             for key, event, full_key in zip(quick, decode_message(raw, config, 1.0), full, strict=True):
-                template = message_template(event.exception_message)
+                template = (*full_key[:3], message_template(event.exception_message))
                 first_by_template.setdefault(template, full_key.message)
                 assert key.message == (first_by_template[template] if len(event.exception_message) <= 512
                                        else full_key.message)
@@ -187,3 +187,51 @@ class TestCarriedMessage:
         # under its template's first message, which was no card.
         assert message("card 4111 1111 1111 1112") == "card 4111 1111 1111 1112"
         assert message("card 4111 1111 1111 1111") == "card 4111 1111 1111 1112"
+
+    def test_a_template_carries_its_own_text_in_each_tenant_and_server(self) -> None:
+        """Same-template messages of two tenants, and of two servers, each carry their own first message."""
+        cache = KeyCache(DecodeConfig(), Redactor(RedactionConfig()))
+
+        def message(server: str, tenant: str, text: str) -> str:
+            raw = orjson.dumps({"server_id": server, "tenant": tenant, "timestamp": 1.0, "message": text,
+                                "exception": {"type": "E", "value": text, "stacktrace": [
+                                    {"filename": "a.py", "function": "f", "lineno": 1, "in_app": True}]}})
+            return cache.read(raw, 1.0)[0].message
+
+        acme, globex = "account 4402 1187 owes 93.50 to Dr Abe", "account 7719 5523 owes 10.00 to Dr Ada"
+        assert message("billing", "acme", acme) == acme
+        assert message("billing", "globex", globex) == globex
+        assert message("ledger", "acme", globex) == globex
+        assert message("billing", "acme", globex) == acme  # the same burst: its first message's line
+        assert message("billing", "globex", acme) == globex
+        assert cache.hits == 2  # the last two were read from the cache, which carried the right text
+
+
+class TestEntryBytes:
+    def test_an_entry_is_charged_for_the_frames_it_keeps_alive(self) -> None:
+        """The entries' charge grows with the frames kept, whatever the parse caches still hold."""
+        cache = KeyCache(DecodeConfig(), Redactor(RedactionConfig()))
+        charged = []
+        for frames in (10, 800):  # 800 frames: under the parse cache's 64 KiB key, so the entry is made
+            before = cache._entries.nbytes
+            raw = orjson.dumps({"server_id": "s", "timestamp": 1.0, "message": "m", "exception": {
+                "type": "E", "value": "m", "stacktrace": [
+                    {"filename": f"m{frames}_{i}.py", "function": f"f{i}", "lineno": i + 1, "in_app": True}
+                    for i in range(frames)]}})
+            cache.read(raw, 1.0)
+            charged.append(cache._entries.nbytes - before)
+        # An object and at least two strings per frame (the old charge was the same few hundred bytes for both).
+        assert charged[0] > 10 * (200 + 2 * 50) and charged[1] > 800 * (200 + 2 * 50), charged
+        assert cache._entries.nbytes <= cache._entries.max_bytes
+
+
+class TestDeepNesting:
+    @pytest.mark.parametrize("depth", [255, 600, 1000])
+    def test_an_unknown_field_nested_too_deep_is_bad_input_as_on_the_full_path(self, depth: int) -> None:
+        """A skeleton orjson cannot write goes to the full path, which says too_deep (not an internal error)."""
+        config, redactor = DecodeConfig(), Redactor(RedactionConfig())
+        raw = (b'{"server_id":"s","timestamp":1.0,"message":"m","exception":{"type":"E","value":"m",'
+               b'"stacktrace":[{"filename":"a.py","function":"f","lineno":1,"in_app":true}]},"deep":'
+               + b"[" * depth + b"]" * depth + b"}")
+        assert _read(lambda r: KeyCache(config, redactor).read(r, 1.0), raw) == \
+            _read(lambda r: full_keys(r, config, redactor, 1.0), raw) == "too_deep"
