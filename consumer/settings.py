@@ -26,7 +26,7 @@ from store import MemoryConfig
 
 __all__ = ["ConfigError", "KafkaSettings", "RepartitionSettings", "Settings", "env_name", "masked_url"]
 
-_URL_PASSWORD = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<head>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^/:@\s]*:)[^/@\s]+@")
+_URL_HEAD = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://")
 
 
 class ConfigError(Exception):
@@ -39,8 +39,18 @@ def env_name(*path: str) -> str:
 
 
 def masked_url(text: str) -> str:
-    """`text` with the password of any URL in it replaced (scheme://user:***@host), for logs and output."""
-    return _URL_PASSWORD.sub(r"\g<head>***@", text)
+    """`text` with the userinfo of any URL in it replaced (scheme://***@host), for logs and output. The
+    userinfo is all before the last `@` up to the next URL, user name included (a token may stand there),
+    whatever it holds (`@`, `/`, spaces): a URL with `@` in its path loses its host too, but nothing leaks."""
+    heads = list(_URL_HEAD.finditer(text))
+    stops = [head.start() for head in heads[1:]] + [len(text)]
+    parts: list[str] = []
+    position = 0
+    for head, stop in zip(heads, stops, strict=False):  # no URL, no stop used
+        if (at := text.rfind("@", head.end(), stop)) >= 0:
+            parts += [text[position : head.end()], "***"]
+            position = at
+    return "".join(parts) + text[position:]
 
 
 def _upper(value: object) -> object:

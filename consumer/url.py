@@ -11,10 +11,14 @@ _FORM = "write http://host:port or https://host/path"
 
 
 def http_url(value: str) -> str:
-    """`value` when it is an http or https URL with a host (and a valid port, if any); otherwise ValueError
-    saying what is wrong, never quoting the value (a webhook URL is a secret). A pydantic AfterValidator."""
+    """`value`, stripped, when it is an http or https URL with a host (and a valid port, if any) and no
+    whitespace inside; otherwise ValueError saying what is wrong, never quoting the value (a webhook URL is a
+    secret). A pydantic AfterValidator."""
+    value = value.strip()
+    if any(char.isspace() for char in value):
+        raise ValueError(f"a URL with a space or line break inside; {_FORM}")
     try:
-        parts = urlsplit(value.strip())
+        parts = urlsplit(value)
         port = parts.port  # parsing the port raises for `host:abc` or a port out of range
     except ValueError:  # its text quotes the port, which may be part of a secret
         raise ValueError(f"not a URL (its port or IPv6 address cannot be read); {_FORM}") from None

@@ -21,7 +21,12 @@ KEY_HEADERS = b"PRIVATE KEY|PuTTY-User-Key-File-"
 
 _BEGIN = re.compile(r"-----BEGIN |---- BEGIN |PuTTY-User-Key-File-")
 _END = re.compile(r"-----END |---- END ")
-_DASHES = re.compile(r"-{1,5}")
+# What follows `-----BEGIN ` or `-----END `: the label (`RSA PRIVATE KEY`), up to its dashes, a line break
+# (real or JSON-escaped) or a bound; then the closing dashes, if any.
+_LABEL = re.compile(r"[^-\r\n\\]{0,80}")
+_FOOTER_REST = re.compile(r"[^-\r\n\\]{0,80}-{0,5}")
+# After a private label: its dashes, or (a header cut before them) a line break and the body, or the end.
+_HEADER_END = re.compile(r"-|(?:\r?\n|\\r\\n|\\n)[ \t]*(?:[A-Za-z0-9+/]|\Z)|\Z")
 _PUTTY_END = re.compile(r"Private-(?:MAC|Hash):[ \t]{0,8}[0-9A-Fa-f]{0,128}")
 # A line inside a block: base64 (blank after RFC 1421 headers, indented in YAML) or a `Name: value` header
 # (`Proc-Type:`, `DEK-Info:`, `Comment:`, PuTTY's `Encryption:`, `Public-Lines:`, `Argon2-Salt:` ...).
@@ -48,15 +53,16 @@ def _private_keys(text: str) -> tuple[str, str | None]:
                 return "".join(parts), _PUTTY
             position = end.end()
             continue
-        header_end = text.find("----", begin.end())
-        if header_end < 0:
-            break
-        if not text[begin.end() : header_end].rstrip().endswith(("PRIVATE KEY", "PRIVATE KEY BLOCK")):
-            parts.append(text[position : header_end + 4])
-            position = header_end + 4
+        label = cast("re.Match[str]", _LABEL.match(text, begin.end()))
+        if not (label.group().rstrip().endswith(("PRIVATE KEY", "PRIVATE KEY BLOCK"))
+                and _HEADER_END.match(text, label.end())):
+            # Not a private key's header (a certificate's, or one cut short): the next marker may start
+            # anywhere after this one, even inside what looked like this header.
+            parts.append(text[position : begin.start() + 1])
+            position = begin.start() + 1
             continue
         parts += [text[position : begin.start()], placeholder(PRIVATE_KEY)]
-        footer = _END.search(text, header_end + 4)
+        footer = _END.search(text, label.end())
         if footer is None:
             return "".join(parts), _PEM
         position = _past_footer(text, footer.end())
@@ -65,9 +71,9 @@ def _private_keys(text: str) -> tuple[str, str | None]:
 
 
 def _past_footer(text: str, position: int) -> int:
-    """Where the footer whose `-----END ` ends at `position` ends (the end of `text` when it is cut)."""
-    footer_end = text.find("----", position)
-    return cast("re.Match[str]", _DASHES.match(text, footer_end)).end() if footer_end >= 0 else len(text)
+    """Where the footer whose `-----END ` ends at `position` ends: after its label and dashes, if any (never
+    past a line break, where the next block may begin)."""
+    return cast("re.Match[str]", _FOOTER_REST.match(text, position)).end()
 
 
 class KeyBlockLines:

@@ -76,13 +76,13 @@ MISTAKES = {
     "redaction pattern not a regex": ({"LOGAGENT_REDACTION__EXTRA_PATTERNS": '{"x": "("}'},
                                       ["LOGAGENT_REDACTION__EXTRA_PATTERNS", "'x' is not a regular expression"]),
     "Ollama shorthand not a URL": ({"LOGAGENT_OLLAMA_URL": "notaurl"},
-                                   ["LOGAGENT_OLLAMA_URL=notaurl is invalid", "not an http(s) URL", "http://host"]),
+                                   ["LOGAGENT_OLLAMA_URL is invalid", "not an http(s) URL", "http://host"]),
     "Ollama URL without a host": ({"LOGAGENT_OLLAMA__URL": "http://:11434"},
-                                  ["LOGAGENT_OLLAMA__URL=http://:11434", "without a host"]),
+                                  ["LOGAGENT_OLLAMA__URL is invalid", "without a host"]),
     "embedder URL of another scheme": ({"LOGAGENT_MEMORY__OLLAMA_URL": "ftp://ollama"},
-                                       ["LOGAGENT_MEMORY__OLLAMA_URL=ftp://ollama", "not an http(s) URL"]),
+                                       ["LOGAGENT_MEMORY__OLLAMA_URL is invalid", "not an http(s) URL"]),
     "API URL with a bad port": ({"LOGAGENT_NOTIFY__GITLAB__API_URL": "https://gitlab:99999/api/v4"},
-                                ["LOGAGENT_NOTIFY__GITLAB__API_URL=https://gitlab:99999/api/v4", "its port"]),
+                                ["LOGAGENT_NOTIFY__GITLAB__API_URL is invalid", "its port"]),
 }
 
 
@@ -127,6 +127,15 @@ class TestStartupMistakes:
         line = _refused(monkeypatch, capsys, LOGAGENT_NOTIFY__WEBHOOK__URL="https://hooks.example:s3cr3t-token/x")
         assert line.startswith("logagent: LOGAGENT_NOTIFY__WEBHOOK__URL is invalid: not a URL")
         assert "s3cr3t" not in line
+
+    @pytest.mark.parametrize("url", ["http://admin:abc/def+gh=@ollama:11434", "http://admin:pass word@ollama:11434",
+                                     "http://ghp_Tok3nSecretValue@ollama:99999"])
+    def test_an_invalid_url_is_never_echoed(self, url: str, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        """A URL that cannot be read cannot be masked for sure: the line names the variable and the reason."""
+        line = _refused(monkeypatch, capsys, LOGAGENT_OLLAMA_URL=url)
+        assert line.startswith("logagent: LOGAGENT_OLLAMA_URL is invalid: "), line
+        assert not [part for part in ("admin", "abc", "def", "pass", "word", "Tok3n") if part in line], line
 
     def test_urls_and_unset_optional_urls_are_accepted(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """http and https URLs with a host, and an empty shorthand (no Ollama: heuristic mode), pass."""
@@ -192,7 +201,7 @@ class TestConfigCommand:
         rows = {row["setting"]: row for row in map(json.loads, out.splitlines())}
         assert rows["LOGAGENT_KAFKA__SASL_PASSWORD"] == {
             "setting": "LOGAGENT_KAFKA__SASL_PASSWORD", "value": "********", "source": "env"}
-        assert rows["LOGAGENT_OLLAMA__URL"]["value"] == "http://user:***@ollama:11434"
+        assert rows["LOGAGENT_OLLAMA__URL"]["value"] == "http://***@ollama:11434"
         assert rows["LOGAGENT_OLLAMA__URL"]["source"] == "derived from LOGAGENT_OLLAMA_URL"
         assert rows["LOGAGENT_MEMORY__URI"]["source"] == "derived from LOGAGENT_DATA_DIR"
         assert rows["LOGAGENT_KAFKA__GROUP_ID"] == {

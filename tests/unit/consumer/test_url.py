@@ -9,9 +9,20 @@ from consumer.url import http_url
 
 class TestHttpUrl:
     @pytest.mark.parametrize("url", ["http://ollama:11434", "https://api.github.com", "HTTPS://gitlab.example/api/v4",
-                                     "http://[::1]:8080/", "http://127.0.0.1:11434", " http://ollama:11434 "])
+                                     "http://[::1]:8080/", "http://127.0.0.1:11434"])
     def test_http_and_https_urls_with_a_host_pass_unchanged(self, url: str) -> None:
         assert http_url(url) == url
+
+    def test_a_url_comes_back_stripped(self) -> None:
+        """What is checked is what is kept: the spaces and line break around it go."""
+        assert http_url(" http://ollama:11434\n") == "http://ollama:11434"
+
+    @pytest.mark.parametrize("url", ["http://admin:pass word@ollama:11434", "http://ollama:11434/a\tb",
+                                     "http://ollama\n:11434"])
+    def test_whitespace_inside_is_refused(self, url: str) -> None:
+        with pytest.raises(ValueError, match="space or line break inside") as raised:
+            http_url(url)
+        assert "pass" not in str(raised.value)
 
     @pytest.mark.parametrize(("url", "reason"), [
         ("notaurl", "not an http(s) URL"), ("ollama:11434", "not an http(s) URL"),

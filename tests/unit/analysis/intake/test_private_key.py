@@ -84,3 +84,60 @@ class TestKeyBlockLines:
         lines = KeyBlockLines(REDACTOR.redact)
         assert lines.redact(orjson.dumps({"key": private_keys["pkcs8 rsa"]}).decode()) is None
         assert lines.redact("AAAA") is None
+
+
+def _pem_keys(private_keys: dict[str, str]) -> dict[str, str]:
+    """The keys with a `-----BEGIN ... PRIVATE KEY-----` header (openssl's and ssh-keygen's)."""
+    return {name: key for name, key in private_keys.items() if key.startswith("-----BEGIN ")}
+
+
+class TestMarkersCutShort:
+    """A marker with no dashes of its own, or a header or footer cut before its dashes, never lets the key
+    beside it through."""
+
+    def _assert_hidden(self, key: str, text: str, name: str) -> None:
+        assert not _leaks(key, REDACTOR.redact(text)), name
+        event = {"server_id": "s", "timestamp": 1.0, "message": text}
+        decoded = decode_message(orjson.dumps(event), DecodeConfig())
+        out = orjson.dumps([redact_event(one, REDACTOR) for one in decoded]).decode()
+        assert not _leaks(key, out) and "[REDACTED:private_key]" in out, name
+        assert not _leaks(key, REDACTOR.redact(orjson.dumps({"note": text}).decode())), name  # on one line
+
+    def test_a_bare_begin_before_a_key(self, private_keys: dict[str, str]) -> None:
+        """A parser's error quoting the marker it choked on, then the key."""
+        for name, key in _pem_keys(private_keys).items():
+            text = f"PEM parse failed near '-----BEGIN ' in:\n{key}"
+            self._assert_hidden(key, text, name)
+            assert REDACTOR.redact(text).startswith("PEM parse failed near '-----BEGIN ' in:\n"), name
+
+    def test_a_certificate_header_cut_short_before_a_key(self, private_keys: dict[str, str]) -> None:
+        for name, key in _pem_keys(private_keys).items():
+            self._assert_hidden(key, f"-----BEGIN CERTIFICATE\n{key}", name)
+            self._assert_hidden(key, f"---- BEGIN SSH2 PUBLIC KEY\n{key}", name)
+
+    def test_a_header_without_its_closing_dashes(self, private_keys: dict[str, str]) -> None:
+        for name, key in _pem_keys(private_keys).items():
+            header, rest = key.split("\n", 1)
+            self._assert_hidden(key, f"loaded\n{header.rstrip('-')}\n{rest}", name)
+
+    def test_a_footer_without_its_closing_dashes_before_another_key(self, private_keys: dict[str, str]) -> None:
+        """The footer ends at its line's end: the next block's marker is not taken as its dashes."""
+        first, second = private_keys["pkcs8 rsa"], private_keys["rsa with headers"]
+        cut = first.rstrip("\n").rstrip("-") + "\n"
+        self._assert_hidden(second, f"{cut}{second}done", "second key")
+        assert REDACTOR.redact(f"{cut}{second}done") == "[REDACTED:private_key]\n[REDACTED:private_key]\ndone"
+
+    def test_a_header_without_dashes_opens_a_block_line_by_line(self, private_keys: dict[str, str]) -> None:
+        """In a stream the header cut before its dashes is a line of its own: the body after it goes."""
+        for name, key in _pem_keys(private_keys).items():
+            first, *rest = key.splitlines()
+            lines = KeyBlockLines(REDACTOR.redact)
+            assert lines.redact(first.rstrip("-")) is None, name
+            assert REDACTOR.redact(first.rstrip("-")) == "[REDACTED:private_key]", name
+            assert [lines.redact(line) for line in rest] == ["[REDACTED:private_key]"] * len(rest), name
+
+    def test_markers_of_other_blocks_are_kept(self) -> None:
+        """A certificate, a bare marker and a header that only names a private key stay as they were."""
+        for text in ("-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----\n",
+                     "PEM parse failed near '-----BEGIN ' at line 3", "expected '-----BEGIN RSA PRIVATE KEY' here"):
+            assert redact_private_keys(text) == text
