@@ -108,11 +108,13 @@ class KeyCache:
         self._config = config
         self._redactor = redactor
         self._fields = frozenset(("server_id", *config.server_id_fields))
-        self._entries: BoundedCache[tuple[Any, ...], _Entry] = BoundedCache("quick_key.entries", 8192, 16 << 20)
+        # 7 MiB in all, within the intake's 400 MiB (tests/unit/test_memory_bounds.py): an entry of a
+        # 30-frame trace is charged ~10 kB, so a few hundred distinct failures stay quick.
+        self._entries: BoundedCache[tuple[Any, ...], _Entry] = BoundedCache("quick_key.entries", 8192, 4 << 20)
         self._layouts: BoundedCache[tuple[str, ...], _Layout | tuple[()]] = BoundedCache(
-            "quick_key.layouts", 1024, 4 << 20)
+            "quick_key.layouts", 1024, 1 << 20)
         self._messages: BoundedCache[tuple[str, str, str, bytes], str] = BoundedCache(
-            "quick_key.messages", 16384, 8 << 20)
+            "quick_key.messages", 16384, 2 << 20)
         self.hits = 0
         self.misses = 0
 
