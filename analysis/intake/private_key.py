@@ -85,20 +85,28 @@ class KeyBlockLines:
     def __init__(self, redact: Callable[[str], str]) -> None:
         self._redact = redact
         self._open: str | None = None
+        self._prefix = ""  # the opening line's text before its marker, digits masked (a log line's prefix)
 
     def redact(self, line: str) -> str | None:
         """What stands for `line` when it belongs to a block an earlier line opened, else None (and the
-        caller redacts the line as usual, which hides the part of a block it opens)."""
+        caller redacts the line as usual, which hides the part of a block it opens).
+
+        A block logged a line per record carries each record's prefix (`2024-01-15T10:00:01Z ERROR app: `):
+        a line whose start has the opening line's prefix, digits aside, is read from there on."""
         kind, self._open = self._open, None
         if kind == _PEM and (footer := _END.search(line)) is not None:
             return self._after(line, _past_footer(line, footer.end()))
         if kind == _PUTTY and (end := _PUTTY_END.search(line)) is not None:
             return self._after(line, end.end())
-        if kind is not None and _BODY_LINE.fullmatch(line):
+        cut = len(self._prefix) if kind is not None and _digits_masked(line[: len(self._prefix)]) == self._prefix else 0
+        if kind is not None and _BODY_LINE.fullmatch(line, cut):
             self._open = kind
-            return line[: len(line) - len(line.lstrip())] + placeholder(PRIVATE_KEY)  # indented as it was
+            body = line[cut:]
+            return line[:cut] + body[: len(body) - len(body.lstrip())] + placeholder(PRIVATE_KEY)  # as indented
         if "PRIVATE KEY" in line or "PuTTY-User-Key-File-" in line:
             self._open = _private_keys(line)[1]
+            begin = _BEGIN.search(line)
+            self._prefix = _digits_masked(line[: begin.start()]) if self._open and begin else ""
         return None
 
     def _after(self, line: str, end: int) -> str:
@@ -107,3 +115,10 @@ class KeyBlockLines:
         if "PRIVATE KEY" in rest or "PuTTY-User-Key-File-" in rest:
             self._open = _private_keys(rest)[1]
         return line[: len(line) - len(line.lstrip())] + placeholder(PRIVATE_KEY) + self._redact(rest)
+
+
+def _digits_masked(text: str) -> str:
+    return text.translate(_DIGITS)
+
+
+_DIGITS = str.maketrans("0123456789", "0000000000")

@@ -84,6 +84,22 @@ class TestPrivateKeyBlocks:
         assert lines[:2] == ["tls:", "  key: |"] and lines[-1] == "  port: 8443"
         assert set(lines[2:-1]) == {"  [REDACTED:private_key]"}
 
+    def test_a_key_logged_a_line_per_record_goes_with_the_prefixes_kept(
+            self, private_keys: dict[str, str], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+        """Each line of the key in a record of its own, behind a prefix whose time moves: every key line
+        goes (the body's keep their prefixes), and the next record (not base64) is the stream's again."""
+        for name in ("pkcs8 rsa", "ppk v3 encrypted", "openssh ed25519"):
+            key = private_keys[name].splitlines()
+            logged = "".join(f"2024-01-15T10:00:{i % 60:02d}.{i:03d}Z ERROR app: {line}\n"
+                             for i, line in enumerate(key))
+            lines = self._run(logged + "2024-01-15T10:01:00.000Z ERROR app: key rejected\n", tmp_path, capsysbinary)
+            out = "\n".join(lines)
+            assert len(lines) == len(key) + 1, name
+            assert not [line for line in secret_lines(private_keys[name]) if line in out], (name, out)
+            body = lines[1:len(key) - 1]
+            assert {line.partition("Z ERROR app: ")[2] for line in body} == {"[REDACTED:private_key]"}, name
+            assert lines[-1] == "2024-01-15T10:01:00.000Z ERROR app: key rejected", name
+
     def test_a_block_cut_short_gives_the_stream_back(
             self, private_keys: dict[str, str], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
         """A header whose body never comes hides only itself and its body: the next log line is the stream's."""
