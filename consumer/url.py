@@ -11,12 +11,12 @@ _FORM = "write http://host:port or https://host/path"
 
 
 def http_url(value: str) -> str:
-    """`value`, stripped, when it is an http or https URL with a host (and a valid port, if any) and no
-    whitespace inside; otherwise ValueError saying what is wrong, never quoting the value (a webhook URL is a
+    """`value` when it is an http or https URL with a host (and a valid port, if any) and no whitespace in
+    it or around it (the settings keep the value as given, so a stray space or line break would reach the
+    client); otherwise ValueError saying what is wrong, never quoting the value (a webhook URL is a
     secret). A pydantic AfterValidator."""
-    value = value.strip()
     if any(char.isspace() for char in value):
-        raise ValueError(f"a URL with a space or line break inside; {_FORM}")
+        raise ValueError(f"a URL with a space or line break inside or around it; {_FORM}")
     try:
         parts = urlsplit(value)
         port = parts.port  # parsing the port raises for `host:abc` or a port out of range
