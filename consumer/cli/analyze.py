@@ -1,44 +1,17 @@
-"""`logagent analyze`: one event against a local repository, heuristic or with the LLM."""
+"""`logagent analyze`: the command's arguments; the work is in `consumer.cli.analyze_one`, imported when
+the command runs, so other commands (`logagent fingerprint` reads its first line within half a second) do
+not load the localiser, git and the agent's tools."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from analysis.code.filemap import FileIndex
-from analysis.code.linemap import Hunk, file_hunks, map_line
-from analysis.code.localiser import localise
-from analysis.code.repo import Checkout, RepoError, RepoSync, open_local, resolve_revision
-from analysis.code.tools import FileTools, ToolLimits
-from analysis.errors import BadInput, LogAgentError
-from analysis.event import Cluster, ErrorEvent, Frame
-from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event, redact_model
-from analysis.intake.signature import fingerprint_event
-from analysis.report import Analysis
-from consumer.cli.common import (
-    UsageError,
-    add_command,
-    add_output_flags,
-    decode_config,
-    open_binary,
-    readable,
-    say,
-    terminal,
-)
+from consumer.cli.common import add_command, add_output_flags
 from consumer.settings import Settings
 
-if TYPE_CHECKING:
-    from consumer.cli.render import CodeLines
-
-__all__ = ["analyze_event", "explain_event", "register"]
-
-_MAX_EVENT_BYTES = 16 * 1_048_576  # `analyze` reads one event; anything bigger is not one
-_CODE_RADIUS = 4
-_UNVERIFIED = "culprit line unverified"
+__all__ = ["register"]
 
 
 def register(commands: Any) -> None:
@@ -66,180 +39,7 @@ def register(commands: Any) -> None:
     analyze.set_defaults(handler=_analyze)
 
 
-def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
-    with open_binary(name) as handle:
-        raw = handle.read(_MAX_EVENT_BYTES + 1)
-    if len(raw) > _MAX_EVENT_BYTES:
-        raise UsageError("the event is larger than 16 MiB")
-    if not raw.strip():
-        raise UsageError(f"the event is empty: {'stdin' if name == '-' else name} holds no JSON event")
-    try:
-        events = decode_message(raw.strip(), config)
-    except BadInput as bad:
-        raise UsageError(f"not a valid event ({bad.reason})") from bad
-    if not events:
-        raise UsageError("the event carries no log record")
-    return events[0]
-
-
-def _checkout(repo: Path, commit: str | None, event_commit: str | None) -> Checkout:
-    """The checkout to read: `--commit`, else the event's commit when the repo has it, else the tree
-    (`_align` then says what that means for the trace's lines)."""
-    if not repo.is_dir():
-        raise UsageError(f"no such repository directory: {repo}")
-    try:
-        if commit is not None:
-            return open_local(repo, commit)
-        if event_commit:
-            try:
-                return open_local(repo, event_commit)
-            except RepoError:
-                pass
-        return open_local(repo)
-    except RepoError as exc:
-        raise UsageError(str(exc)) from exc
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Alignment:
-    """How the trace's line numbers relate to the analysed commit."""
-
-    notes: tuple[str, ...] = ()
-    changed: frozenset[tuple[str, int]] = frozenset()
-    """(path, line) of trace lines whose code changed between the event's commit and the analysed one."""
-    unverified: str = ""
-    """Why no line of the trace can be trusted at the analysed commit, when none can."""
-
-
-def _align(event: ErrorEvent, checkout: Checkout, limits: ToolLimits) -> tuple[ErrorEvent, _Alignment]:
-    """`event` with its frames' lines moved to where that code is at the analysed commit."""
-    if not event.commit:
-        return event, _Alignment()
-    logged = resolve_revision(checkout.repo_dir, event.commit)
-    if logged == checkout.commit:
-        return event, _Alignment()
-    at = checkout.commit[:12]
-    if logged is None:
-        why = (f"the event was logged at commit {event.commit[:40]}, which the repository does not have; "
-               f"its line numbers were read at {at} as they are")
-        return event, _Alignment((why,), unverified=why)
-    index = FileIndex.build(checkout.root, limits.skip_dirs)
-    hunks: dict[str, list[Hunk] | None] = {}
-    changed: set[tuple[str, int]] = set()
-    moved = 0
-
-    def move(frame: Frame) -> Frame:
-        nonlocal moved
-        match = index.locate(frame) if frame.lineno else None
-        if match is None or frame.lineno is None:
-            return frame
-        if match.path not in hunks:
-            hunks[match.path] = file_hunks(checkout.repo_dir, match.path, logged, checkout.commit)
-        diff = hunks[match.path]
-        line = map_line(diff, frame.lineno) if diff is not None else None
-        if line is None:
-            changed.add((match.path, frame.lineno))
-            return frame
-        moved += line != frame.lineno
-        return dataclasses.replace(frame, lineno=line)
-
-    chain = tuple(dataclasses.replace(exc, frames=tuple(move(f) for f in exc.frames)) for exc in event.exceptions)
-    note = (f"analysed at {at}, not at the event's commit {logged[:12]}: the trace's lines were mapped through "
-            f"the diff ({moved} moved, {len(changed)} changed)")
-    return dataclasses.replace(event, exceptions=chain), _Alignment((note,), frozenset(changed))
-
-
-def _guarded(analysis: Analysis, alignment: _Alignment) -> Analysis:
-    """`analysis` with the alignment's notes, and its culprit marked unverified when its line may be wrong."""
-    culprit = analysis.culprit
-    why = alignment.unverified
-    if culprit is not None and culprit.line is not None and (culprit.path, culprit.line) in alignment.changed:
-        why = f"{culprit.path}:{culprit.line} changed since the event's commit"
-    update: dict[str, Any] = {"notes": [*analysis.notes, *alignment.notes]}
-    if why and culprit is not None:
-        update |= {"needs_review": True, "review_reasons": [*analysis.review_reasons, f"{_UNVERIFIED}: {why}"]}
-    return analysis.model_copy(update=update)
-
-
-def _single_burst(event: ErrorEvent, checkout: Checkout, settings: Settings) -> Cluster:
-    """`event` as a burst of one at the checked-out commit."""
-    signature = fingerprint_event(event, settings.input.in_app_prefixes)
-    return Cluster(
-        server_id=event.server_id, tenant=event.tenant, fingerprint=signature.fingerprint,
-        exception_type=signature.exception_type or event.exception_type, first_seen=event.timestamp,
-        last_seen=event.timestamp, count=1, commits=(checkout.commit,), samples=(event,),
-    )
-
-
-def analyze_event(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings) -> Analysis:
-    """The heuristic analysis of one event as a burst of one, read from `repo`."""
-    return _run(event, repo, commit, settings, llm=False)[0]
-
-
-def explain_event(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings) -> Analysis:
-    """The LLM analysis of one event (localiser, then the agent on Ollama at `settings.ollama.url`).
-
-    The memory is left alone: an ad-hoc run neither recalls nor stores. When Ollama cannot answer, the
-    heuristic analysis comes back with a note saying so.
-    """
-    return _run(event, repo, commit, settings, llm=True)[0]
-
-
-def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, *,
-         llm: bool) -> tuple[Analysis, Checkout, _Alignment]:
-    """The analysis of `event`, the checkout it read, and how the trace's lines were aligned to it."""
-    checkout = _checkout(repo, commit, event.commit)
-    event, alignment = _align(event, checkout, settings.tools)
-    cluster = _single_burst(event, checkout, settings)
-    if llm:
-        from consumer.explainer import build_explainer
-        from consumer.metrics import Metrics
-
-        # No server map is read: the repository is the one given on the command line.
-        repo_sync = RepoSync(settings.repo.model_copy(update={"servers": {}}))
-        analysis = build_explainer(settings, Metrics(), repo_sync, with_memory=False).explain(cluster, checkout)
-    else:
-        tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
-        analysis = localise(cluster, checkout, tools, settings.input.in_app_prefixes)
-    # As in the service, nothing leaves unredacted: the code the localiser quoted included.
-    return redact_model(_guarded(analysis, alignment), Redactor(settings.redaction)), checkout, alignment
-
-
-def _code_around(checkout: Checkout, analysis: Analysis, redactor: Redactor) -> CodeLines | None:
-    """The culprit's lines as the analysis read them, redacted; None when they cannot be read."""
-    from consumer.cli.render import CodeLines
-
-    culprit = analysis.culprit
-    if culprit is None or culprit.line is None:
-        return None
-    tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
-    first = max(1, culprit.line - _CODE_RADIUS)
-    result = tools.read_file(culprit.path, first, culprit.line + _CODE_RADIUS)
-    if result.status != "ok" or result.data is None:
-        return None
-    lines = tuple(redactor.redact(line) for line in result.data.lines)
-    return CodeLines(culprit.path, result.data.start_line, lines, culprit.line)
-
-
 def _analyze(args: argparse.Namespace, settings: Settings) -> int:
-    # The service redacts every event before analysis; so does `analyze`, whatever prints or prompts it.
-    redactor = Redactor(settings.redaction)
-    server = args.server or args.repo.resolve().name
-    event = _read_event(args.event, decode_config(settings, default_server_id=server))
-    if args.server and event.server_id != args.server:
-        event = dataclasses.replace(event, server_id=args.server)
-    event = redact_event(event, redactor)
-    use_llm = not args.offline and bool(settings.ollama.url)
-    try:
-        analysis, checkout, alignment = _run(event, args.repo, args.commit, settings, llm=use_llm)
-    except LogAgentError as exc:
-        raise UsageError(f"analysis failed: {exc}") from exc
-    for note in alignment.notes:  # said before the answer, whatever the output mode: it qualifies the lines
-        say(note)
-    if not readable(args):
-        sys.stdout.write(analysis.model_dump_json() + "\n")
-        return 0
-    from consumer.cli.render import print_analysis
+    from consumer.cli.analyze_one import run
 
-    print_analysis(terminal(), analysis, _code_around(checkout, analysis, redactor))
-    return 0
+    return run(args, settings)
