@@ -66,7 +66,7 @@ class KeyReader:
         `received_at` (the broker's timestamp, stable across replays) stands in for a missing event time.
         """
         # Redacted before anything else sees them (the key, the headers, the window): see quick_key.
-        return [Sighting._make(key) for key in self._keys.read(raw, received_at)]
+        return self._keys.read(raw, received_at)
 
 
 def sighting_of(event: ErrorEvent, signature: Signature) -> Sighting:

@@ -26,10 +26,11 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from analysis.cache import OBJECT_BYTES
 from analysis.event import Cluster, ErrorEvent, MessageTally
+from analysis.intake.quick_key import EventKey
 from analysis.intake.tally import message_template, tally_messages
 
 __all__ = ["BuildSamples", "BurstWindow", "CloseReason", "ClosedBurst", "PartitionKey", "Position", "RawSample",
@@ -57,17 +58,9 @@ _MAX_MESSAGES = 16
 _TALLY_CHARS = 512
 
 
-class Sighting(NamedTuple):
-    """What the window reads of one event: its burst key and what the counts need, all redacted."""
-
-    server: str
-    tenant: str
-    fingerprint: str
-    exception_type: str
-    timestamp: float
-    commit: str | None
-    message: str
-    """The root cause's message, or the log message (`ErrorEvent.exception_message`)."""
+Sighting = EventKey
+"""What the window reads of one event: its burst key and what the counts need, all redacted, as the key
+stage reads them (`analysis.intake.quick_key.EventKey`)."""
 
 
 @dataclass(frozen=True, slots=True)

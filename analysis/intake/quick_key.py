@@ -64,7 +64,8 @@ _NOT_QUICK = ()  # a layout the quick path leaves to the full path
 
 
 class EventKey(NamedTuple):
-    """What the window counts of one record, all redacted (the consumer's `Sighting` has these fields)."""
+    """What the window counts of one record, all redacted (the consumer's `Sighting`); `message` is the root
+    cause's message, or the log message, as carried (see the module doc)."""
 
     server: str
     tenant: str
