@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import re
 import signal
@@ -35,11 +34,10 @@ from analysis.intake.signature import fingerprint_event
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
-from consumer.settings import Settings
 from demo.broker import EmbeddedBroker
 from demo.services import SampleService, build_sample_repos
 from demo.traces import SampleException, SampleTrace
-from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, make_settings, run_until, shop_error
+from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, make_settings, run_until, service_env, shop_error
 from tests.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
@@ -162,34 +160,6 @@ def expected_ids(stream: Stream) -> dict[str, int]:
 
 
 # --- the service as a subprocess ---------------------------------------------------------------------
-
-def service_env(settings: Settings, repos_file: Path) -> dict[str, str]:
-    """The LOGAGENT_* environment of `logagent run` for `settings` (what a Helm chart would set)."""
-    kafka, window, pipeline = settings.kafka, settings.window, settings.pipeline
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGAGENT_")}
-    env.update({
-        "LOGAGENT_DATA_DIR": str(settings.data_dir),
-        "LOGAGENT_REPOS_FILE": str(repos_file),
-        "LOGAGENT_LOG_LEVEL": "INFO",
-        "LOGAGENT_HTTP__HOST": "127.0.0.1",
-        "LOGAGENT_HTTP__PORT": "0",
-        "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-        "LOGAGENT_KAFKA__INPUT_TOPIC": kafka.input_topic,
-        "LOGAGENT_KAFKA__OUTPUT_TOPIC": kafka.output_topic,
-        "LOGAGENT_KAFKA__DLQ_TOPIC": kafka.dlq_topic,
-        "LOGAGENT_KAFKA__GROUP_ID": kafka.group_id,
-        "LOGAGENT_KAFKA__SESSION_TIMEOUT_MS": str(kafka.session_timeout_ms),
-        "LOGAGENT_KAFKA__HEARTBEAT_INTERVAL_MS": str(kafka.heartbeat_interval_ms),
-        "LOGAGENT_KAFKA__REBALANCE_TIMEOUT_MS": str(kafka.rebalance_timeout_ms),
-        "LOGAGENT_KAFKA__COMMIT_INTERVAL_S": str(kafka.commit_interval_s),
-        "LOGAGENT_WINDOW__QUIET_S": str(window.quiet_s),
-        "LOGAGENT_WINDOW__MAX_LENGTH_S": str(window.max_length_s),
-        "LOGAGENT_PIPELINE__MAX_INFLIGHT": str(pipeline.max_inflight),
-        "LOGAGENT_PIPELINE__POLL_TIMEOUT_MS": str(pipeline.poll_timeout_ms),
-        "LOGAGENT_PIPELINE__SHUTDOWN_GRACE_S": str(pipeline.shutdown_grace_s),
-    })
-    return env
-
 
 class ServiceProcess:
     """One `python -m consumer.cli <command>` process (`run` by default); its stdout (JSON log lines) is

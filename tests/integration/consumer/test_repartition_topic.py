@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from consumer.kafka import ensure_repartition_topic
 from consumer.settings import ConfigError, Settings
 from demo.broker import EmbeddedBroker
-from tests.conftest import SettingsFactory
+from tests.conftest import SettingsFactory, service_env
 
 pytestmark = pytest.mark.integration
 
@@ -89,20 +88,7 @@ class TestReplicationFactor:
         settings = settings_factory(partitions=1)
         repos_file = tmp_path / "repos.json"
         repos_file.write_text(json.dumps({}))
-        kafka = settings.kafka
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LOGAGENT_")}
-        env.update({
-            "LOGAGENT_DATA_DIR": str(tmp_path / "data"),
-            "LOGAGENT_REPOS_FILE": str(repos_file),
-            "LOGAGENT_HTTP__HOST": "127.0.0.1",
-            "LOGAGENT_HTTP__PORT": "0",
-            "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-            "LOGAGENT_KAFKA__INPUT_TOPIC": kafka.input_topic,
-            "LOGAGENT_KAFKA__OUTPUT_TOPIC": kafka.output_topic,
-            "LOGAGENT_KAFKA__DLQ_TOPIC": kafka.dlq_topic,
-            "LOGAGENT_KAFKA__GROUP_ID": kafka.group_id,
-            "LOGAGENT_REPARTITION__REPLICATION_FACTOR": "3",
-        })
+        env = service_env(settings, repos_file) | {"LOGAGENT_REPARTITION__REPLICATION_FACTOR": "3"}
         done = subprocess.run([sys.executable, "-m", "consumer.cli", "run"], env=env, capture_output=True,
                               text=True, timeout=60, check=False)
         assert done.returncode == 2, (done.stdout, done.stderr)
