@@ -181,7 +181,7 @@ class KeyStage:
         for ack in self._acks:
             if not ack.done():
                 waiting.append(ack)
-            elif (error := ack.exception()) is not None:
+            elif not ack.cancelled() and (error := ack.exception()) is not None:  # cancelled: its offset stays held
                 raise error
         self._acks = waiting
 
