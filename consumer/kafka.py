@@ -240,13 +240,19 @@ class EventSink:
         await delivery
 
     async def enqueue(
-        self, topic: str, key: bytes | None, value: bytes, headers: Headers = ()
+        self, topic: str, key: bytes | None, value: bytes, headers: Headers = (), partition: int | None = None
     ) -> asyncio.Future[Any]:
-        """Hand one record to the producer's batch; the returned future resolves on acknowledgement."""
+        """Hand one record to the producer's batch (to `partition`, else by key); the returned future
+        resolves on acknowledgement."""
         future: asyncio.Future[Any] = await self._producer.send(
-            topic, value=value, key=key, headers=list(headers) or None
+            topic, value=value, key=key, headers=list(headers) or None, partition=partition
         )
         return future
+
+    async def partitions(self, topic: str) -> set[int]:
+        """The partitions of `topic`, from the producer's metadata."""
+        found: set[int] = await self._producer.partitions_for(topic)
+        return found
 
 
 def dlq_headers(

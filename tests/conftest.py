@@ -239,13 +239,15 @@ class KafkaIO:
         self.bootstrap_servers = bootstrap_servers
 
     async def produce(self, topic: str, values: Sequence[bytes], keys: Sequence[bytes | None] | None = None,
-                      partition: int | None = None) -> None:
-        """Send `values` in order (optionally keyed, or all to one partition) and wait for every ack."""
+                      partition: int | None = None, timestamp_ms: int | None = None) -> None:
+        """Send `values` in order (optionally keyed, or all to one partition; stamped `timestamp_ms`, else
+        now) and wait for every ack."""
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=5)
         await producer.start()
         try:
             futures = [
-                await producer.send(topic, value=value, key=keys[i] if keys else None, partition=partition)
+                await producer.send(topic, value=value, key=keys[i] if keys else None, partition=partition,
+                                    timestamp_ms=timestamp_ms)
                 for i, value in enumerate(values)
             ]
             await asyncio.gather(*futures)
