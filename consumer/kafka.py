@@ -249,10 +249,11 @@ class EventSink:
         )
         return future
 
-    async def partitions(self, topic: str) -> set[int]:
-        """The partitions of `topic`, from the producer's metadata."""
-        found: set[int] = await self._producer.partitions_for(topic)
-        return found
+    def known_partitions(self, topic: str) -> set[int]:
+        """The partitions of `topic` in the producer's metadata as it stands (empty before it has any):
+        never waits, so a broker that went away cannot stall the caller."""
+        found: set[int] | None = self._producer.client.cluster.partitions_for_topic(topic)
+        return set(found or ())
 
 
 def dlq_headers(

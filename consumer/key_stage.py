@@ -6,8 +6,9 @@ until every forward of the message (or its DLQ copy) is acknowledged, so the inp
 work that is safely in Kafka. A forward that fails for good raises from `check`/`settle`: the service
 goes down loudly and the restart replays from the last commit (the window stage recognises the replays).
 
-About once a second it also sends every repartition partition a watermark record: how far it has read
-each input partition it owns (`consumer.watermark`), which is what lets the windows close bursts.
+Every `repartition.watermark_interval_ms` it also sends every repartition partition a watermark record:
+how far it has read each input partition it owns (`consumer.watermark`), which lets the windows close
+bursts.
 
 With `input.keyed_by_server` the stage forwards nothing: it hands the sightings straight to the window
 stage in this process (`Keyed`), and the input offsets are then held by the bursts themselves.
@@ -45,9 +46,8 @@ _F = TypeVar("_F", bound=asyncio.Future[Any])
 # broker is away, and neither a rebalance callback nor a SIGTERM may wait that long. What is still
 # unacknowledged keeps its offset held (uncommitted, replayed by the next owner).
 SETTLE_WAIT_S = 10.0
-# How often watermarks go out while the input moves (or moved lately), and while it stands still: often
-# enough that a burst closes within about a second of its quiet time, rarely enough to cost nothing idle.
-_MARK_EVERY_S = 1.0
+# How often watermarks go out while the input stands still (a heartbeat, so a new owner of a repartition
+# partition hears of every input partition); while it moves, `repartition.watermark_interval_ms`.
 _IDLE_MARK_EVERY_S = 30.0
 
 
@@ -120,7 +120,8 @@ class KeyStage:
 
     def __init__(self, repartition_topic: str, reader: KeyReader, sink: EventSink, offsets: OffsetTracker,
                  dead_letters: DeadLetters, metrics: Metrics, stats: ServiceStats, *, forward: bool,
-                 quiet_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 quiet_s: float = 30.0, mark_every_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._repartition_topic = repartition_topic
         self._reader = reader
         self._sink = sink
@@ -137,7 +138,8 @@ class KeyStage:
         """How far each owned input partition is read (its watermarks)."""
         # Marks go out every second until well past the quiet time after the last read (so the last bursts
         # close), then as a heartbeat.
-        self._busy_s = 2 * quiet_s + 5 * _MARK_EVERY_S
+        self._mark_every_s = mark_every_s
+        self._busy_s = 2 * quiet_s + 5 * mark_every_s
         self._last_read = -math.inf
         self._last_mark = -math.inf
         self.forwarded: dict[PartitionKey, int] = {}
@@ -205,14 +207,14 @@ class KeyStage:
         """Send the watermarks of the `owned` input partitions to every repartition partition, when due."""
         now = self._clock()
         busy = now - self._last_read < self._busy_s
-        if not self._forward or now - self._last_mark < (_MARK_EVERY_S if busy else _IDLE_MARK_EVERY_S):
+        if not self._forward or now - self._last_mark < (self._mark_every_s if busy else _IDLE_MARK_EVERY_S):
             return
         self._last_mark = now
         marks = self.progress.marks([tp for tp in owned if tp[0] == input_topic], caught_up)
         if not marks:
             return
         headers = watermark_record(input_topic, marks)
-        for partition in sorted(await self._sink.partitions(self._repartition_topic)):
+        for partition in sorted(self._sink.known_partitions(self._repartition_topic)):
             # Behind this stage's forwards on each partition: a window that reads the mark has read them.
             self._acks.append(await self._sink.enqueue(self._repartition_topic, None, b"", headers, partition))
 

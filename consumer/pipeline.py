@@ -163,7 +163,8 @@ class Service:
                 forward_sink = EventSink(forwarder)
             self._key_stage = KeyStage(self._repartition_topic, self._reader, forward_sink, self._offsets,
                                        self._dead_letters, self._metrics, self.stats, forward=self._forward,
-                                       quiet_s=self._settings.window.quiet_s, clock=self._clock)
+                                       quiet_s=self._settings.window.quiet_s, clock=self._clock,
+                                       mark_every_s=self._settings.repartition.watermark_interval_ms / 1000)
             consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned), topics)
             await start_client(consumer, kafka)
             clients.append(consumer)
@@ -208,7 +209,6 @@ class Service:
                             consumer.seek(as_topic_partition(tp), message.offset)
                             break
                         read += 1
-                        self.stats.records_in += 1
                         window_stage.ingest(tp, message)
                     continue
                 for message in messages:

@@ -123,7 +123,13 @@ class BurstWindow:
         now = self._clock()
         closed: list[ClosedBurst] = []
         bursts = self._by_key.get(key)
-        burst = self._join(bursts, ts) if bursts else None
+        burst = None
+        if bursts is not None:
+            burst = bursts[0]
+            # The usual case, inlined: one burst, the event within it or just after it.
+            if not (len(bursts) == 1 and burst.first_seen <= ts <= burst.first_seen + self.max_length_s
+                    and ts <= burst.last_seen + self.quiet_s):
+                burst = self._join(bursts, ts)
         if burst is None:
             if len(self._open) >= self.max_open:
                 closed.append(self._close(next(iter(self._open.values())), "evicted"))
@@ -177,13 +183,6 @@ class BurstWindow:
     def _join(self, bursts: list[OpenBurst], ts: float) -> OpenBurst | None:
         """The open burst of this key that an event at `ts` joins (merging two it bridges), or None."""
         quiet, length = self.quiet_s, self.max_length_s
-        if len(bursts) == 1:  # the usual case: one burst, the event within it or just after it
-            burst = bursts[0]
-            if burst.first_seen - quiet <= ts <= burst.last_seen + quiet:
-                if max(ts, burst.last_seen) - min(ts, burst.first_seen) <= length:
-                    return burst
-                burst.full = True
-            return None
         near = [b for b in bursts if b.first_seen - quiet <= ts <= b.last_seen + quiet]
         fits = [b for b in near if max(ts, b.last_seen) - min(ts, b.first_seen) <= length]
         for burst in near:

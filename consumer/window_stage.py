@@ -130,6 +130,7 @@ class WindowStage:
             self._stats.replays_skipped += 1
             return
         seen[forwarded.source] = forwarded.source_position
+        self._stats.records_in += 1
         arrival = forwarded.source_time if forwarded.source_time is not None else broker_time(message)
         self.count(forwarded.records, message.value or b"", (tp, offset), arrival)
 

@@ -17,7 +17,7 @@ from analysis.code.repo import RepoSync
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
-from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, shop_error
+from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, live_stamps, shop_error
 
 pytestmark = pytest.mark.integration
 
@@ -52,9 +52,10 @@ class TestConsumerLag:
             for partition, server in enumerate(_SERVERS):
                 commit = repos.commits[server]
                 closed = [shop_error(server, "total", _T0 + i, commit, i) for i in range(4)]
-                # 1000 s later in event time: closes the first burst and opens the next, which stays open.
+                # 1000 s later (produced live): closes the first burst and opens the next, which stays open.
                 opened = [shop_error(server, "total", _T0 + 1000, commit, 9)]
-                await kafka_io.produce(topic, closed + opened, keys=[server.encode()] * 5, partition=partition)
+                await kafka_io.produce(topic, closed + opened, keys=[server.encode()] * 5, partition=partition,
+                                       timestamp_ms=live_stamps(closed + opened))
 
         def service() -> tuple[Service, Metrics]:
             metrics = Metrics()
