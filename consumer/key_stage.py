@@ -49,6 +49,8 @@ SETTLE_WAIT_S = 10.0
 # How often watermarks go out while the input stands still (a heartbeat, so a new owner of a repartition
 # partition hears of every input partition); while it moves, `repartition.watermark_interval_ms`.
 _IDLE_MARK_EVERY_S = 30.0
+# How far ahead of this machine's clock a record's timestamp may be (clock skew between hosts).
+_MAX_AHEAD_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +63,13 @@ class Keyed:
 
 
 def broker_time(message: Any) -> float:
-    """A record's broker timestamp in epoch seconds (now, for a record that has none)."""
+    """A record's broker timestamp in epoch seconds (now, for a record that has none). The producer sets it
+    (`CreateTime`), so it is input too: one stamped in the future would move its partition's watermark
+    and close every open burst on it, whoever's they are. No record is taken as later than a minute
+    ahead of this clock."""
+    now = time.time()
     stamp = message.timestamp
-    return stamp / 1000 if isinstance(stamp, int) and stamp >= 0 else time.time()
+    return min(stamp / 1000, now + _MAX_AHEAD_S) if isinstance(stamp, int) and stamp >= 0 else now
 
 
 class DeadLetters:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import pytest
 
 from analysis.errors import BadInput
+from consumer.key_stage import broker_time
 from consumer.watermark import Marks, Progress, read_marks, watermark_record
 
 TP0, TP1 = ("errors", 0), ("errors", 1)
@@ -71,3 +75,12 @@ class TestMarks:
         with pytest.raises(BadInput) as refused:
             read_marks(value)
         assert refused.value.reason == "not_forwarded"
+
+
+class TestBrokerTime:
+    def test_a_record_stamped_in_the_future_counts_as_at_most_a_minute_ahead(self) -> None:
+        """A producer sets the timestamp: one in 2100 must not move its partition's watermark past every
+        open burst (closing other tenants' bursts early)."""
+        assert broker_time(SimpleNamespace(timestamp=4_102_444_800_000)) <= time.time() + 61
+        assert broker_time(SimpleNamespace(timestamp=1_700_000_000_000)) == 1_700_000_000.0
+        assert abs(broker_time(SimpleNamespace(timestamp=-1)) - time.time()) < 5
