@@ -24,6 +24,7 @@ wall time closes regardless.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -109,6 +110,9 @@ class BurstWindow:
         # (opened_wall, token) in opening order, for the wall-time length cap; entries of bursts already
         # closed are skipped when they reach the front.
         self._opened: deque[tuple[float, int]] = deque()
+        # Per partition, a heap of (last arrival, token) of the bursts first read from it: the next to
+        # come due on its watermark first. An entry is refreshed when it comes up and its burst grew since.
+        self._due: dict[PartitionKey, list[tuple[float, int]]] = {}
 
     @property
     def open_count(self) -> int:
@@ -139,6 +143,7 @@ class BurstWindow:
             self._open[burst.token] = burst
             self._by_key.setdefault(key, []).append(burst)
             self._opened.append((now, burst.token))
+            heapq.heappush(self._due.setdefault(burst.tp, []), (arrival, burst.token))
             if self._on_open is not None:
                 self._on_open(*key, sighting.exception_type)
         else:
@@ -252,18 +257,28 @@ class BurstWindow:
 
         closed: list[ClosedBurst] = []
         marks: dict[PartitionKey, float | None] = {}
-
-        def mark(tp: PartitionKey) -> float | None:
-            if tp not in marks:
-                marks[tp] = watermark(tp)
-            return marks[tp]
-
-        for burst in list(self._open.values()):
-            if spent():
-                break
-            moved = [mark(tp) for tp in (burst.tp, *(burst.partitions or ()))]
-            if None not in moved and min(m for m in moved if m is not None) - burst.last_arrival > self.quiet_s:
+        for tp, due in self._due.items():
+            mark = marks.setdefault(tp, watermark(tp)) if due else None
+            held_back: list[tuple[float, int]] = []
+            while mark is not None and due and not spent():
+                arrival, token = due[0]
+                if mark - arrival <= self.quiet_s:
+                    break
+                heapq.heappop(due)
+                burst = self._open.get(token)
+                if burst is None or burst.tp != tp:
+                    continue  # closed or merged away
+                if burst.last_arrival > arrival:  # it grew since: due later
+                    heapq.heappush(due, (burst.last_arrival, token))
+                    continue
+                others = [marks[other] if other in marks else marks.setdefault(other, watermark(other))
+                          for other in burst.partitions or ()]
+                if any(other is None or other - arrival <= self.quiet_s for other in others):
+                    held_back.append((arrival, token))  # another partition it holds is not there yet
+                    continue
                 closed.append(self._close(burst, "max_length" if burst.full else "quiet"))
+            for entry in held_back:
+                heapq.heappush(due, entry)
         opened, too_old = self._opened, now - self.max_length_s
         while opened and opened[0][0] <= too_old and not spent():
             _, token = opened.popleft()
@@ -272,6 +287,10 @@ class BurstWindow:
         if len(opened) > 2 * len(self._open) + 64:
             # Evicted and quiet bursts leave entries behind; drop them before they pile up.
             self._opened = deque(entry for entry in opened if entry[1] in self._open)
+        if sum(map(len, self._due.values())) > 2 * len(self._open) + 64:
+            self._due = {}
+            for burst in self._open.values():
+                heapq.heappush(self._due.setdefault(burst.tp, []), (burst.last_arrival, burst.token))
         return closed
 
     def flush(self) -> list[ClosedBurst]:
