@@ -49,8 +49,6 @@ SETTLE_WAIT_S = 10.0
 # How often watermarks go out while the input stands still (a heartbeat, so a new owner of a repartition
 # partition hears of every input partition); while it moves, `repartition.watermark_interval_ms`.
 _IDLE_MARK_EVERY_S = 30.0
-# How far ahead of this machine's clock a record's timestamp may be (clock skew between hosts).
-_MAX_AHEAD_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +61,11 @@ class Keyed:
 
 
 def broker_time(message: Any) -> float:
-    """A record's broker timestamp in epoch seconds (now, for a record that has none). The producer sets it
-    (`CreateTime`), so it is input too: one stamped in the future would move its partition's watermark
-    and close every open burst on it, whoever's they are. No record is taken as later than a minute
-    ahead of this clock."""
+    """A record's broker timestamp in epoch seconds, no later than now (now, for a record that has none).
+    The producer sets it (`CreateTime`), so it is input too: see `consumer.watermark`."""
     now = time.time()
     stamp = message.timestamp
-    return min(stamp / 1000, now + _MAX_AHEAD_S) if isinstance(stamp, int) and stamp >= 0 else now
+    return min(stamp / 1000, now) if isinstance(stamp, int) and stamp >= 0 else now
 
 
 class DeadLetters:
@@ -140,7 +136,7 @@ class KeyStage:
         self._forwarded = metrics.published.labels("repartition")
         self._acks: list[asyncio.Future[Any]] = []
         self._clock = clock
-        self.progress = Progress(clock)
+        self.progress = Progress()
         """How far each owned input partition is read (its watermarks)."""
         # Marks go out every second until well past the quiet time after the last read (so the last bursts
         # close), then as a heartbeat.
@@ -164,7 +160,6 @@ class KeyStage:
         self._offsets.received(tp, offset)
         raw: bytes = message.value if message.value is not None else b""
         received = broker_time(message)
-        self.progress.read(tp, received)
         self._last_read = self._clock()
         try:
             sightings = self._reader.read_sightings(raw, received_at=received)
@@ -179,6 +174,7 @@ class KeyStage:
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
             return None
         self._accepted.inc()
+        self.progress.read(tp, received)  # events only: a record that is not one moves nothing
         if not self._forward:
             return Keyed(tuple(enumerate(sightings)), raw, received)
         groups = group_sightings(sightings)

@@ -208,8 +208,7 @@ class Service:
                         if read and (time.monotonic() > turn_ends or stop.is_set()):
                             consumer.seek(as_topic_partition(tp), message.offset)
                             break
-                        read += 1
-                        window_stage.ingest(tp, message)
+                        read += window_stage.ingest(tp, message)
                     continue
                 for message in messages:
                     if read and (time.monotonic() > turn_ends or stop.is_set()):

@@ -25,6 +25,7 @@ wall time closes regardless.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -44,9 +45,12 @@ BuildSamples = Callable[[Sequence[RawSample], "Sighting"], tuple[ErrorEvent, ...
 samples that no longer decode)."""
 Watermark = Callable[[PartitionKey], "float | None"]
 """Per partition, the broker time (epoch seconds) up to which every record that could still reach it has
-been read; None while that is not known."""
+been read; infinity once every one is read to its end; None while that is not known."""
 
 _BurstKey = tuple[str, str, str]
+# Open bursts per key: past this (events scattered far apart in event time), the least recently updated
+# closes, so no key costs more than this many comparisons per event.
+_MAX_SESSIONS = 32
 
 Sighting = EventKey
 """What the window reads of one event: its burst key and what the counts need, all redacted, as the key
@@ -113,6 +117,9 @@ class BurstWindow:
         # Per partition, a heap of (last arrival, token) of the bursts first read from it: the next to
         # come due on its watermark first. An entry is refreshed when it comes up and its burst grew since.
         self._due: dict[PartitionKey, list[tuple[float, int]]] = {}
+        # Per partition, the bursts first read from it by the wall time of their last add, for idleness
+        # in wall time once every input partition is read to its end.
+        self._idle: dict[PartitionKey, OrderedDict[int, OpenBurst]] = {}
 
     @property
     def open_count(self) -> int:
@@ -137,17 +144,21 @@ class BurstWindow:
         if burst is None:
             if len(self._open) >= self.max_open:
                 closed.append(self._close(next(iter(self._open.values())), "evicted"))
+            if bursts is not None and len(bursts) >= _MAX_SESSIONS:  # events scattered far apart in time
+                closed.append(self._close(min(bursts, key=lambda b: b.last_wall), "evicted"))
             burst = OpenBurst(self._next_token, key, sighting, position, arrival)
             self._next_token += 1
             self.open_bytes += burst.nbytes
             self._open[burst.token] = burst
             self._by_key.setdefault(key, []).append(burst)
+            self._idle.setdefault(burst.tp, OrderedDict())[burst.token] = burst
             self._opened.append((now, burst.token))
             heapq.heappush(self._due.setdefault(burst.tp, []), (arrival, burst.token))
             if self._on_open is not None:
                 self._on_open(*key, sighting.exception_type)
         else:
             self._open.move_to_end(burst.token)
+            self._idle[burst.tp].move_to_end(burst.token)
         # Counting is inlined: this runs for every event the service reads.
         burst.count += 1
         burst.last_wall = now
@@ -207,6 +218,7 @@ class BurstWindow:
 
     def _merge(self, kept: OpenBurst, other: OpenBurst) -> None:
         del self._open[other.token]
+        del self._idle[other.tp][other.token]
         self._by_key[other.key].remove(other)
         self.open_bytes += kept.absorb(other, self._head_size, self._tail_size)
 
@@ -247,36 +259,57 @@ class BurstWindow:
         return sum(burst.tail_bytes) - before
 
     def expire(self, now: float, watermark: Watermark, until: float | None = None) -> list[ClosedBurst]:
-        """Close the bursts no event can join any more (every partition they hold has a `watermark` more
-        than `quiet_s` past their last arrival), and those open for `max_length_s` of wall time. Closing
-        builds each burst's samples; with `until` (a `time.monotonic()` deadline) it stops once past it,
-        after one close at least, and the rest close on the next call."""
+        """Close the bursts no event can join any more, and those open for `max_length_s` of wall time.
+
+        A burst can take no more events once every partition it holds has a `watermark` more than `quiet_s`
+        past its last arrival, or is `READ_THROUGH` (infinite: every input partition read to its end) and
+        it got nothing for `quiet_s` of wall time. Closing builds each burst's samples; with `until` (a
+        `time.monotonic()` deadline) it stops once past it, after one close at least, and the rest close
+        on the next call."""
 
         def spent() -> bool:
             return until is not None and bool(closed) and time.monotonic() > until
 
         closed: list[ClosedBurst] = []
         marks: dict[PartitionKey, float | None] = {}
-        for tp, due in self._due.items():
-            mark = marks.setdefault(tp, watermark(tp)) if due else None
-            held_back: list[tuple[float, int]] = []
-            while mark is not None and due and not spent():
-                arrival, token = due[0]
-                if mark - arrival <= self.quiet_s:
-                    break
-                heapq.heappop(due)
-                burst = self._open.get(token)
-                if burst is None or burst.tp != tp:
+
+        def mark(tp: PartitionKey) -> float | None:
+            if tp not in marks:
+                marks[tp] = watermark(tp)
+            return marks[tp]
+
+        def done(burst: OpenBurst) -> bool:
+            for tp in (burst.tp, *(burst.partitions or ())):
+                moved = mark(tp)
+                if moved is None or (burst.last_wall > now - self.quiet_s if moved == math.inf
+                                     else moved - burst.last_arrival <= self.quiet_s):
+                    return False
+            return True
+
+        for tp, idle in list(self._idle.items()):
+            moved = mark(tp) if idle else None
+            if moved is None:
+                continue
+            if moved == math.inf:
+                for token in list(idle):
+                    burst = idle[token]
+                    if spent() or burst.last_wall > now - self.quiet_s:
+                        break
+                    if done(burst):  # (a burst also holding another partition may still be waiting on it)
+                        closed.append(self._close(burst, "max_length" if burst.full else "quiet"))
+                continue
+            due, held_back = self._due.get(tp, []), []
+            while due and not spent() and moved - due[0][0] > self.quiet_s:
+                arrival, token = heapq.heappop(due)
+                pending = self._open.get(token)
+                if pending is None:
                     continue  # closed or merged away
-                if burst.last_arrival > arrival:  # it grew since: due later
-                    heapq.heappush(due, (burst.last_arrival, token))
-                    continue
-                others = [marks[other] if other in marks else marks.setdefault(other, watermark(other))
-                          for other in burst.partitions or ()]
-                if any(other is None or other - arrival <= self.quiet_s for other in others):
+                if pending.last_arrival > arrival:  # it grew since: due later
+                    heapq.heappush(due, (pending.last_arrival, token))
+                elif done(pending):
+                    closed.append(self._close(pending, "max_length" if pending.full else "quiet"))
+                else:
                     held_back.append((arrival, token))  # another partition it holds is not there yet
-                    continue
-                closed.append(self._close(burst, "max_length" if burst.full else "quiet"))
             for entry in held_back:
                 heapq.heappush(due, entry)
         opened, too_old = self._opened, now - self.max_length_s
@@ -327,6 +360,10 @@ class BurstWindow:
 
     def _drop(self, burst: OpenBurst) -> None:
         del self._open[burst.token]
+        idle = self._idle[burst.tp]
+        del idle[burst.token]
+        if not idle:
+            del self._idle[burst.tp]
         bursts = self._by_key[burst.key]
         bursts.remove(burst)
         if not bursts:
@@ -345,7 +382,7 @@ class BurstWindow:
             last_seen=burst.last_seen,
             count=burst.count,
             commits=burst.commit_order,
-            samples=self._build_samples(burst.samples, burst.first),
+            samples=self._build_samples(sorted(burst.samples, key=lambda sample: sample[2]), burst.first),
             messages=burst.tally(),
         )
         spans = burst.spans()

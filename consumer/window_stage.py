@@ -31,7 +31,7 @@ from consumer.keying import read_repartitioned
 from consumer.logs import log_event
 from consumer.offsets import OffsetTracker
 from consumer.settings import WindowSettings
-from consumer.watermark import WATERMARK_HEADER, Marks, Progress
+from consumer.watermark import READ_THROUGH, WATERMARK_HEADER, Marks, Progress, not_ahead
 from consumer.window import BuildSamples, BurstWindow, ClosedBurst, PartitionKey, Position, RawSample, Sighting
 from consumer.workers import ServiceStats
 
@@ -102,12 +102,13 @@ class WindowStage:
         # Per repartition partition, the last source position seen from each source partition.
         self._seen: dict[PartitionKey, dict[PartitionKey, tuple[int, int]]] = {}
         self._marks = Marks(input_topic)  # from the key stages, per repartition partition
-        self._progress = Progress(clock)  # of the input partitions this window reads itself (keyed input)
+        self._progress = Progress()  # of the input partitions this window reads itself (keyed input)
         self.read: dict[PartitionKey, int] = {}
         """Per repartition partition, the offset of the last record read."""
 
-    def ingest(self, tp: PartitionKey, message: Any) -> None:
-        """Count one repartition record, unless it is a replay of one already counted."""
+    def ingest(self, tp: PartitionKey, message: Any) -> bool:
+        """Count one repartition record, unless it is a replay of one already counted; False for a
+        watermark record (cheap: it costs a turn nothing)."""
         offset: int = message.offset
         self._offsets.received(tp, offset)
         self.read[tp] = offset
@@ -115,24 +116,25 @@ class WindowStage:
         try:
             if headers and headers[0][0] == WATERMARK_HEADER:
                 self._marks.update(tp, headers[0][1])
-                return
+                return False
             forwarded = read_repartitioned(headers)
         except BadInput as bad:
             self._dead_letters.send(tp, message, bad.reason, str(bad))
-            return
+            return True
         except Exception as error:  # a reader bug must not stop the stage on one record (and replay it forever)
             log.exception("repartition record unreadable", extra={"fields": {"partition": tp[1], "offset": offset}})
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
-            return
+            return True
         seen = self._seen.setdefault(tp, {})
         last = seen.get(forwarded.source)
         if last is not None and forwarded.source_position <= last:
             self._stats.replays_skipped += 1
-            return
+            return True
         seen[forwarded.source] = forwarded.source_position
         self._stats.records_in += 1
-        arrival = forwarded.source_time if forwarded.source_time is not None else broker_time(message)
+        arrival = not_ahead(forwarded.source_time) if forwarded.source_time is not None else broker_time(message)
         self.count(forwarded.records, message.value or b"", (tp, offset), arrival)
+        return True
 
     def count(self, records: Sequence[tuple[int, Sighting]], raw: bytes, position: Position, arrival: float) -> None:
         """Count the records of one message (sharing its bytes as their samples) into their bursts;
@@ -157,7 +159,9 @@ class WindowStage:
         def watermark(tp: PartitionKey) -> float | None:
             if tp[0] == self._marks.input_topic:  # input keyed by server: read here
                 return self._progress.mark(tp, caught_up(tp))
-            return self._marks.watermark(tp, input_partitions)
+            mark = self._marks.watermark(tp, input_partitions)
+            # Every input partition read to its end: idleness counts once this partition is read to its end.
+            return None if mark == READ_THROUGH and not caught_up(tp) else mark
 
         for closed in self.window.expire(now, watermark, until):
             self._on_closed(closed)

@@ -9,50 +9,53 @@ import pytest
 
 from analysis.errors import BadInput
 from consumer.key_stage import broker_time
-from consumer.watermark import Marks, Progress, read_marks, watermark_record
+from consumer.watermark import READ_THROUGH, Marks, Progress, read_marks, watermark_record
 
 TP0, TP1 = ("errors", 0), ("errors", 1)
 
 
-class _Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class TestProgress:
-    def test_a_partition_behind_stands_at_its_last_record(self) -> None:
-        """While more is waiting, wall time says nothing: the mark is the last record's broker time."""
-        clock = _Clock(10.0)
-        progress = Progress(clock, wall=lambda: 5000.0)
-        progress.read(TP0, 1000.0)
-        clock.now += 60
+    def test_a_partition_being_read_stands_at_the_least_of_its_recent_broker_times(self) -> None:
+        """Producers set the timestamps: one stamped far ahead does not move the mark, and one stamped far
+        behind holds it back only until 64 more events have been read."""
+        progress = Progress()
+        for i in range(10):
+            progress.read(TP0, 1000.0 + i)
+        progress.read(TP0, 9_000_000_000.0)
         assert progress.mark(TP0, caught_up=False) == 1000.0
+        progress.read(TP0, 1.0)
+        assert progress.mark(TP0, caught_up=False) == 1.0
+        for i in range(64):
+            progress.read(TP0, 2000.0 + i)
+        assert progress.mark(TP0, caught_up=False) == 2000.0
 
-    def test_a_partition_read_to_its_end_moves_with_the_wall_clock(self) -> None:
-        """Read to its end, the time since its last record passed without a new one."""
-        clock = _Clock(10.0)
-        progress = Progress(clock, wall=lambda: 5000.0)
-        progress.read(TP0, 1000.0)
-        clock.now += 60
-        assert progress.mark(TP0, caught_up=True) == 1060.0
+    def test_a_partition_read_to_its_end_holds_nothing_back(self) -> None:
+        """Read to its end, whatever its records said: idleness then counts in wall time (the window)."""
+        progress = Progress()
+        progress.read(TP0, 1.0)
+        assert progress.mark(TP0, caught_up=True) == READ_THROUGH
+        assert progress.marks([TP0, TP1], lambda tp: tp == TP1) == {0: 1.0, 1: READ_THROUGH}
 
-    def test_an_empty_partition_is_unknown_until_read_to_its_end(self) -> None:
-        """Nothing read: unknown while behind, the wall clock once at its end."""
-        progress = Progress(_Clock(0.0), wall=lambda: 5000.0)
+    def test_a_partition_not_read_yet_is_unknown(self) -> None:
+        progress = Progress()
         assert progress.mark(TP0, caught_up=False) is None
-        assert progress.marks([TP0, TP1], lambda tp: tp == TP1) == {1: 5000.0}
-
-    def test_forgotten_partitions_are_unknown(self) -> None:
-        progress = Progress(_Clock(0.0), wall=lambda: 5000.0)
         progress.read(TP0, 1000.0)
         progress.forget([TP0])
         assert progress.mark(TP0, caught_up=False) is None
 
 
 class TestMarks:
+    def test_read_through_travels_as_null_and_forged_times_are_capped(self) -> None:
+        """A partition read to its end is `null` in the record; a mark far in the future (a forged record on
+        the internal topic) counts as at most a minute ahead."""
+        (_, header), = watermark_record("errors", {0: READ_THROUGH, 1: 5.0})
+        assert read_marks(header) == ("errors", [(0, None), (1, 5.0)])
+        marks = Marks("errors")
+        marks.update(("bursts", 0), b'{"topic": "errors", "marks": [[0, null], [1, null]]}')
+        assert marks.watermark(("bursts", 0), {0, 1}) == READ_THROUGH
+        marks.update(("bursts", 0), b'{"topic": "errors", "marks": [[1, 1e300]]}')
+        assert (marks.watermark(("bursts", 0), {0, 1}) or 0) <= time.time() + 61
+
     def test_the_watermark_is_the_least_mark_over_the_input_partitions(self) -> None:
         marks = Marks("errors")
         (_, header), = watermark_record("errors", {0: 300.0})
@@ -78,9 +81,8 @@ class TestMarks:
 
 
 class TestBrokerTime:
-    def test_a_record_stamped_in_the_future_counts_as_at_most_a_minute_ahead(self) -> None:
-        """A producer sets the timestamp: one in 2100 must not move its partition's watermark past every
-        open burst (closing other tenants' bursts early)."""
-        assert broker_time(SimpleNamespace(timestamp=4_102_444_800_000)) <= time.time() + 61
+    def test_a_record_stamped_in_the_future_counts_as_read_now(self) -> None:
+        """A producer sets the timestamp: one in 2100 counts as now, never ahead of this clock."""
+        assert broker_time(SimpleNamespace(timestamp=4_102_444_800_000)) <= time.time()
         assert broker_time(SimpleNamespace(timestamp=1_700_000_000_000)) == 1_700_000_000.0
         assert abs(broker_time(SimpleNamespace(timestamp=-1)) - time.time()) < 5

@@ -3,6 +3,7 @@ open-burst cap and bounded samples."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import orjson
@@ -192,6 +193,20 @@ class TestBurstWindow:
         assert dict(closed["other"].offsets) == {TP0: 8}
         assert closed["checkout"].token != closed["other"].token
         assert window.held_offsets() == {}
+
+    def test_once_everything_is_read_a_burst_closes_after_quiet_s_of_wall_time(self) -> None:
+        """Every input partition read to its end (READ_THROUGH): a burst closes once it got nothing for
+        quiet_s of wall time, whatever its records' timestamps said."""
+        clock = FakeClock()
+        window = _window(clock, quiet=10.0)
+        _add(window, _event(1.0, server="a"), 0, arrival=1.0)
+        clock.now += 6
+        _add(window, _event(1.0, server="b"), 1, arrival=9e9)
+        clock.now += 5
+        assert [c.cluster.server_id for c in window.expire(clock.now, _at(math.inf))] == ["a"]
+        assert window.expire(clock.now, _at(math.inf)) == []
+        clock.now += 5
+        assert [(c.cluster.server_id, c.reason) for c in window.expire(clock.now, _at(math.inf))] == [("b", "quiet")]
 
     def test_a_partition_not_known_to_have_moved_holds_its_bursts(self) -> None:
         """While a partition's progress is unknown, or one of a burst's partitions lags, it stays open."""
@@ -410,3 +425,28 @@ class TestArrivalOrder:
         assert [(c.cluster.first_seen, c.cluster.last_seen, c.cluster.count) for c in closed] == \
             [(0.0, 19.0, 20), (100.0, 119.0, 20), (300.0, 319.0, 20)]
         assert [c.reason for c in closed] == ["quiet", "quiet", "flush"]
+
+
+class TestScatteredEvents:
+    def test_one_key_keeps_at_most_32_bursts_open(self) -> None:
+        """Events far apart in event time each open a burst; past 32 for one key, the least recently
+        updated of that key closes, so an event never compares with more than 32 bursts."""
+        clock = FakeClock()
+        window = _window(clock, quiet=10.0, length=100.0)
+        evicted: list[ClosedBurst] = []
+        for i in range(40):
+            clock.now += 1
+            evicted += _add(window, _event(1000.0 * i), i)
+        assert window.open_count == 32
+        assert [(c.reason, c.cluster.first_seen) for c in evicted] == [("evicted", 1000.0 * i) for i in range(8)]
+
+    def test_the_representative_is_the_newest_event_whatever_order_they_came_in(self) -> None:
+        """A late event (older than the burst's newest) must not become the event analysed, since the
+        commit analysed is the newest one's."""
+        window = _window(FakeClock(), samples=2)
+        for offset, (ts, commit) in enumerate([(200.0, "new"), (210.0, "new"), (190.0, "old")]):
+            _add(window, _event(ts, commit=commit, message=f"at {ts:.0f}"), offset)
+        (closed,) = window.flush()
+        assert closed.cluster.representative.message == "at 210"
+        assert closed.cluster.commit == "new"
+        assert [s.timestamp for s in closed.cluster.samples] == sorted(s.timestamp for s in closed.cluster.samples)
