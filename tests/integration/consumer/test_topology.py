@@ -26,6 +26,7 @@ from analysis.intake.signature import fingerprint_event
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
+from consumer.settings import Settings
 from demo.broker import EmbeddedBroker
 from tests.conftest import SHOP_BUGS, KafkaIO, ShopRepos, make_settings, shop_error
 
@@ -49,6 +50,26 @@ def round_stream(repos: ShopRepos, r: int, servers: tuple[str, ...] = SERVERS) -
               for i in range(SIZE) for s, server in enumerate(servers) for f, function in enumerate(SHOP_BUGS)]
     return [shop_error(server, function, ts, repos.commits[server], n=i)
             for ts, server, function, i in sorted(events)]
+
+
+def start_replicas(base: Settings, repos: ShopRepos, count: int,
+                   services: list[Service]) -> tuple[list[asyncio.Event], list[asyncio.Task[None]]]:
+    """Start `count` replicas of one group (appended to `services`); their stop events and tasks."""
+    stops, tasks = [], []
+    for index in range(count):
+        settings = base.model_copy(update={
+            "kafka": base.kafka.model_copy(update={"client_id": f"logagent-{index}"}),
+            "data_dir": base.data_dir / f"replica-{index}"})
+        services.append(Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics()))
+        stops.append(asyncio.Event())
+        tasks.append(asyncio.create_task(services[-1].run(stops[-1])))
+    return stops, tasks
+
+
+async def stop_replicas(stops: list[asyncio.Event], tasks: list[asyncio.Task[None]]) -> None:
+    for stop in stops:
+        stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
 
 
 def burst_id(first: bytes) -> str:
@@ -85,14 +106,7 @@ class TestUnkeyedInputAcrossReplicas:
             return sum(r.stats.records_in for r in replicas)
 
         async def scenario() -> None:
-            stops, tasks = [], []
-            for index in range(REPLICAS):
-                settings = base.model_copy(update={
-                    "kafka": kafka.model_copy(update={"client_id": f"logagent-{index}"}),
-                    "data_dir": base.data_dir / f"replica-{index}"})
-                replicas.append(Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics()))
-                stops.append(asyncio.Event())
-                tasks.append(asyncio.create_task(replicas[-1].run(stops[-1])))
+            stops, tasks = start_replicas(base, repos, REPLICAS, replicas)
             try:
                 # Both topics' partitions shared out (12 input + 12 repartition), every replica with some.
                 await wait(lambda: sum(len(r.assigned) for r in replicas) == 2 * PARTITIONS
@@ -108,9 +122,7 @@ class TestUnkeyedInputAcrossReplicas:
                 await wait(lambda: sum(r.stats.published for r in replicas) >= len(expected)
                            and all(r.idle() for r in replicas), "every burst published")
             finally:
-                for stop in stops:
-                    stop.set()
-                await asyncio.wait_for(asyncio.gather(*tasks), 30)
+                await stop_replicas(stops, tasks)
 
         asyncio.run(scenario())
         outputs = [orjson.loads(r.value)["data"] for r in asyncio.run(io.read_all(kafka.output_topic))]
@@ -154,14 +166,7 @@ class TestBacklogReadUnkeyed:
                 for p in range(partitions):
                     await io.produce(kafka.input_topic, stream[p::partitions], partition=p,
                                      timestamp_ms=int((T0 + r * 100) * 1000) if live else None)
-            stops, tasks = [], []
-            for index in range(replicas):
-                settings = base.model_copy(update={
-                    "kafka": kafka.model_copy(update={"client_id": f"logagent-{index}"}),
-                    "data_dir": base.data_dir / f"replica-{index}"})
-                services.append(Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics()))
-                stops.append(asyncio.Event())
-                tasks.append(asyncio.create_task(services[-1].run(stops[-1])))
+            stops, tasks = start_replicas(base, repos, replicas, services)
             try:
                 deadline = time.monotonic() + 60
                 while not (sum(s.stats.published for s in services) >= len(expected)
@@ -169,9 +174,7 @@ class TestBacklogReadUnkeyed:
                     assert time.monotonic() < deadline, f"not every burst published: {[s.stats for s in services]}"
                     await asyncio.sleep(0.05)
             finally:
-                for stop in stops:
-                    stop.set()
-                await asyncio.wait_for(asyncio.gather(*tasks), 30)
+                await stop_replicas(stops, tasks)
 
         asyncio.run(scenario())
         outputs = [orjson.loads(r.value)["data"] for r in asyncio.run(io.read_all(kafka.output_topic))]
