@@ -9,14 +9,14 @@ The window takes, for each of its partitions, the least mark over all input part
 (`Marks.watermark`): a partition nobody has reported on yet, or a replica still reading its backlog, holds
 the bursts open.
 
-A partition still being read stands at the least broker time of the last 64 events read from it: the
-timestamps are the producers' (`CreateTime`), so one record stamped far ahead or far behind must neither
-close nor hold everyone's bursts. A partition read to its end stands at infinity (`null` in the record):
-it holds nothing back, and once every partition is read to its end, idleness is counted in wall time, as
-for a live stream.
+A partition's mark is a low broker time of the last 64 events read from it, the 8th lowest, and whether
+it is read to its end. The timestamps are the producers' (`CreateTime`): a record stamped ahead counts
+as read now, and only 57 of 64 stamped ahead would close bursts early (splitting them, one analysis
+each), or 8 stamped far behind hold them (until the wall-time length cap). Once every input partition
+is read to its end, idleness also counts in wall time, as for a live stream.
 
-Header of a watermark record (its value is empty): `watermark`, JSON
-`{"topic": input topic, "marks": [[partition, broker time in epoch seconds, or null], ...]}`.
+Header of a watermark record (its value is empty): `watermark`, JSON `{"topic": input topic, "marks":
+[[partition, broker time in epoch seconds, read to its end], ...]}`.
 """
 
 from __future__ import annotations
@@ -32,21 +32,23 @@ import orjson
 from analysis.errors import BadInput
 from consumer.open_burst import PartitionKey
 
-__all__ = ["READ_THROUGH", "WATERMARK_HEADER", "Marks", "Progress", "not_ahead", "read_marks", "watermark_record"]
+__all__ = ["WATERMARK_HEADER", "Mark", "Marks", "Progress", "not_ahead", "read_marks", "watermark_record"]
 
 WATERMARK_HEADER = "watermark"
-READ_THROUGH = math.inf
-"""The mark of a partition read to its end: it holds nothing back."""
-# Events a partition's mark is the least broker time of: enough that a few outliers do not move it.
+Mark = tuple[float, bool]
+"""How far a partition is read: (broker time, epoch seconds), and whether it is read to its end."""
+# Events a partition's mark is taken over: enough that a few outliers do not move it.
 _RECENT = 64
 # How far ahead of this clock a mark or a record's time may be (another host's clock).
 _MAX_AHEAD_S = 60.0
 
 
 class Progress:
-    """The broker times of the last events read per partition."""
+    """The broker times of the last events read per partition; `wall` (epoch seconds) places a partition
+    read to its end before any event was read from it."""
 
-    def __init__(self) -> None:
+    def __init__(self, wall: Callable[[], float] = time.time) -> None:
+        self._wall = wall
         self._recent: dict[PartitionKey, deque[float]] = {}
 
     def read(self, tp: PartitionKey, broker_time: float) -> None:
@@ -56,15 +58,15 @@ class Progress:
             recent = self._recent[tp] = deque(maxlen=_RECENT)
         recent.append(broker_time)
 
-    def mark(self, tp: PartitionKey, caught_up: bool) -> float | None:
-        """How far `tp` is read: `READ_THROUGH` at its end, else the least recent broker time; None while
-        unknown (nothing read yet)."""
-        if caught_up:
-            return READ_THROUGH
+    def mark(self, tp: PartitionKey, caught_up: bool) -> Mark | None:
+        """How far `tp` is read (the 8th lowest broker time of its last 64 events); None while unknown
+        (nothing read, and more to read)."""
         recent = self._recent.get(tp)
-        return min(recent) if recent else None
+        if not recent:  # whatever comes next arrives from now on
+            return (self._wall(), True) if caught_up else None
+        return sorted(recent)[(len(recent) - 1) // 8], caught_up
 
-    def marks(self, tps: Collection[PartitionKey], caught_up: Callable[[PartitionKey], bool]) -> dict[int, float]:
+    def marks(self, tps: Collection[PartitionKey], caught_up: Callable[[PartitionKey], bool]) -> dict[int, Mark]:
         """The known marks of `tps` (partitions of one topic), by partition number."""
         marks = {tp[1]: self.mark(tp, caught_up(tp)) for tp in tps}
         return {partition: mark for partition, mark in marks.items() if mark is not None}
@@ -80,29 +82,28 @@ def not_ahead(broker_time: float) -> float:
     return min(broker_time, time.time() + _MAX_AHEAD_S)
 
 
-def watermark_record(topic: str, marks: dict[int, float]) -> list[tuple[str, bytes]]:
+def watermark_record(topic: str, marks: dict[int, Mark]) -> list[tuple[str, bytes]]:
     """The headers of a watermark record for the input `topic`."""
-    listed = [(partition, None if math.isinf(mark) else mark) for partition, mark in sorted(marks.items())]
+    listed = [(partition, at, through) for partition, (at, through) in sorted(marks.items())]
     return [(WATERMARK_HEADER, orjson.dumps({"topic": topic, "marks": listed}))]
 
 
-def read_marks(value: bytes | None) -> tuple[str, list[tuple[int, float | None]]]:
+def read_marks(value: bytes | None) -> tuple[str, list[tuple[int, Mark]]]:
     """The input topic and (partition, mark) pairs of a watermark header; `BadInput("not_forwarded")` when
     it is not one of ours."""
     try:
         doc: Any = orjson.loads(value or b"")
-        topic, marks = doc["topic"], [(partition, mark) for partition, mark in doc["marks"]]
-        if type(topic) is not str or not all(_is_mark(p, m) for p, m in marks):
-            raise ValueError("a mark that is not (partition, finite epoch seconds)")
+        topic, marks = doc["topic"], [(partition, at, through) for partition, at, through in doc["marks"]]
+        if type(topic) is not str or not all(_is_mark(*mark) for mark in marks):
+            raise ValueError("a mark that is not (partition, finite epoch seconds, read through)")
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as error:
         raise BadInput("not_forwarded", f"unreadable watermark record ({type(error).__name__})") from None
-    return topic, marks
+    return topic, [(partition, (not_ahead(at), through)) for partition, at, through in marks]
 
 
-def _is_mark(partition: Any, mark: Any) -> bool:
-    """(partition, finite epoch seconds or null for read through)."""
-    return type(partition) is int and partition >= 0 and (
-        mark is None or (type(mark) in (int, float) and math.isfinite(mark) and mark >= 0))
+def _is_mark(partition: Any, at: Any, through: Any) -> bool:
+    return (type(partition) is int and partition >= 0 and type(through) is bool and type(at) in (int, float)
+            and math.isfinite(at) and at >= 0)
 
 
 class Marks:
@@ -110,7 +111,7 @@ class Marks:
 
     def __init__(self, input_topic: str) -> None:
         self.input_topic = input_topic
-        self._marks: dict[PartitionKey, dict[int, float]] = {}
+        self._marks: dict[PartitionKey, dict[int, Mark]] = {}
 
     @property
     def partitions(self) -> list[PartitionKey]:
@@ -121,22 +122,21 @@ class Marks:
         """A watermark record read on `tp` (raises `BadInput` for one that is not ours)."""
         topic, marks = read_marks(header)
         if topic == self.input_topic:  # another topic's (the input setting changed): not ours to count
-            self._marks.setdefault(tp, {}).update(
-                (partition, READ_THROUGH if mark is None else not_ahead(mark)) for partition, mark in marks)
+            self._marks.setdefault(tp, {}).update(marks)
 
-    def watermark(self, tp: PartitionKey, partitions: Collection[int] | None) -> float | None:
-        """The least mark on `tp` over the input's `partitions` (`READ_THROUGH` when every one is read to
-        its end); None while one is unknown."""
+    def watermark(self, tp: PartitionKey, partitions: Collection[int] | None) -> Mark | None:
+        """On `tp`, over the input's `partitions`: the least broker time, and whether every one is read to
+        its end; None while one is unknown."""
         marks = self._marks.get(tp)
         if not marks or not partitions:
             return None
-        least = math.inf
+        least, through = math.inf, True
         for partition in partitions:
             mark = marks.get(partition)
             if mark is None:
                 return None
-            least = min(least, mark)
-        return least
+            least, through = min(least, mark[0]), through and mark[1]
+        return least, through
 
     def forget(self, tps: Collection[PartitionKey]) -> None:
         """Partitions left this replica, or the broker lost its state."""

@@ -25,7 +25,6 @@ wall time closes regardless.
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -35,6 +34,7 @@ from typing import Literal
 from analysis.event import Cluster, ErrorEvent
 from analysis.intake.quick_key import EventKey
 from consumer.open_burst import TALLY_CHARS, OpenBurst, PartitionKey, Position, RawSample, sample_charge
+from consumer.watermark import Mark
 
 __all__ = ["BuildSamples", "BurstWindow", "CloseReason", "ClosedBurst", "PartitionKey", "Position", "RawSample",
            "Sighting", "Watermark"]  # fmt: skip
@@ -43,9 +43,9 @@ CloseReason = Literal["quiet", "max_length", "evicted", "flush", "rebalance"]
 BuildSamples = Callable[[Sequence[RawSample], "Sighting"], tuple[ErrorEvent, ...]]
 """Turns a closing burst's raw samples into decoded, redacted events (its first sighting stands in for
 samples that no longer decode)."""
-Watermark = Callable[[PartitionKey], "float | None"]
-"""Per partition, the broker time (epoch seconds) up to which every record that could still reach it has
-been read; infinity once every one is read to its end; None while that is not known."""
+Watermark = Callable[[PartitionKey], "Mark | None"]
+"""Per partition: the broker time (epoch seconds) up to which every record that could still reach it has
+been read, and whether every one of them is read to its end; None while that is not known."""
 
 _BurstKey = tuple[str, str, str]
 # Open bursts per key: past this (events scattered far apart in event time), the least recently updated
@@ -261,19 +261,18 @@ class BurstWindow:
     def expire(self, now: float, watermark: Watermark, until: float | None = None) -> list[ClosedBurst]:
         """Close the bursts no event can join any more, and those open for `max_length_s` of wall time.
 
-        A burst can take no more events once every partition it holds has a `watermark` more than `quiet_s`
-        past its last arrival, or is `READ_THROUGH` (infinite: every input partition read to its end) and
-        it got nothing for `quiet_s` of wall time. Closing builds each burst's samples; with `until` (a
-        `time.monotonic()` deadline) it stops once past it, after one close at least, and the rest close
-        on the next call."""
+        A burst can take no more events once, on every partition it holds, the `watermark` is more than
+        `quiet_s` past its last arrival, or everything is read to its end and it got nothing for `quiet_s`
+        of wall time. Closing builds each burst's samples; with `until` (a `time.monotonic()` deadline) it
+        stops once past it, after one close at least, and the rest close on the next call."""
 
         def spent() -> bool:
             return until is not None and bool(closed) and time.monotonic() > until
 
         closed: list[ClosedBurst] = []
-        marks: dict[PartitionKey, float | None] = {}
+        marks: dict[PartitionKey, Mark | None] = {}
 
-        def mark(tp: PartitionKey) -> float | None:
+        def mark(tp: PartitionKey) -> Mark | None:
             if tp not in marks:
                 marks[tp] = watermark(tp)
             return marks[tp]
@@ -281,25 +280,20 @@ class BurstWindow:
         def done(burst: OpenBurst) -> bool:
             for tp in (burst.tp, *(burst.partitions or ())):
                 moved = mark(tp)
-                if moved is None or (burst.last_wall > now - self.quiet_s if moved == math.inf
-                                     else moved - burst.last_arrival <= self.quiet_s):
+                if moved is None or not (moved[0] - burst.last_arrival > self.quiet_s
+                                         or (moved[1] and burst.last_wall <= now - self.quiet_s)):
                     return False
             return True
+
+        def close(burst: OpenBurst) -> None:
+            closed.append(self._close(burst, "max_length" if burst.full else "quiet"))
 
         for tp, idle in list(self._idle.items()):
             moved = mark(tp) if idle else None
             if moved is None:
                 continue
-            if moved == math.inf:
-                for token in list(idle):
-                    burst = idle[token]
-                    if spent() or burst.last_wall > now - self.quiet_s:
-                        break
-                    if done(burst):  # (a burst also holding another partition may still be waiting on it)
-                        closed.append(self._close(burst, "max_length" if burst.full else "quiet"))
-                continue
             due, held_back = self._due.get(tp, []), []
-            while due and not spent() and moved - due[0][0] > self.quiet_s:
+            while due and not spent() and moved[0] - due[0][0] > self.quiet_s:
                 arrival, token = heapq.heappop(due)
                 pending = self._open.get(token)
                 if pending is None:
@@ -307,11 +301,20 @@ class BurstWindow:
                 if pending.last_arrival > arrival:  # it grew since: due later
                     heapq.heappush(due, (pending.last_arrival, token))
                 elif done(pending):
-                    closed.append(self._close(pending, "max_length" if pending.full else "quiet"))
+                    close(pending)
                 else:
                     held_back.append((arrival, token))  # another partition it holds is not there yet
             for entry in held_back:
                 heapq.heappush(due, entry)
+            if moved[1]:  # everything read to its end: idleness in wall time counts too
+                for token in list(idle):
+                    burst = idle.get(token)
+                    if burst is None:
+                        continue  # closed just above
+                    if spent() or burst.last_wall > now - self.quiet_s:
+                        break
+                    if done(burst):  # (one also holding another partition may still be waiting on it)
+                        close(burst)
         opened, too_old = self._opened, now - self.max_length_s
         while opened and opened[0][0] <= too_old and not spent():
             _, token = opened.popleft()

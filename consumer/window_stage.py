@@ -31,7 +31,7 @@ from consumer.keying import read_repartitioned
 from consumer.logs import log_event
 from consumer.offsets import OffsetTracker
 from consumer.settings import WindowSettings
-from consumer.watermark import READ_THROUGH, WATERMARK_HEADER, Marks, Progress, not_ahead
+from consumer.watermark import WATERMARK_HEADER, Mark, Marks, Progress, not_ahead
 from consumer.window import BuildSamples, BurstWindow, ClosedBurst, PartitionKey, Position, RawSample, Sighting
 from consumer.workers import ServiceStats
 
@@ -156,12 +156,12 @@ class WindowStage:
         `time.monotonic()` deadline `until`), and queue them. `caught_up` says which partitions are read to
         their end; `input_partitions` are the input topic's (None while unknown)."""
 
-        def watermark(tp: PartitionKey) -> float | None:
+        def watermark(tp: PartitionKey) -> Mark | None:
             if tp[0] == self._marks.input_topic:  # input keyed by server: read here
                 return self._progress.mark(tp, caught_up(tp))
             mark = self._marks.watermark(tp, input_partitions)
-            # Every input partition read to its end: idleness counts once this partition is read to its end.
-            return None if mark == READ_THROUGH and not caught_up(tp) else mark
+            # Idleness in wall time counts once this partition too is read to its end.
+            return (mark[0], mark[1] and caught_up(tp)) if mark is not None else None
 
         for closed in self.window.expire(now, watermark, until):
             self._on_closed(closed)

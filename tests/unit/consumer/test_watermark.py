@@ -9,69 +9,69 @@ import pytest
 
 from analysis.errors import BadInput
 from consumer.key_stage import broker_time
-from consumer.watermark import READ_THROUGH, Marks, Progress, read_marks, watermark_record
+from consumer.watermark import Marks, Progress, read_marks, watermark_record
 
 TP0, TP1 = ("errors", 0), ("errors", 1)
 
 
 class TestProgress:
-    def test_a_partition_being_read_stands_at_the_least_of_its_recent_broker_times(self) -> None:
-        """Producers set the timestamps: one stamped far ahead does not move the mark, and one stamped far
-        behind holds it back only until 64 more events have been read."""
+    def test_a_partition_being_read_stands_at_a_low_broker_time_of_its_last_events(self) -> None:
+        """Producers set the timestamps: 7 stamped far ahead do not move the mark, and 7 stamped far behind
+        do not hold it back; it is the 8th lowest of the last 64."""
         progress = Progress()
-        for i in range(10):
-            progress.read(TP0, 1000.0 + i)
-        progress.read(TP0, 9_000_000_000.0)
-        assert progress.mark(TP0, caught_up=False) == 1000.0
-        progress.read(TP0, 1.0)
-        assert progress.mark(TP0, caught_up=False) == 1.0
         for i in range(64):
-            progress.read(TP0, 2000.0 + i)
-        assert progress.mark(TP0, caught_up=False) == 2000.0
-
-    def test_a_partition_read_to_its_end_holds_nothing_back(self) -> None:
-        """Read to its end, whatever its records said: idleness then counts in wall time (the window)."""
-        progress = Progress()
+            progress.read(TP0, 1000.0 + i)
+        assert progress.mark(TP0, caught_up=False) == (1007.0, False)
+        for _ in range(7):
+            progress.read(TP0, 9_000_000_000.0)
+        assert progress.mark(TP0, caught_up=False) == (1014.0, False)
+        for _ in range(7):
+            progress.read(TP0, 1.0)
+        assert progress.mark(TP0, caught_up=True) == (1014.0, True)
         progress.read(TP0, 1.0)
-        assert progress.mark(TP0, caught_up=True) == READ_THROUGH
-        assert progress.marks([TP0, TP1], lambda tp: tp == TP1) == {0: 1.0, 1: READ_THROUGH}
+        assert progress.mark(TP0, caught_up=True) == (1.0, True)
 
-    def test_a_partition_not_read_yet_is_unknown(self) -> None:
-        progress = Progress()
+    def test_a_partition_with_nothing_read_is_unknown_until_read_to_its_end(self) -> None:
+        """Empty and read to its end, whatever comes next arrives from now on (the wall clock)."""
+        progress = Progress(wall=lambda: 5000.0)
         assert progress.mark(TP0, caught_up=False) is None
+        assert progress.marks([TP0, TP1], lambda tp: tp == TP1) == {1: (5000.0, True)}
         progress.read(TP0, 1000.0)
         progress.forget([TP0])
         assert progress.mark(TP0, caught_up=False) is None
 
 
 class TestMarks:
-    def test_read_through_travels_as_null_and_forged_times_are_capped(self) -> None:
-        """A partition read to its end is `null` in the record; a mark far in the future (a forged record on
-        the internal topic) counts as at most a minute ahead."""
-        (_, header), = watermark_record("errors", {0: READ_THROUGH, 1: 5.0})
-        assert read_marks(header) == ("errors", [(0, None), (1, 5.0)])
+    def test_forged_times_count_as_at_most_a_minute_ahead(self) -> None:
+        """A mark far in the future (a forged record on the internal topic) is capped."""
+        (_, header), = watermark_record("errors", {0: (5.0, True), 1: (1e300, False)})
         marks = Marks("errors")
-        marks.update(("bursts", 0), b'{"topic": "errors", "marks": [[0, null], [1, null]]}')
-        assert marks.watermark(("bursts", 0), {0, 1}) == READ_THROUGH
-        marks.update(("bursts", 0), b'{"topic": "errors", "marks": [[1, 1e300]]}')
-        assert (marks.watermark(("bursts", 0), {0, 1}) or 0) <= time.time() + 61
+        marks.update(("bursts", 0), header)
+        least, through = marks.watermark(("bursts", 0), {1}) or (0.0, True)
+        assert least <= time.time() + 61 and not through
+        assert marks.watermark(("bursts", 0), {0, 1}) == (5.0, False)
 
     def test_the_watermark_is_the_least_mark_over_the_input_partitions(self) -> None:
+        """Read to its end only when every input partition is; marks are per repartition partition."""
         marks = Marks("errors")
-        (_, header), = watermark_record("errors", {0: 300.0})
+        (_, header), = watermark_record("errors", {0: (300.0, True)})
         marks.update(("bursts", 0), header)
         assert marks.watermark(("bursts", 0), {0, 1}) is None  # partition 1 unheard of
-        (_, header), = watermark_record("errors", {1: 120.0})
+        (_, header), = watermark_record("errors", {1: (120.0, True)})
         marks.update(("bursts", 0), header)
-        assert marks.watermark(("bursts", 0), {0, 1}) == 120.0
-        assert marks.watermark(("bursts", 1), {0, 1}) is None  # marks are per repartition partition
+        assert marks.watermark(("bursts", 0), {0, 1}) == (120.0, True)
+        (_, header), = watermark_record("errors", {0: (310.0, False)})
+        marks.update(("bursts", 0), header)
+        assert marks.watermark(("bursts", 0), {0, 1}) == (120.0, False)
+        assert marks.watermark(("bursts", 1), {0, 1}) is None
         assert marks.watermark(("bursts", 0), None) is None
 
     @pytest.mark.parametrize("value", [
         None, b"", b"not json", b"[]", b'{"topic": "errors"}', b'{"topic": 3, "marks": []}',
-        b'{"topic": "errors", "marks": [[0, "NaN"]]}', b'{"topic": "errors", "marks": [[-1, 5.0]]}',
-        b'{"topic": "errors", "marks": [[0, -5.0]]}', b'{"topic": "errors", "marks": [[0]]}',
-        b'{"topic": "errors", "marks": [[true, 5.0]]}', b'{"topic": "errors", "marks": {"0": 5.0}}',
+        b'{"topic": "errors", "marks": [[0, "NaN", true]]}', b'{"topic": "errors", "marks": [[-1, 5.0, true]]}',
+        b'{"topic": "errors", "marks": [[0, -5.0, true]]}', b'{"topic": "errors", "marks": [[0, 5.0]]}',
+        b'{"topic": "errors", "marks": [[true, 5.0, true]]}', b'{"topic": "errors", "marks": {"0": 5.0}}',
+        b'{"topic": "errors", "marks": [[0, null, true]]}', b'{"topic": "errors", "marks": [[0, 5.0, 1]]}',
     ])
     def test_a_record_that_is_not_a_watermark_is_refused(self, value: bytes | None) -> None:
         """Forged or broken marks are bad input (the DLQ's `not_forwarded`), never a crash."""

@@ -3,7 +3,6 @@ open-burst cap and bounded samples."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import orjson
@@ -58,9 +57,9 @@ def _add(window: BurstWindow, raw: bytes, offset: int, tp: tuple[str, int] = TP0
     return closed
 
 
-def _at(mark: float | None) -> Callable[[PartitionKey], float | None]:
-    """Every partition read up to `mark` in broker time (None: not known)."""
-    return lambda tp: mark
+def _at(mark: float | None, through: bool = False) -> Callable[[PartitionKey], tuple[float, bool] | None]:
+    """Every partition read up to `mark` in broker time, and to its end if `through` (None: not known)."""
+    return lambda tp: None if mark is None else (mark, through)
 
 
 def _spans(closed: list[ClosedBurst]) -> list[tuple[str, float, float, int]]:
@@ -195,18 +194,19 @@ class TestBurstWindow:
         assert window.held_offsets() == {}
 
     def test_once_everything_is_read_a_burst_closes_after_quiet_s_of_wall_time(self) -> None:
-        """Every input partition read to its end (READ_THROUGH): a burst closes once it got nothing for
-        quiet_s of wall time, whatever its records' timestamps said."""
+        """Every input partition read to its end: a burst closes once it got nothing for quiet_s of wall
+        time, whatever its records' timestamps said."""
         clock = FakeClock()
         window = _window(clock, quiet=10.0)
         _add(window, _event(1.0, server="a"), 0, arrival=1.0)
         clock.now += 6
         _add(window, _event(1.0, server="b"), 1, arrival=9e9)
         clock.now += 5
-        assert [c.cluster.server_id for c in window.expire(clock.now, _at(math.inf))] == ["a"]
-        assert window.expire(clock.now, _at(math.inf)) == []
+        assert [c.cluster.server_id for c in window.expire(clock.now, _at(0.0, through=True))] == ["a"]
+        assert window.expire(clock.now, _at(0.0, through=True)) == []
         clock.now += 5
-        assert [(c.cluster.server_id, c.reason) for c in window.expire(clock.now, _at(math.inf))] == [("b", "quiet")]
+        closed = window.expire(clock.now, _at(0.0, through=True))
+        assert [(c.cluster.server_id, c.reason) for c in closed] == [("b", "quiet")]
 
     def test_a_partition_not_known_to_have_moved_holds_its_bursts(self) -> None:
         """While a partition's progress is unknown, or one of a burst's partitions lags, it stays open."""
@@ -216,7 +216,7 @@ class TestBurstWindow:
         _add(window, _event(2.0), 0, TP1)
         clock.now += 60
         assert window.expire(clock.now, _at(None)) == []
-        assert window.expire(clock.now, lambda tp: 100.0 if tp == TP0 else 5.0) == []
+        assert window.expire(clock.now, lambda tp: (100.0 if tp == TP0 else 5.0, False)) == []
         assert window.open_count == 1
         assert [c.reason for c in window.expire(clock.now, _at(100.0))] == ["quiet"]
 
@@ -411,9 +411,9 @@ class TestArrivalOrder:
         events = [start + i for start, end in bursts for i in range(int(end - start))]
         sources: dict[int, float | None] = {0: None, 1: None}
 
-        def watermark(tp: PartitionKey) -> float | None:
+        def watermark(tp: PartitionKey) -> tuple[float, bool] | None:
             marks = list(sources.values())
-            return None if None in marks else min(m for m in marks if m is not None)
+            return None if None in marks else (min(m for m in marks if m is not None), False)
 
         closed: list[ClosedBurst] = []
         for source, times in ((1, events[1::2]), (0, events[0::2])):

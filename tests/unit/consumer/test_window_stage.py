@@ -53,8 +53,9 @@ class _Rig:
             self.offset += 1
 
     def mark(self, marks: dict[int, float]) -> None:
-        """A key stage's watermark record for the input partitions it owns."""
-        self.stage.ingest(_REPARTITION, _Record(self.offset, b"", watermark_record("errors", marks)))
+        """A key stage's watermark record for the input partitions it owns (still being read)."""
+        listed = {partition: (at, False) for partition, at in marks.items()}
+        self.stage.ingest(_REPARTITION, _Record(self.offset, b"", watermark_record("errors", listed)))
         self.offset += 1
 
     def expire(self, partitions: set[int]) -> list[ClosedBurst]:
@@ -180,7 +181,7 @@ class TestWatermarks:
         """A mark of a topic that is not the input (the setting changed) says nothing about the input."""
         rig = _rig()
         rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
-        rig.stage.ingest(_REPARTITION, _Record(rig.offset, b"", watermark_record("other", {0: 900.0})))
+        rig.stage.ingest(_REPARTITION, _Record(rig.offset, b"", watermark_record("other", {0: (900.0, False)})))
         assert rig.expire({0}) == []
 
     def test_a_revoked_partition_forgets_its_marks(self) -> None:
