@@ -378,11 +378,21 @@ def as_topic_partition(tp: PartitionKey) -> TopicPartition:
 
 async def start_with_retry(client: AIOKafkaConsumer | AIOKafkaProducer, stop: asyncio.Event, backoff: Backoff,
                            what: str) -> bool:
-    """Start an aiokafka client, retrying while the broker is unreachable; False when stopped first."""
+    """Start an aiokafka client, retrying while the broker is unreachable; False when stopped first, also
+    in the middle of a start (a broker that accepts and never answers, a group join held for long)."""
     attempt = 0
     while not stop.is_set():
+        starting = asyncio.ensure_future(client.start())
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not starting.done():
+            starting.cancel()
+            await asyncio.wait({starting})
+            await stop_clients(client)
+            return False
         try:
-            await client.start()
+            starting.result()
             return True
         except KafkaError as error:
             attempt += 1
