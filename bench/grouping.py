@@ -83,7 +83,7 @@ def run_logagent(lines: Sequence[bytes]) -> tuple[int, int]:
     for offset, raw in enumerate(lines):
         for index, sighting in enumerate(reader.read_sightings(raw, _RECEIVED_AT)):
             keys.add((sighting.server, sighting.fingerprint))
-            closed += len(window.add(sighting, (raw, index, sighting.timestamp), (_TP, offset)))
+            closed += len(window.add(sighting, (raw, index, sighting.timestamp), (_TP, offset), sighting.timestamp))
     closed += len(window.flush())
     return closed, len(keys)
 

@@ -51,4 +51,5 @@ class Intake:
         for index, sighting in enumerate(sightings):
             if self.signatures is not None:
                 self.signatures.add((sighting.server, sighting.fingerprint))
-            self.closed += len(self.window.add(sighting, (raw, index, sighting.timestamp), (_TP, self.offset)))
+            sample = (raw, index, sighting.timestamp)
+            self.closed += len(self.window.add(sighting, sample, (_TP, self.offset), sighting.timestamp))

@@ -7,7 +7,11 @@ analysis (no LLM). Three scenarios, in one run:
    one is published). Analyses published must equal the distinct bursts, each counting all its events.
 2. **The same with one replica SIGKILLed and one added mid-stream**: nothing lost; an id published twice
    only as a replay (same id, same count).
-3. **Throughput** with 1, 2 and 3 replicas, with the repartition topic and without it (input keyed by
+3. **A backlog**: every round produced before any replica starts (after an outage), read by 1, 2 and 3
+   replicas, with the broker timestamps of a live stream (rounds 100 s apart) or of a bulk import (all
+   now). Each replica reads its partitions at its own pace, far apart in event time; the bursts must
+   still come out whole, once.
+4. **Throughput** with 1, 2 and 3 replicas, with the repartition topic and without it (input keyed by
    server, `input.keyed_by_server=true`): events/s from the replicas' assignment to the last analysis
    published (the final quiet period included, the same for every contender).
 
@@ -163,8 +167,9 @@ class Run:
             tails = [" | ".join(line.strip()[:300] for line in r.lines[-3:]) for r in running]
             raise RuntimeError(f"{error}; owned {[r.owned for r in running]}; last lines: {tails}") from None
 
-    async def produce(self, stream: Sequence[bytes]) -> None:
-        """Round-robin over the partitions (unkeyed), or keyed by server when the input is keyed."""
+    async def produce(self, stream: Sequence[bytes], timestamp_ms: int | None = None) -> None:
+        """Round-robin over the partitions (unkeyed), or keyed by server when the input is keyed; stamped
+        `timestamp_ms` (else now)."""
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
         await producer.start()
         try:
@@ -172,9 +177,10 @@ class Run:
             for i, raw in enumerate(stream):
                 if self.keyed:
                     key = orjson.loads(raw)["server_id"].encode()
-                    sends.append(await producer.send(self.input, raw, key=key))
+                    sends.append(await producer.send(self.input, raw, key=key, timestamp_ms=timestamp_ms))
                 else:
-                    sends.append(await producer.send(self.input, raw, partition=i % _PARTITIONS))
+                    sends.append(await producer.send(self.input, raw, partition=i % _PARTITIONS,
+                                                     timestamp_ms=timestamp_ms))
             await asyncio.gather(*sends)
         finally:
             await producer.stop()
@@ -264,6 +270,27 @@ async def correctness(broker: EmbeddedBroker, workdir: Path, *, kill: bool, serv
     return verdict(out, expected, size)
 
 
+async def backlog(broker: EmbeddedBroker, workdir: Path, *, replicas: int, live: bool, servers: int, rounds: int,
+                  size: int) -> str:
+    """Every round in the input before `replicas` processes start; stamped as produced live, or all now."""
+    run = Run(broker, workdir, f"backlog-{replicas}-{'live' if live else 'bulk'}", keyed=False, quiet_s=1.0)
+    await run.setup()
+    stream = burst_events(servers, rounds, size)
+    expected = expected_ids(stream, servers * len(_FAILURES))
+    for r, events in enumerate(stream):
+        await run.produce(events, int((_T0 + r * 100) * 1000) if live else None)
+    try:
+        for _ in range(replicas):
+            await run.add_replica()
+        await run.wait_assigned()
+        out = await run.wait_published(len(expected), 120)
+        await asyncio.sleep(3.0)  # anything split off would come after the expected count
+        out = await run.published()
+    finally:
+        await run.close()
+    return verdict(out, expected, size)
+
+
 async def throughput(broker: EmbeddedBroker, workdir: Path, replicas: int, keyed: bool, servers: int,
                      size: int) -> tuple[float, str]:
     """Events/s of `replicas` processes over one round of large bursts, produced before they start."""
@@ -293,6 +320,10 @@ async def main_async(args: argparse.Namespace) -> None:
             line = await correctness(broker, workdir, kill=kill, servers=args.servers, rounds=args.rounds,
                                      size=args.size)
             print(f"{'kill+add' if kill else '3 replicas'}: {line}", flush=True)
+        for replicas, live in ((1, True), (2, True), (3, True), (2, False)):
+            line = await backlog(broker, workdir, replicas=replicas, live=live, servers=args.servers,
+                                 rounds=args.rounds, size=args.size)
+            print(f"backlog, {replicas} replica(s), {'live' if live else 'bulk'} timestamps: {line}", flush=True)
         rates: dict[tuple[int, bool], float] = {}
         for replicas in (1, 2, 3):
             for keyed in (False, True):

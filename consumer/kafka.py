@@ -22,6 +22,8 @@ from consumer.settings import ConfigError, KafkaSettings, RepartitionSettings, e
 from consumer.window import PartitionKey
 
 __all__ = [
+    "COMMIT_WAIT_S",
+    "STOP_WAIT_S",
     "EventSink",
     "Headers",
     "RebalanceHooks",
@@ -45,9 +47,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
 _DEFAULT_REPLICAS = 3  # the repartition topic's replication factor when unset, brokers permitting
-_COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
 _POLL_GRACE_S = 1.0  # past a poll's own timeout: aiokafka's getmany waits for a rebalance without bound
-_STOP_WAIT_S = 5.0  # a client's stop: a producer flushes (each batch retried for up to 40 s), a consumer
+# The caps of a shutdown against a broker that is away, read at each call (a test shortens them):
+COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
+STOP_WAIT_S = 5.0  # a client's stop: a producer flushes (each batch retried for up to 40 s), a consumer
 # waits for its group coordination (a rebalance under way)
 
 Headers = Sequence[tuple[str, bytes]]
@@ -240,13 +243,20 @@ class EventSink:
         await delivery
 
     async def enqueue(
-        self, topic: str, key: bytes | None, value: bytes, headers: Headers = ()
+        self, topic: str, key: bytes | None, value: bytes, headers: Headers = (), partition: int | None = None
     ) -> asyncio.Future[Any]:
-        """Hand one record to the producer's batch; the returned future resolves on acknowledgement."""
+        """Hand one record to the producer's batch (to `partition`, else by key); the returned future
+        resolves on acknowledgement."""
         future: asyncio.Future[Any] = await self._producer.send(
-            topic, value=value, key=key, headers=list(headers) or None
+            topic, value=value, key=key, headers=list(headers) or None, partition=partition
         )
         return future
+
+    def known_partitions(self, topic: str) -> set[int]:
+        """The partitions of `topic` in the producer's metadata as it stands (empty before it has any):
+        never waits, so a broker that went away cannot stall the caller."""
+        found: set[int] | None = self._producer.client.cluster.partitions_for_topic(topic)
+        return set(found or ())
 
 
 def dlq_headers(
@@ -308,13 +318,13 @@ async def measure_lag(
 
 
 async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicPartition, int]) -> None:
-    """Commit `offsets`, giving up after `_COMMIT_WAIT_S` with a KafkaError like any failed commit: a
+    """Commit `offsets`, giving up after `COMMIT_WAIT_S` with a KafkaError like any failed commit: a
     coordinator that never comes back (or a rebalance the broker never finishes) must not hold a rebalance
     callback or a shutdown. An offset not committed is replayed by the next owner (at least once)."""
     try:
-        await asyncio.wait_for(consumer.commit(dict(offsets)), _COMMIT_WAIT_S)
+        await asyncio.wait_for(consumer.commit(dict(offsets)), COMMIT_WAIT_S)
     except TimeoutError:
-        raise KafkaTimeoutError(f"offset commit not acknowledged within {_COMMIT_WAIT_S:.0f}s") from None
+        raise KafkaTimeoutError(f"offset commit not acknowledged within {COMMIT_WAIT_S:.0f}s") from None
 
 
 async def poll(consumer: AIOKafkaConsumer, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
@@ -334,10 +344,10 @@ async def committed_offsets(
     consumer: AIOKafkaConsumer, tps: Iterable[TopicPartition]
 ) -> dict[TopicPartition, int | None]:
     """The group's committed offset of each of `tps` (None: none committed). aiokafka retries the fetch
-    without bound while the coordinator is unavailable, so all of them together get `_COMMIT_WAIT_S`: past it
+    without bound while the coordinator is unavailable, so all of them together get `COMMIT_WAIT_S`: past it
     the rest are left out, and a KafkaError stops the fetch the same way."""
     found: dict[TopicPartition, int | None] = {}
-    deadline = time.monotonic() + _COMMIT_WAIT_S
+    deadline = time.monotonic() + COMMIT_WAIT_S
     for tp in tps:
         try:
             found[tp] = await asyncio.wait_for(consumer.committed(tp), max(0.0, deadline - time.monotonic()))
@@ -347,17 +357,17 @@ async def committed_offsets(
 
 
 async def stop_clients(*clients: AIOKafkaConsumer | AIOKafkaProducer) -> None:
-    """Stop `clients` together, giving up after `_STOP_WAIT_S`: a producer flushing into a broker that is
+    """Stop `clients` together, giving up after `STOP_WAIT_S`: a producer flushing into a broker that is
     away, or a consumer whose group is mid-rebalance, must not hold SIGTERM past the pod's grace period.
     What a producer had not delivered was never acknowledged, so its offsets are uncommitted and replayed."""
     # Not wait_for: it would wait for the cancelled stops to finish, which is the wait being bounded.
     stopping = [asyncio.ensure_future(client.stop()) for client in clients]
-    _, pending = await asyncio.wait(stopping, timeout=_STOP_WAIT_S)
+    _, pending = await asyncio.wait(stopping, timeout=STOP_WAIT_S)
     for stop in pending:
         stop.cancel()
     if pending:
         log.warning("Kafka clients not stopped in time; left to the process exit",
-                    extra={"fields": {"clients": len(pending), "waited_s": _STOP_WAIT_S}})
+                    extra={"fields": {"clients": len(pending), "waited_s": STOP_WAIT_S}})
     for stop in stopping:
         # aiokafka's fetcher lets its own tasks' cancellation out of stop(): that stop is done all the same.
         if stop.done() and not stop.cancelled() and (error := stop.exception()) is not None:
@@ -371,11 +381,21 @@ def as_topic_partition(tp: PartitionKey) -> TopicPartition:
 
 async def start_with_retry(client: AIOKafkaConsumer | AIOKafkaProducer, stop: asyncio.Event, backoff: Backoff,
                            what: str) -> bool:
-    """Start an aiokafka client, retrying while the broker is unreachable; False when stopped first."""
+    """Start an aiokafka client, retrying while the broker is unreachable; False when stopped first, also
+    in the middle of a start (a broker that accepts and never answers, a group join held for long)."""
     attempt = 0
     while not stop.is_set():
+        starting = asyncio.ensure_future(client.start())
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not starting.done():
+            starting.cancel()
+            await asyncio.wait({starting})
+            await stop_clients(client)
+            return False
         try:
-            await client.start()
+            starting.result()
             return True
         except KafkaError as error:
             attempt += 1

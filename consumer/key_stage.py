@@ -6,6 +6,10 @@ until every forward of the message (or its DLQ copy) is acknowledged, so the inp
 work that is safely in Kafka. A forward that fails for good raises from `check`/`settle`: the service
 goes down loudly and the restart replays from the last commit (the window stage recognises the replays).
 
+Every `repartition.watermark_interval_ms` it also sends every repartition partition a watermark record:
+how far it has read each input partition it owns (`consumer.watermark`), which lets the windows close
+bursts.
+
 With `input.keyed_by_server` the stage forwards nothing: it hands the sightings straight to the window
 stage in this process (`Keyed`), and the input offsets are then held by the bursts themselves.
 """
@@ -15,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,10 +32,11 @@ from consumer.logs import log_fields
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.settings import KafkaSettings
+from consumer.watermark import Progress, watermark_record
 from consumer.window import PartitionKey, Sighting
 from consumer.workers import ServiceStats
 
-__all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
+__all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed", "broker_time"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +46,9 @@ _F = TypeVar("_F", bound=asyncio.Future[Any])
 # broker is away, and neither a rebalance callback nor a SIGTERM may wait that long. What is still
 # unacknowledged keeps its offset held (uncommitted, replayed by the next owner).
 SETTLE_WAIT_S = 10.0
+# How often watermarks go out while the input stands still (a heartbeat, so a new owner of a repartition
+# partition hears of every input partition); while it moves, `repartition.watermark_interval_ms`.
+_IDLE_MARK_EVERY_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +57,15 @@ class Keyed:
 
     records: tuple[tuple[int, Sighting], ...]
     raw: bytes
+    broker_time: float
+
+
+def broker_time(message: Any) -> float:
+    """A record's broker timestamp in epoch seconds, no later than now (now, for a record that has none).
+    The producer sets it (`CreateTime`), so it is input too: see `consumer.watermark`."""
+    now = time.time()
+    stamp = message.timestamp
+    return min(stamp / 1000, now) if isinstance(stamp, int) and stamp >= 0 else now
 
 
 class DeadLetters:
@@ -103,7 +121,9 @@ class KeyStage:
     """Reads the burst keys of input messages and forwards them (or returns them, when keyed)."""
 
     def __init__(self, repartition_topic: str, reader: KeyReader, sink: EventSink, offsets: OffsetTracker,
-                 dead_letters: DeadLetters, metrics: Metrics, stats: ServiceStats, *, forward: bool) -> None:
+                 dead_letters: DeadLetters, metrics: Metrics, stats: ServiceStats, *, forward: bool,
+                 quiet_s: float = 30.0, mark_every_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._repartition_topic = repartition_topic
         self._reader = reader
         self._sink = sink
@@ -115,6 +135,15 @@ class KeyStage:
         self._dlq = metrics.events.labels("dlq")
         self._forwarded = metrics.published.labels("repartition")
         self._acks: list[asyncio.Future[Any]] = []
+        self._clock = clock
+        self.progress = Progress()
+        """How far each owned input partition is read (its watermarks)."""
+        # Marks go out every second until well past the quiet time after the last read (so the last bursts
+        # close), then as a heartbeat.
+        self._mark_every_s = mark_every_s
+        self._busy_s = 2 * quiet_s + 5 * mark_every_s
+        self._last_read = -math.inf
+        self._last_mark = -math.inf
         self.forwarded: dict[PartitionKey, int] = {}
         """Per repartition partition, the highest offset this stage's forwards were acknowledged at."""
 
@@ -130,8 +159,10 @@ class KeyStage:
         offset: int = message.offset
         self._offsets.received(tp, offset)
         raw: bytes = message.value if message.value is not None else b""
+        received = broker_time(message)
+        self._last_read = self._clock()
         try:
-            sightings = self._reader.read_sightings(raw, received_at=message.timestamp / 1000)
+            sightings = self._reader.read_sightings(raw, received_at=received)
         except BadInput as bad:
             self._dlq.inc()
             self._dead_letters.send(tp, message, bad.reason, str(bad))
@@ -143,14 +174,15 @@ class KeyStage:
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
             return None
         self._accepted.inc()
+        self.progress.read(tp, received)  # events only: a record that is not one moves nothing
         if not self._forward:
-            return Keyed(tuple(enumerate(sightings)), raw)
+            return Keyed(tuple(enumerate(sightings)), raw, received)
         groups = group_sightings(sightings)
         values = forwarded_values(raw, groups)
         token = ("forward", tp, offset)
         self._offsets.hold(tp, offset, token)
         acks = [await self._sink.enqueue(self._repartition_topic, group.partition_key, value,
-                                         repartition_record(group, index, tp, offset, split=value is not raw))
+                                         repartition_record(group, index, tp, offset, value is not raw, received))
                 for index, (group, value) in enumerate(zip(groups, values, strict=True))]
         self._forwarded.inc(len(acks))
         waiting = len(acks)
@@ -171,6 +203,22 @@ class KeyStage:
             ack.add_done_callback(acknowledged)
         self._acks += acks
         return None
+
+    async def send_marks(self, input_topic: str, owned: Collection[PartitionKey],
+                         caught_up: Callable[[PartitionKey], bool]) -> None:
+        """Send the watermarks of the `owned` input partitions to every repartition partition, when due."""
+        now = self._clock()
+        busy = now - self._last_read < self._busy_s
+        if not self._forward or now - self._last_mark < (self._mark_every_s if busy else _IDLE_MARK_EVERY_S):
+            return
+        self._last_mark = now
+        marks = self.progress.marks([tp for tp in owned if tp[0] == input_topic], caught_up)
+        if not marks:
+            return
+        headers = watermark_record(input_topic, marks)
+        for partition in sorted(self._sink.known_partitions(self._repartition_topic)):
+            # Behind this stage's forwards on each partition: a window that reads the mark has read them.
+            self._acks.append(await self._sink.enqueue(self._repartition_topic, None, b"", headers, partition))
 
     def check(self) -> None:
         """Drop acknowledged forwards; re-raise the error of one that failed (the service must go down:

@@ -22,6 +22,10 @@ Headers of a repartition record (all text, redacted):
 | `events` | JSON `[[record index, event time, commit or null, message], ...]` |
 | `source_topic`, `source_partition`, `source_offset` | where the message was read (as in the DLQ) |
 | `group` | the group's index in the message: (offset, group) orders the records of one source partition |
+| `source_time` | the source record's broker timestamp, epoch seconds (the window's watermarks use that clock) |
+
+Records forwarded before `source_time` existed lack it: the window then takes the repartition record's own
+timestamp.
 """
 
 from __future__ import annotations
@@ -143,8 +147,8 @@ def _otlp_subset(doc: dict[str, Any], located: Sequence[tuple[int, str, int, Any
     return {**{k: v for k, v in doc.items() if k != "resourceLogs"}, "resourceLogs": list(resources.values())}
 
 
-def repartition_record(group: KeyedGroup, group_index: int, tp: PartitionKey, offset: int,
-                       split: bool) -> list[tuple[str, bytes]]:
+def repartition_record(group: KeyedGroup, group_index: int, tp: PartitionKey, offset: int, split: bool,
+                       source_time: float) -> list[tuple[str, bytes]]:
     """The headers that let the window count `group` without decoding the value it forwards; `split`
     when that value holds the group's records alone (numbered from 0), not the whole message."""
     first = group.sighting
@@ -160,6 +164,7 @@ def repartition_record(group: KeyedGroup, group_index: int, tp: PartitionKey, of
         ("source_partition", str(tp[1]).encode()),
         ("source_offset", str(offset).encode()),
         ("group", str(group_index).encode()),
+        ("source_time", repr(source_time).encode()),
     ]
 
 
@@ -171,12 +176,14 @@ class Repartitioned:
     source: PartitionKey
     source_position: tuple[int, int]
     """(source offset, group index): increasing along one source partition, so replays are recognised."""
+    source_time: float | None
+    """The source record's broker time (epoch seconds); None from a key stage that predates it."""
 
 
 def read_repartitioned(headers: Sequence[tuple[str, bytes]]) -> Repartitioned:
     """The sightings a repartition record carries; `BadInput("not_forwarded")` when it is not ours."""
-    found = {name: value for name, value in headers if name in _HEADERS}
-    if len(found) != len(_HEADERS):
+    found = {name: value for name, value in headers if name in _HEADERS or name == "source_time"}
+    if not found.keys() >= set(_HEADERS):
         missing = sorted(set(_HEADERS) - found.keys())
         raise BadInput("not_forwarded", f"repartition record without headers {', '.join(missing)}")
     try:
@@ -188,12 +195,13 @@ def read_repartitioned(headers: Sequence[tuple[str, bytes]]) -> Repartitioned:
                         for index, ts, commit, message in events)
         source = (found["source_topic"].decode(), _index(int(found["source_partition"])))
         position = (_index(int(found["source_offset"])), _index(int(found["group"])))
+        source_time = _moment(float(found["source_time"])) if "source_time" in found else None
     except (AttributeError, UnicodeDecodeError, orjson.JSONDecodeError, TypeError, ValueError) as error:
         # AttributeError: a null header value (Kafka allows them) has no `decode`.
         raise BadInput("not_forwarded", f"unreadable repartition headers ({type(error).__name__})") from None
     if not records:
         raise BadInput("not_forwarded", "repartition record without events")
-    return Repartitioned(records, source, position)
+    return Repartitioned(records, source, position, source_time)
 
 
 def _index(value: Any) -> int:

@@ -45,7 +45,8 @@ class Metrics:
             "logagent_events_total", "Input messages by outcome (accepted, dlq).", ["outcome"], registry=r
         )
         self.dlq = Counter("logagent_dlq_total", "Messages sent to the DLQ by reason.", ["reason"], registry=r)
-        self.open_bursts = Gauge("logagent_open_bursts", "Bursts currently open.", registry=r)
+        self.open_bursts = Gauge("logagent_open_bursts", "Bursts currently open (events far out of order can keep one "
+                                 "burst in several pieces until an event bridges them).", registry=r)
         self.bursts_closed = Counter(
             "logagent_bursts_closed_total",
             "Bursts closed, by why (quiet, max_length, evicted, flush, rebalance).",

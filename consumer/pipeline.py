@@ -100,13 +100,20 @@ class Service:
         self._reader = KeyReader(decode_config, redactor)
         self._dead_letters = DeadLetters(settings.kafka, self._offsets, metrics, self.stats, redactor.redact)
         self._window_stage = WindowStage(settings.window, sample_builder(decode_config, redactor), self._enqueue,
-                                         self._offsets, self._dead_letters, self.stats, clock=clock)
+                                         self._offsets, self._dead_letters, self.stats, settings.kafka.input_topic,
+                                         clock=clock)
         self._window = self._window_stage.window
         self._key_stage: KeyStage | None = None
 
     def _read_to_end(self) -> bool:
         """Every assigned partition read to its end, as of the last fetch."""
         return bool(self._assigned) and all(self._lag.get(tp) == 0 for tp in self._assigned)
+
+    def _read_through(self, tp: PartitionKey) -> bool:
+        """`tp` read to its end as of the last fetch, and not paused: the time since its last record then
+        counts as quiet (`consumer.watermark`). A forward still in flight is not a backlog: under a steady
+        stream one always is, and waiting for none would keep every quiet burst open until its length cap."""
+        return self._lag.get(tp) == 0 and not (self._paused and tp[0] == self._window_topic())
 
     def _caught_up(self) -> bool:
         """Read to the end, including what this replica forwarded to repartition partitions it owns itself
@@ -155,7 +162,9 @@ class Service:
                 clients.append(forwarder)
                 forward_sink = EventSink(forwarder)
             self._key_stage = KeyStage(self._repartition_topic, self._reader, forward_sink, self._offsets,
-                                       self._dead_letters, self._metrics, self.stats, forward=self._forward)
+                                       self._dead_letters, self._metrics, self.stats, forward=self._forward,
+                                       quiet_s=self._settings.window.quiet_s, clock=self._clock,
+                                       mark_every_s=self._settings.repartition.watermark_interval_ms / 1000)
             consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned), topics)
             await start_client(consumer, kafka)
             clients.append(consumer)
@@ -199,9 +208,7 @@ class Service:
                         if read and (time.monotonic() > turn_ends or stop.is_set()):
                             consumer.seek(as_topic_partition(tp), message.offset)
                             break
-                        read += 1
-                        self.stats.records_in += 1
-                        window_stage.ingest(tp, message)
+                        read += window_stage.ingest(tp, message)
                     continue
                 for message in messages:
                     if read and (time.monotonic() > turn_ends or stop.is_set()):
@@ -212,14 +219,12 @@ class Service:
             key_stage.check()
             await self._dead_letters.settle()
             await self._measure_lag(consumer)
+            input_topic = self._settings.kafka.input_topic
+            await key_stage.send_marks(input_topic, self._assigned, self._read_through)
             if self._clock() >= next_expire:
-                # Wall-time idleness only counts when nothing is waiting to be read: a paused or lagging
-                # consumer would otherwise split bursts whose next events are still in the backlog.
-                # A forward still in flight is not a backlog: under a steady stream one always is, and
-                # waiting for none would keep every quiet burst open until its length cap.
-                idle_by_wall = self._read_to_end() and not self._paused
                 # Closing builds samples (decoding them): it too stops at the turn's length.
-                window_stage.expire(self._clock(), idle_by_wall, time.monotonic() + pipeline.max_turn_s)
+                window_stage.expire(self._clock(), self._read_through, consumer.partitions_for_topic(input_topic),
+                                    time.monotonic() + pipeline.max_turn_s)
                 next_expire = self._clock() + _EXPIRE_INTERVAL_S
             self._apply_backpressure(consumer)
             self._metrics.open_bursts.set(self._window.open_count)
@@ -233,7 +238,7 @@ class Service:
         keyed = await key_stage.ingest(tp, message)
         if keyed is not None:  # input keyed by server: this window owns its bursts
             self.stats.records_in += 1
-            self._window_stage.count(keyed.records, keyed.raw, (tp, message.offset))
+            self._window_stage.count_keyed(keyed.records, keyed.raw, (tp, message.offset), keyed.broker_time)
 
     def _enqueue(self, closed: ClosedBurst) -> None:
         self._workers.put(closed)
@@ -257,8 +262,11 @@ class Service:
 
     def _window_partitions(self, tps: Collection[Any]) -> list[Any]:
         """The partitions the window stage reads: the repartition topic's, or the input's when keyed."""
-        topic = self._repartition_topic if self._forward else self._settings.kafka.input_topic
+        topic = self._window_topic()
         return [tp for tp in tps if tp.topic == topic]
+
+    def _window_topic(self) -> str:
+        return self._repartition_topic if self._forward else self._settings.kafka.input_topic
 
     async def _measure_lag(self, consumer: AIOKafkaConsumer) -> None:
         self._lag = await measure_lag(consumer, self._assigned)
@@ -320,9 +328,10 @@ class Service:
     # --- rebalance -------------------------------------------------------------------------------
 
     async def _on_revoked(self, revoked: Collection[Any]) -> None:
+        gone = {(tp.topic, tp.partition) for tp in revoked}
         if self._key_stage is not None:
             await self._key_stage.settle()  # forwards acknowledged: the input may commit past them
-        gone = {(tp.topic, tp.partition) for tp in revoked}
+            self._key_stage.progress.forget(gone)
         if await self._broker_lost_commits(revoked):
             # Our old offsets would point into logs that no longer exist: commit nothing, start over.
             log.warning("the broker lost this group's offsets; reading the partitions from their start")

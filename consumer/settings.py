@@ -211,6 +211,10 @@ class RepartitionSettings(BaseModel):
         "lz4", description="Compression of forwarded batches (JSON logs shrink several times).",
     )
     linger_ms: int = Field(10, ge=0, description="How long forwards wait to fill a batch.")
+    watermark_interval_ms: int = Field(
+        1000, ge=10, description="How often each replica tells the windows how far it has read the input "
+        "(the watermarks bursts close on): a burst closes up to this long after its quiet time.",
+    )
 
     def topic_for(self, group_id: str) -> str:
         """The topic's name: the setting, or one derived from the consumer group."""

@@ -6,57 +6,51 @@ record's headers, never from the value) and a `RawSample` (the original bytes). 
 candidates' bytes are kept; when the burst closes, the `build_samples` callable decodes and redacts
 those alone (`consumer.samples`), so a repeated event costs a key lookup and a few counters.
 
-Membership is decided by EVENT time, so replaying the same messages after a crash rebuilds the same
-bursts (and the same analysis ids): an event more than `quiet_s` after its burst's last event, or more
-than `max_length_s` after its first, starts a new burst. When a failure simply stops, idleness is
-measured in WALL time, and the caller allows that only when it is caught up with the stream: a consumer
-that is behind or paused must not close bursts whose next events are still waiting to be read. So that a
-consumer that never catches up cannot hold a burst (and its offsets) forever, a burst open for
-`max_length_s` of wall time closes regardless.
+A burst is a session window over EVENT time, as in Kafka Streams: the events of one key that follow each
+other within `quiet_s`, for at most `max_length_s` from the first. Membership does not depend on the
+order events arrive in: a key may have several bursts open, an event joins the one it is within
+`quiet_s` of, and an event that bridges two merges them. So a backlog read from unkeyed partitions far
+apart in time, by several replicas, still counts each burst whole, and replaying the same messages after
+a crash rebuilds the same bursts (and the same analysis ids).
 
-Event-time gaps are only meaningful when a burst's events reach one window in order: the repartition
-topic keyed by (server, fingerprint) guarantees that (`consumer.key_stage`), as does input already keyed
-by server (`input.keyed_by_server`).
+A burst closes when no event can join it any more: every partition it was read from has moved past its
+last event by more than `quiet_s`. That progress is a WATERMARK in the clock of the records' broker
+timestamps, which the caller supplies per partition (`consumer.window_stage`): how far the partition has
+been read, and, once it is read to its end, how much wall time has passed since. Broker time, not event
+time, so one server whose clock is off neither holds nor rushes the others' bursts. So that a consumer
+that never catches up cannot hold a burst (and its offsets) forever, a burst open for `max_length_s` of
+wall time closes regardless.
 """
 
 from __future__ import annotations
 
-import sys
+import heapq
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from analysis.cache import OBJECT_BYTES
-from analysis.event import Cluster, ErrorEvent, MessageTally
+from analysis.event import Cluster, ErrorEvent
 from analysis.intake.quick_key import EventKey
-from analysis.intake.tally import message_template, tally_messages
+from consumer.open_burst import TALLY_CHARS, OpenBurst, PartitionKey, Position, RawSample, sample_charge
+from consumer.watermark import Mark
 
 __all__ = ["BuildSamples", "BurstWindow", "CloseReason", "ClosedBurst", "PartitionKey", "Position", "RawSample",
-           "Sighting"]  # fmt: skip
+           "Sighting", "Watermark"]  # fmt: skip
 
 CloseReason = Literal["quiet", "max_length", "evicted", "flush", "rebalance"]
-PartitionKey = tuple[str, int]
-"""(topic, partition); aiokafka's TopicPartition is such a tuple."""
-Position = tuple[PartitionKey, int]
-"""Where a message came from: ((topic, partition), offset)."""
-RawSample = tuple[bytes, int, float]
-"""A sample candidate as received: (original message bytes, index of the record in it, event time).
-Several records of one OTLP message share its bytes object."""
 BuildSamples = Callable[[Sequence[RawSample], "Sighting"], tuple[ErrorEvent, ...]]
 """Turns a closing burst's raw samples into decoded, redacted events (its first sighting stands in for
 samples that no longer decode)."""
+Watermark = Callable[[PartitionKey], "Mark | None"]
+"""Per partition: the broker time (epoch seconds) up to which every record that could still reach it has
+been read, and whether every one of them is read to its end; None while that is not known."""
 
 _BurstKey = tuple[str, str, str]
-# Distinct commits kept per burst: a burst spanning more deploys than this is already unusual.
-_MAX_COMMITS = 16
-# Distinct messages counted as logged per burst; past that (an id in every message), new ones are counted
-# by template (`_count_by_template`), up to as many templates again; the rest go uncounted.
-_MAX_MESSAGES = 16
-# The tally reads no further into a message than this (tally.py masks and templates its first 512 chars).
-_TALLY_CHARS = 512
-
+# Open bursts per key: past this (events scattered far apart in event time), the least recently updated
+# closes, so no key costs more than this many comparisons per event.
+_MAX_SESSIONS = 32
 
 Sighting = EventKey
 """What the window reads of one event: its burst key and what the counts need, all redacted, as the key
@@ -78,109 +72,13 @@ class ClosedBurst:
     """Per partition, the first and last offset of the burst's events."""
 
 
-class _Burst:
-    """An open burst; mutable and private so adding an event copies nothing. Containers are made only
-    when a second value needs one (most bursts see one commit, one message and one partition), which
-    keeps a burst's own cost small beside the bytes it holds."""
-
-    __slots__ = ("commits", "count", "first", "first_offset", "first_seen", "head", "last_commit",
-                 "last_offset", "last_seen", "last_wall", "message", "message_count", "messages", "nbytes",
-                 "partitions", "tail", "tail_bytes", "tail_next", "templates", "token", "tp")  # fmt: skip
-
-    def __init__(self, token: int, sighting: Sighting, position: Position) -> None:
-        self.token = token
-        self.first = sighting
-        self.first_seen = self.last_seen = sighting.timestamp
-        self.last_wall = 0.0
-        self.count = 0
-        self.last_commit: str | None = None
-        self.commits: dict[str, None] | None = None  # every commit, the last one seen last, from the 2nd on
-        self.message = sighting.message[:_TALLY_CHARS]
-        self.message_count = 0
-        self.nbytes = OBJECT_BYTES + sys.getsizeof(self.message)  # what the burst holds, samples included
-        self.messages: dict[str, int] | None = None  # other messages, once there are any
-        self.templates: dict[bytes, list[Any]] | None = None  # template -> [count, first message]
-        self.head: list[RawSample] = []
-        self.tail: list[RawSample] | None = None  # a ring once full; `tail_next` is its oldest entry
-        self.tail_bytes: list[int] | None = None  # what each tail sample is charged, aligned with `tail`
-        self.tail_next = 0
-        self.tp, self.first_offset = position
-        self.last_offset = self.first_offset
-        self.partitions: dict[PartitionKey, list[int]] | None = None  # [first, last] of further partitions
-
-
-def _count_message(burst: _Burst, message: str) -> int:
-    """Count `message` (cut to what the tally reads); returns the bytes a newly kept message holds."""
-    messages = burst.messages
-    if messages is None:
-        burst.messages = {message: 1}
-        return OBJECT_BYTES + sys.getsizeof(message)
-    seen = messages.get(message)
-    if seen is not None:
-        messages[message] = seen + 1
-    elif len(messages) < _MAX_MESSAGES - 1:
-        messages[message] = 1
-        return OBJECT_BYTES + sys.getsizeof(message)
-    else:
-        return _count_by_template(burst, message)
-    return 0
-
-
-def _count_by_template(burst: _Burst, message: str) -> int:
-    """Count `message` under its template, a cheap stand-in for its masked form (no regex per event);
-    returns the bytes a new template holds."""
-    if burst.templates is None:
-        burst.templates = {}
-    key = message_template(message)
-    entry = burst.templates.get(key)
-    if entry is not None:
-        entry[0] += 1
-    elif len(burst.templates) < _MAX_MESSAGES:
-        burst.templates[key] = [1, message]
-        return 2 * OBJECT_BYTES + sys.getsizeof(key) + sys.getsizeof(message)
-    return 0
-
-
-def _count_commit(burst: _Burst, commit: str) -> None:
-    """Keep `commit` once, as the last one seen (that is the commit analysis reads)."""
-    if burst.last_commit is None:
-        burst.last_commit = commit
-        return
-    commits = burst.commits
-    if commits is None:
-        commits = burst.commits = {burst.last_commit: None}
-    if commit in commits:
-        del commits[commit]
-    elif len(commits) >= _MAX_COMMITS:
-        del commits[next(iter(commits))]
-    commits[commit] = None
-    burst.last_commit = commit
-
-
-def _tally(burst: _Burst) -> tuple[MessageTally, ...]:
-    counts = {burst.message: burst.message_count} if burst.message_count else {}
-    for message, count in (burst.messages or {}).items():
-        counts[message] = counts.get(message, 0) + count
-    for count, example in (burst.templates or {}).values():
-        counts[example] = counts.get(example, 0) + count
-    return tally_messages(counts)
-
-
-def _held(burst: _Burst) -> dict[PartitionKey, tuple[int, int]]:
-    """The burst's first and last offset per partition."""
-    spans = {burst.tp: (burst.first_offset, burst.last_offset)}
-    for tp, (first, last) in (burst.partitions or {}).items():
-        spans[tp] = (first, last)
-    return spans
-
-
 class BurstWindow:
     """Open bursts keyed by (server, tenant, fingerprint); `add` and `expire` return the ones that close.
 
-    `clock` is the wall clock `expire(now)` is measured against (monotonic by default); `on_open` is called
-    with (server, tenant, fingerprint, exception type) when a burst opens; `build_samples` decodes a closing
-    burst's samples. Past `max_open` bursts, or past `max_open_bytes` held (the raw bytes of their samples,
-    and their counted messages), the least recently updated burst closes early.
+    `clock` is the wall clock the length cap is measured against (monotonic by default); `on_open` is
+    called with (server, tenant, fingerprint, exception type) when a burst opens; `build_samples` decodes a
+    closing burst's samples. Past `max_open` bursts, or past `max_open_bytes` held (the raw bytes of their
+    samples, and their counted messages), the least recently updated burst closes early.
     """
 
     def __init__(
@@ -207,136 +105,233 @@ class BurstWindow:
         self._build_samples = build_samples
         self._clock = clock
         self._on_open = on_open
-        # Ordered by the wall time of the last add: the front is the least recently updated burst,
-        # which is both the next to go quiet and the one evicted past the cap.
-        self._open: OrderedDict[_BurstKey, _Burst] = OrderedDict()
+        # Every open burst by token, ordered by the wall time of its last add: the front is the least
+        # recently updated burst, the one evicted past the caps.
+        self._open: OrderedDict[int, OpenBurst] = OrderedDict()
+        # The open bursts of each key (almost always one; more while events arrive far out of order).
+        self._by_key: dict[_BurstKey, list[OpenBurst]] = {}
         self._next_token = 0
-        # (opened_wall, token, key) in opening order, for the wall-time length cap; entries of bursts
-        # already closed are skipped when they reach the front.
-        self._opened: deque[tuple[float, int, _BurstKey]] = deque()
+        # (opened_wall, token) in opening order, for the wall-time length cap; entries of bursts already
+        # closed are skipped when they reach the front.
+        self._opened: deque[tuple[float, int]] = deque()
+        # Per partition, a heap of (last arrival, token) of the bursts first read from it: the next to
+        # come due on its watermark first. An entry is refreshed when it comes up and its burst grew since.
+        self._due: dict[PartitionKey, list[tuple[float, int]]] = {}
+        # Per partition, the bursts first read from it by the wall time of their last add, for idleness
+        # in wall time once every input partition is read to its end.
+        self._idle: dict[PartitionKey, OrderedDict[int, OpenBurst]] = {}
 
     @property
     def open_count(self) -> int:
         """How many bursts are open."""
         return len(self._open)
 
-    def add(self, sighting: Sighting, sample: RawSample, position: Position) -> list[ClosedBurst]:
-        """Count one event into its burst; returns the bursts this closed (its own old one, an evicted one)."""
+    def add(self, sighting: Sighting, sample: RawSample, position: Position, arrival: float) -> list[ClosedBurst]:
+        """Count one event into its burst; returns the bursts evicted to make room. `arrival` is the
+        broker time of the record (`expire`'s watermarks are in that clock)."""
         key = (sighting.server, sighting.tenant, sighting.fingerprint)
         ts = sighting.timestamp
         now = self._clock()
         closed: list[ClosedBurst] = []
-        open_bursts = self._open
-        burst = open_bursts.get(key)
-        if burst is not None:
-            if ts - burst.last_seen > self.quiet_s:
-                closed.append(self._close(key, "quiet"))
-                burst = None
-            elif ts - burst.first_seen > self.max_length_s:
-                closed.append(self._close(key, "max_length"))
-                burst = None
+        bursts = self._by_key.get(key)
+        burst = None
+        if bursts is not None:
+            burst = bursts[0]
+            # The usual case, inlined: one burst, the event within it or just after it.
+            if not (len(bursts) == 1 and burst.first_seen <= ts <= burst.first_seen + self.max_length_s
+                    and ts <= burst.last_seen + self.quiet_s):
+                burst = self._join(bursts, ts)
         if burst is None:
-            if len(open_bursts) >= self.max_open:
-                closed.append(self._close(next(iter(open_bursts)), "evicted"))
-            burst = _Burst(self._next_token, sighting, position)
-            self.open_bytes += burst.nbytes
+            if len(self._open) >= self.max_open:
+                closed.append(self._close(next(iter(self._open.values())), "evicted"))
+            if bursts is not None and len(bursts) >= _MAX_SESSIONS:  # events scattered far apart in time
+                closed.append(self._close(min(bursts, key=lambda b: b.last_wall), "evicted"))
+            burst = OpenBurst(self._next_token, key, sighting, position, arrival)
             self._next_token += 1
-            open_bursts[key] = burst
-            self._opened.append((now, burst.token, key))
+            self.open_bytes += burst.nbytes
+            self._open[burst.token] = burst
+            self._by_key.setdefault(key, []).append(burst)
+            self._idle.setdefault(burst.tp, OrderedDict())[burst.token] = burst
+            self._opened.append((now, burst.token))
+            heapq.heappush(self._due.setdefault(burst.tp, []), (arrival, burst.token))
             if self._on_open is not None:
                 self._on_open(*key, sighting.exception_type)
         else:
-            open_bursts.move_to_end(key)
+            self._open.move_to_end(burst.token)
+            self._idle[burst.tp].move_to_end(burst.token)
         # Counting is inlined: this runs for every event the service reads.
         burst.count += 1
         burst.last_wall = now
-        # Out-of-order events widen the burst rather than open a new one.
+        if arrival > burst.last_arrival:
+            burst.last_arrival = arrival
+        late = ts < burst.last_seen
         if ts > burst.last_seen:
             burst.last_seen = ts
         elif ts < burst.first_seen:
             burst.first_seen = ts
         commit = sighting.commit
         if commit and commit != burst.last_commit:
-            _count_commit(burst, commit)
+            if late:
+                burst.count_old_commit(commit)
+            else:
+                burst.count_commit(commit)
         message = sighting.message
-        if len(message) > _TALLY_CHARS:  # all the tally reads of it: a megabyte message is not kept whole
-            message = message[:_TALLY_CHARS]
-        nbytes = 0
+        if len(message) > TALLY_CHARS:  # all the tally reads of it: a megabyte message is not kept whole
+            message = message[:TALLY_CHARS]
         if message == burst.message:
             burst.message_count += 1
+            nbytes = 0
         else:
-            nbytes = _count_message(burst, message)
-        head = burst.head
-        # A sample holds its message's bytes (shared by the records of one batch: charged to each, which
-        # errs on the safe side).
-        charge = OBJECT_BYTES + len(sample[0])
-        if len(head) < self._head_size:
-            head.append(sample)
-            nbytes += charge
-        elif self._tail_size:
-            tail, tail_bytes = burst.tail, burst.tail_bytes
-            if tail is None or tail_bytes is None:
-                burst.tail, burst.tail_bytes = [sample], [charge]
-                nbytes += charge
-            elif len(tail) < self._tail_size:
-                tail.append(sample)
-                tail_bytes.append(charge)
-                nbytes += charge
-            else:
-                nbytes += charge - tail_bytes[burst.tail_next]
-                tail[burst.tail_next], tail_bytes[burst.tail_next] = sample, charge
-                burst.tail_next = (burst.tail_next + 1) % self._tail_size
+            nbytes = burst.count_message(message)
+        nbytes += self._keep_late_sample(burst, sample) if late else self._keep_sample(burst, sample)
         burst.nbytes += nbytes
         self.open_bytes += nbytes
-        while self.open_bytes > self.max_open_bytes and len(open_bursts) > 1:  # the front is never this one
-            closed.append(self._close(next(iter(open_bursts)), "evicted"))
+        while self.open_bytes > self.max_open_bytes and len(self._open) > 1:
+            front = next(iter(self._open.values()))  # never this burst: it was just moved to the end
+            closed.append(self._close(front, "evicted"))
         tp, offset = position
-        # Offsets grow within a partition, so the first one seen is the lowest and the last the highest.
-        if tp == burst.tp:
+        if tp == burst.tp and offset > burst.last_offset:  # the usual case, inlined
             burst.last_offset = offset
-        elif burst.partitions is None:
-            burst.partitions = {tp: [offset, offset]}
-        elif tp in burst.partitions:
-            burst.partitions[tp][1] = offset
         else:
-            burst.partitions[tp] = [offset, offset]
+            burst.note_offset(position)
         return closed
 
-    def expire(self, now: float, idle_by_wall: bool = True, until: float | None = None) -> list[ClosedBurst]:
-        """Close the bursts open for `max_length_s` of wall time and, when `idle_by_wall` (the caller is
-        caught up), those that received nothing for `quiet_s` of wall time. Closing builds each burst's
-        samples; with `until` (a `time.monotonic()` deadline) it stops once past it, after one close at
-        least, and the rest close on the next call."""
+    def _join(self, bursts: list[OpenBurst], ts: float) -> OpenBurst | None:
+        """The open burst of this key that an event at `ts` joins (merging two it bridges), or None."""
+        quiet, length = self.quiet_s, self.max_length_s
+        near = [b for b in bursts if b.first_seen - quiet <= ts <= b.last_seen + quiet]
+        fits = [b for b in near if max(ts, b.last_seen) - min(ts, b.first_seen) <= length]
+        for burst in near:
+            if burst not in fits:
+                burst.full = True
+        if not fits:
+            return None
+        fits.sort(key=lambda b: b.first_seen)
+        joined = fits[0]
+        for other in fits[1:]:
+            if max(other.last_seen, ts) - min(joined.first_seen, ts) > length:
+                break
+            if other.token < joined.token:  # keep the older one: the wall-time cap runs from its opening
+                joined, other = other, joined
+            self._merge(joined, other)
+        return joined
+
+    def _merge(self, kept: OpenBurst, other: OpenBurst) -> None:
+        del self._open[other.token]
+        del self._idle[other.tp][other.token]
+        self._by_key[other.key].remove(other)
+        self.open_bytes += kept.absorb(other, self._head_size, self._tail_size)
+
+    def _keep_sample(self, burst: OpenBurst, sample: RawSample) -> int:
+        """Keep `sample` in the head, or in the tail ring over the oldest tail sample; the bytes added."""
+        charge = sample_charge(sample)
+        head = burst.head
+        if len(head) < self._head_size:
+            head.append(sample)
+            return charge
+        if not self._tail_size:
+            return 0
+        tail, tail_bytes = burst.tail, burst.tail_bytes
+        if tail is None or tail_bytes is None:
+            burst.tail, burst.tail_bytes = [sample], [charge]
+            return charge
+        if len(tail) < self._tail_size:
+            tail.append(sample)
+            tail_bytes.append(charge)
+            return charge
+        replaced = tail_bytes[burst.tail_next]
+        tail[burst.tail_next], tail_bytes[burst.tail_next] = sample, charge
+        burst.tail_next = (burst.tail_next + 1) % self._tail_size
+        return charge - replaced
+
+    def _keep_late_sample(self, burst: OpenBurst, sample: RawSample) -> int:
+        """Keep an event older than the burst's newest one: in the head while it has room, else in the
+        tail only if it is newer than the tail's oldest (the tail keeps the latest events by event time,
+        whatever order they came in, so the representative is the newest one)."""
+        tail = burst.samples[len(burst.head):]
+        if len(burst.head) < self._head_size or not self._tail_size:
+            return self._keep_sample(burst, sample)
+        before = sum(map(sample_charge, tail))
+        tail.append(sample)
+        tail.sort(key=lambda kept: kept[2])
+        tail = tail[-self._tail_size:]
+        burst.tail, burst.tail_bytes, burst.tail_next = tail, [sample_charge(s) for s in tail], 0
+        return sum(burst.tail_bytes) - before
+
+    def expire(self, now: float, watermark: Watermark, until: float | None = None) -> list[ClosedBurst]:
+        """Close the bursts no event can join any more, and those open for `max_length_s` of wall time.
+
+        A burst can take no more events once, on every partition it holds, the `watermark` is more than
+        `quiet_s` past its last arrival, or everything is read to its end and it got nothing for `quiet_s`
+        of wall time. Closing builds each burst's samples; with `until` (a `time.monotonic()` deadline) it
+        stops once past it, after one close at least, and the rest close on the next call."""
 
         def spent() -> bool:
             return until is not None and bool(closed) and time.monotonic() > until
 
         closed: list[ClosedBurst] = []
-        if idle_by_wall:
-            deadline = now - self.quiet_s
-            while self._open and not spent():
-                key, burst = next(iter(self._open.items()))
-                if burst.last_wall > deadline:
-                    break
-                closed.append(self._close(key, "quiet"))
+        marks: dict[PartitionKey, Mark | None] = {}
+
+        def mark(tp: PartitionKey) -> Mark | None:
+            if tp not in marks:
+                marks[tp] = watermark(tp)
+            return marks[tp]
+
+        def done(burst: OpenBurst) -> bool:
+            for tp in (burst.tp, *(burst.partitions or ())):
+                moved = mark(tp)
+                if moved is None or not (moved[0] - burst.last_arrival > self.quiet_s
+                                         or (moved[1] and burst.last_wall <= now - self.quiet_s)):
+                    return False
+            return True
+
+        def close(burst: OpenBurst) -> None:
+            closed.append(self._close(burst, "max_length" if burst.full else "quiet"))
+
+        for tp, idle in list(self._idle.items()):
+            moved = mark(tp) if idle else None
+            if moved is None:
+                continue
+            due, held_back = self._due.get(tp, []), []
+            while due and not spent() and moved[0] - due[0][0] > self.quiet_s:
+                arrival, token = heapq.heappop(due)
+                pending = self._open.get(token)
+                if pending is None:
+                    continue  # closed or merged away
+                if pending.last_arrival > arrival:  # it grew since: due later
+                    heapq.heappush(due, (pending.last_arrival, token))
+                elif done(pending):
+                    close(pending)
+                else:
+                    held_back.append((arrival, token))  # another partition it holds is not there yet
+            for entry in held_back:
+                heapq.heappush(due, entry)
+            if moved[1]:  # everything read to its end: idleness in wall time counts too
+                for token in list(idle):
+                    burst = idle.get(token)
+                    if burst is None:
+                        continue  # closed just above
+                    if spent() or burst.last_wall > now - self.quiet_s:
+                        break
+                    if done(burst):  # (one also holding another partition may still be waiting on it)
+                        close(burst)
         opened, too_old = self._opened, now - self.max_length_s
         while opened and opened[0][0] <= too_old and not spent():
-            _, token, key = opened.popleft()
-            if self._is_open(key, token):
-                closed.append(self._close(key, "max_length"))
+            _, token = opened.popleft()
+            if (expired := self._open.get(token)) is not None:
+                closed.append(self._close(expired, "max_length"))
         if len(opened) > 2 * len(self._open) + 64:
             # Evicted and quiet bursts leave entries behind; drop them before they pile up.
-            self._opened = deque(entry for entry in opened if self._is_open(entry[2], entry[1]))
+            self._opened = deque(entry for entry in opened if entry[1] in self._open)
+        if sum(map(len, self._due.values())) > 2 * len(self._open) + 64:
+            self._due = {}
+            for burst in self._open.values():
+                heapq.heappush(self._due.setdefault(burst.tp, []), (burst.last_arrival, burst.token))
         return closed
-
-    def _is_open(self, key: _BurstKey, token: int) -> bool:
-        """Whether the burst `token` is still the open one under `key`."""
-        burst = self._open.get(key)
-        return burst is not None and burst.token == token
 
     def flush(self) -> list[ClosedBurst]:
         """Close every open burst (used when the stream is known to be complete)."""
-        return [self._close(key, "flush") for key in list(self._open)]
+        return [self._close(burst, "flush") for burst in list(self._open.values())]
 
     def revoke(self, tps: Collection[PartitionKey]) -> list[ClosedBurst]:
         """Partitions went to another consumer: their open bursts leave this window.
@@ -348,35 +343,39 @@ class BurstWindow:
         """
         gone = set(tps)
         closing: list[ClosedBurst] = []
-        for key, burst in list(self._open.items()):
-            held = _held(burst).keys()
+        for burst in list(self._open.values()):
+            held = burst.spans().keys()
             if held <= gone:
-                del self._open[key]
-                self.open_bytes -= burst.nbytes
+                self._drop(burst)
             elif gone & held:
-                closing.append(self._close(key, "rebalance"))
+                closing.append(self._close(burst, "rebalance"))
         return closing
 
     def held_offsets(self) -> dict[PartitionKey, int]:
         """Per partition, the lowest offset any open burst holds."""
         held: dict[PartitionKey, int] = {}
         for burst in self._open.values():
-            current = held.get(burst.tp)
-            if current is None or burst.first_offset < current:
-                held[burst.tp] = burst.first_offset
-            for tp, (first, _) in (burst.partitions or {}).items():
+            for tp, (first, _) in burst.spans().items():
                 current = held.get(tp)
                 if current is None or first < current:
                     held[tp] = first
         return held
 
-    def _close(self, key: _BurstKey, reason: CloseReason) -> ClosedBurst:
-        burst = self._open.pop(key)
+    def _drop(self, burst: OpenBurst) -> None:
+        del self._open[burst.token]
+        idle = self._idle[burst.tp]
+        del idle[burst.token]
+        if not idle:
+            del self._idle[burst.tp]
+        bursts = self._by_key[burst.key]
+        bursts.remove(burst)
+        if not bursts:
+            del self._by_key[burst.key]
         self.open_bytes -= burst.nbytes
-        server_id, tenant, fingerprint = key
-        tail = burst.tail or []
-        raw = (*burst.head, *tail[burst.tail_next:], *tail[:burst.tail_next])
-        commits = tuple(burst.commits) if burst.commits else (burst.last_commit,) if burst.last_commit else ()
+
+    def _close(self, burst: OpenBurst, reason: CloseReason) -> ClosedBurst:
+        self._drop(burst)
+        server_id, tenant, fingerprint = burst.key
         cluster = Cluster(
             server_id=server_id,
             tenant=tenant,
@@ -385,10 +384,10 @@ class BurstWindow:
             first_seen=burst.first_seen,
             last_seen=burst.last_seen,
             count=burst.count,
-            commits=commits,
-            samples=self._build_samples(raw, burst.first),
-            messages=_tally(burst),
+            commits=burst.commit_order,
+            samples=self._build_samples(sorted(burst.samples, key=lambda sample: sample[2]), burst.first),
+            messages=burst.tally(),
         )
-        spans = _held(burst)
+        spans = burst.spans()
         return ClosedBurst(cluster=cluster, reason=reason, offsets={tp: span[0] for tp, span in spans.items()},
                            token=burst.token, spans=spans)

@@ -8,6 +8,10 @@ A record forwarded twice (its key-stage owner died after forwarding and before c
 owner forwarded it again) is recognised by its source position: along one source partition, positions
 (offset, group) only grow, so a record at or below the last one seen from that partition is a replay and
 is skipped. The repartition offset is held by the burst until its analysis is published.
+
+Bursts close on watermarks (`consumer.watermark`): on a repartition partition, the least mark the key
+stages sent for the input's partitions; with input keyed by server, how far this replica read the input
+partition itself.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from analysis.errors import BadInput
 from analysis.event import ErrorEvent, new_event, new_exception
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.redact import Redactor, redact_event
-from consumer.key_stage import DeadLetters
+from consumer.key_stage import DeadLetters, broker_time
 from consumer.keying import read_repartitioned
 from consumer.logs import log_event
 from consumer.offsets import OffsetTracker
 from consumer.settings import WindowSettings
+from consumer.watermark import WATERMARK_HEADER, Mark, Marks, Progress, not_ahead
 from consumer.window import BuildSamples, BurstWindow, ClosedBurst, PartitionKey, Position, RawSample, Sighting
 from consumer.workers import ServiceStats
 
@@ -84,7 +89,7 @@ class WindowStage:
     burst that closes (the pipeline queues it for analysis)."""
 
     def __init__(self, window: WindowSettings, build_samples: BuildSamples, on_closed: Callable[[ClosedBurst], None],
-                 offsets: OffsetTracker, dead_letters: DeadLetters, stats: ServiceStats,
+                 offsets: OffsetTracker, dead_letters: DeadLetters, stats: ServiceStats, input_topic: str,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._settings = window
         self.window = BurstWindow(window.quiet_s, window.max_length_s, window.max_open, window.max_samples,
@@ -96,42 +101,69 @@ class WindowStage:
         self._stats = stats
         # Per repartition partition, the last source position seen from each source partition.
         self._seen: dict[PartitionKey, dict[PartitionKey, tuple[int, int]]] = {}
+        self._marks = Marks(input_topic)  # from the key stages, per repartition partition
+        self._progress = Progress()  # of the input partitions this window reads itself (keyed input)
         self.read: dict[PartitionKey, int] = {}
         """Per repartition partition, the offset of the last record read."""
 
-    def ingest(self, tp: PartitionKey, message: Any) -> None:
-        """Count one repartition record, unless it is a replay of one already counted."""
+    def ingest(self, tp: PartitionKey, message: Any) -> bool:
+        """Count one repartition record, unless it is a replay of one already counted; False for a
+        watermark record (cheap: it costs a turn nothing)."""
         offset: int = message.offset
         self._offsets.received(tp, offset)
         self.read[tp] = offset
+        headers = message.headers
         try:
-            forwarded = read_repartitioned(message.headers)
+            if headers and headers[0][0] == WATERMARK_HEADER:
+                self._marks.update(tp, headers[0][1])
+                return False
+            forwarded = read_repartitioned(headers)
         except BadInput as bad:
             self._dead_letters.send(tp, message, bad.reason, str(bad))
-            return
+            return True
         except Exception as error:  # a reader bug must not stop the stage on one record (and replay it forever)
             log.exception("repartition record unreadable", extra={"fields": {"partition": tp[1], "offset": offset}})
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
-            return
+            return True
         seen = self._seen.setdefault(tp, {})
         last = seen.get(forwarded.source)
         if last is not None and forwarded.source_position <= last:
             self._stats.replays_skipped += 1
-            return
+            return True
         seen[forwarded.source] = forwarded.source_position
-        self.count(forwarded.records, message.value or b"", (tp, offset))
+        self._stats.records_in += 1
+        arrival = not_ahead(forwarded.source_time) if forwarded.source_time is not None else broker_time(message)
+        self.count(forwarded.records, message.value or b"", (tp, offset), arrival)
+        return True
 
-    def count(self, records: Sequence[tuple[int, Sighting]], raw: bytes, position: Position) -> None:
-        """Count the records of one message (sharing its bytes as their samples) into their bursts."""
+    def count(self, records: Sequence[tuple[int, Sighting]], raw: bytes, position: Position, arrival: float) -> None:
+        """Count the records of one message (sharing its bytes as their samples) into their bursts;
+        `arrival` is the broker time of the input record they came in."""
         add = self.window.add
         for index, sighting in records:
-            for closed in add(sighting, (raw, index, sighting.timestamp), position):
+            for closed in add(sighting, (raw, index, sighting.timestamp), position, arrival):
                 self._on_closed(closed)
 
-    def expire(self, now: float, idle_by_wall: bool, until: float | None = None) -> None:
-        """Close the bursts that went quiet or grew too long (until the `time.monotonic()` deadline `until`),
-        and queue them."""
-        for closed in self.window.expire(now, idle_by_wall, until):
+    def count_keyed(self, records: Sequence[tuple[int, Sighting]], raw: bytes, position: Position,
+                    arrival: float) -> None:
+        """Count an input message this window reads itself (input keyed by server)."""
+        self._progress.read(position[0], arrival)
+        self.count(records, raw, position, arrival)
+
+    def expire(self, now: float, caught_up: Callable[[PartitionKey], bool], input_partitions: Collection[int] | None,
+               until: float | None = None) -> None:
+        """Close the bursts no event can join any more, and those open too long in wall time (until the
+        `time.monotonic()` deadline `until`), and queue them. `caught_up` says which partitions are read to
+        their end; `input_partitions` are the input topic's (None while unknown)."""
+
+        def watermark(tp: PartitionKey) -> Mark | None:
+            if tp[0] == self._marks.input_topic:  # input keyed by server: read here
+                return self._progress.mark(tp, caught_up(tp))
+            mark = self._marks.watermark(tp, input_partitions)
+            # Idleness in wall time counts once this partition too is read to its end.
+            return (mark[0], mark[1] and caught_up(tp)) if mark is not None else None
+
+        for closed in self.window.expire(now, watermark, until):
             self._on_closed(closed)
 
     def revoke(self, gone: Collection[PartitionKey]) -> list[ClosedBurst]:
@@ -140,6 +172,8 @@ class WindowStage:
         for tp in gone:
             self._seen.pop(tp, None)
             self.read.pop(tp, None)
+        self._marks.forget(gone)
+        self._progress.forget(gone)
         closing = self.window.revoke(gone)
         for closed in closing:
             self._on_closed(closed)
@@ -148,6 +182,7 @@ class WindowStage:
     def forget_replays(self) -> None:
         """The broker lost its state (topics recreated): source offsets start over, so none is a replay."""
         self._seen.clear()
+        self._marks.forget(list(self._marks.partitions))
 
     def _burst_opened(self, server: str, tenant: str, fingerprint: str, exception_type: str) -> None:
         if log.isEnabledFor(logging.DEBUG):

@@ -41,7 +41,8 @@ class ServiceStats:
     events_in: int = 0
     """Input messages read."""
     records_in: int = 0
-    """Messages the window stage read: repartition records, or input messages when it is keyed."""
+    """Messages the window stage counted: repartition records (not replays, nor watermark records), or
+    input messages when it is keyed."""
     replays_skipped: int = 0
     """Repartition records skipped as replays of records already counted."""
     dlq: int = 0

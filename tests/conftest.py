@@ -138,6 +138,13 @@ def topic_factory(tansu: EmbeddedBroker) -> TopicFactory:
 SettingsFactory = Callable[..., Settings]
 
 
+def live_stamps(values: Sequence[bytes]) -> list[int]:
+    """The broker timestamps (ms) `values` (native-shape events) would have had if produced as they
+    happened: each event's own time. A test that loads a long stream at once and expects its bursts to
+    close while it is read stamps it so; loaded at once unstamped, bursts close only once it is all read."""
+    return [int(orjson.loads(value)["timestamp"] * 1000) for value in values]
+
+
 def make_settings(
     bootstrap_servers: str,
     data_dir: Path,
@@ -177,7 +184,8 @@ def make_settings(
         "max_inflight": 2, "queue_size": 64, "resume_at": 16, "poll_timeout_ms": 100,
         "shutdown_grace_s": 5.0, "retry_initial_s": 0.05, "retry_max_s": 0.2, **(pipeline or {}),
     })
-    repartition_settings = RepartitionSettings(**{"linger_ms": 2, **(repartition or {})})
+    repartition_settings = RepartitionSettings(**{"linger_ms": 2, "watermark_interval_ms": 100,
+                                                  **(repartition or {})})
     return Settings(data_dir=data_dir, kafka=kafka_settings, window=window_settings,
                     pipeline=pipeline_settings, input=InputSettings(**(input or {})),
                     repartition=repartition_settings)
@@ -207,6 +215,7 @@ def service_env(settings: Settings, repos_file: Path) -> dict[str, str]:
         "LOGAGENT_PIPELINE__MAX_INFLIGHT": str(pipeline.max_inflight),
         "LOGAGENT_PIPELINE__POLL_TIMEOUT_MS": str(pipeline.poll_timeout_ms),
         "LOGAGENT_PIPELINE__SHUTDOWN_GRACE_S": str(pipeline.shutdown_grace_s),
+        "LOGAGENT_REPARTITION__WATERMARK_INTERVAL_MS": str(settings.repartition.watermark_interval_ms),
     })
     return env
 
@@ -239,13 +248,17 @@ class KafkaIO:
         self.bootstrap_servers = bootstrap_servers
 
     async def produce(self, topic: str, values: Sequence[bytes], keys: Sequence[bytes | None] | None = None,
-                      partition: int | None = None) -> None:
-        """Send `values` in order (optionally keyed, or all to one partition) and wait for every ack."""
+                      partition: int | None = None, timestamp_ms: int | Sequence[int] | None = None) -> None:
+        """Send `values` in order (optionally keyed, or all to one partition) and wait for every ack. Each
+        has the broker timestamp `timestamp_ms` (one for all, or one per value), else now: a stream
+        produced live has its events' times, one loaded at once has now."""
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=5)
         await producer.start()
         try:
             futures = [
-                await producer.send(topic, value=value, key=keys[i] if keys else None, partition=partition)
+                await producer.send(topic, value=value, key=keys[i] if keys else None, partition=partition,
+                                    timestamp_ms=timestamp_ms if not isinstance(timestamp_ms, Sequence)
+                                    else timestamp_ms[i])
                 for i, value in enumerate(values)
             ]
             await asyncio.gather(*futures)

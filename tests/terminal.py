@@ -38,8 +38,10 @@ def logagent_argv() -> list[str]:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without LOGAGENT_* (nor NO_COLOR), plus `extra`."""
-    kept = {k: v for k, v in os.environ.items() if not k.startswith("LOGAGENT_") and k != "NO_COLOR"}
+    """This environment without LOGAGENT_* (nor NO_COLOR, nor COLUMNS and LINES, which would override the
+    pty's size: pytest-xdist's workers have COLUMNS=80), plus `extra`."""
+    kept = {k: v for k, v in os.environ.items()
+            if not k.startswith("LOGAGENT_") and k not in ("NO_COLOR", "COLUMNS", "LINES")}
     return {**kept, "TERM": "xterm-256color", **extra}
 
 

@@ -137,7 +137,7 @@ class TestHostileInputStaysInBudget:
         for offset in range(3 * len(SHAPES)):
             raw = hostile_message(offset, 256 * 1024)
             for index, sighting in enumerate(reader.read_sightings(raw, received_at=0.0)):
-                window.add(sighting, (raw, index, sighting.timestamp), (("errors", 0), offset))
+                window.add(sighting, (raw, index, sighting.timestamp), (("errors", 0), offset), sighting.timestamp)
             assert window.open_bytes <= window.max_open_bytes or window.open_count == 1  # one burst may be over
             for name, (used, budget) in cache_bytes().items():
                 assert used <= budget, f"{name}: {used} bytes charged, budget {budget}"

@@ -31,6 +31,7 @@ from tests.conftest import (
     Record,
     SettingsFactory,
     ShopRepos,
+    live_stamps,
     make_settings,
     run_until,
     shop_error,
@@ -187,14 +188,16 @@ def _burst_stream(servers: tuple[str, ...], functions: tuple[str, ...], bursts: 
                   commits: Mapping[str, str]) -> list[list[bytes]]:
     """Bursts in event-time order, each on its own (server, function) at its own time, `size` events each.
 
-    Successive bursts of one (server, function) are 1000 s apart, so event time alone separates them.
+    Successive bursts of one (server, function) are 1000 s apart, so event time alone separates them;
+    the bursts of one round start 0.1 s apart, so stamped as produced live (`live_stamps`) a round's
+    bursts close together, once the next round is read.
     """
     # Servers alternate within each round, so slow and fast analyses interleave in offset order.
     keys = list(itertools.product(functions, servers))
     stream: list[list[bytes]] = []
     for k in range(bursts):
         for j, (function, server) in enumerate(keys):
-            start = T0 + k * 1000 + j * 10
+            start = T0 + k * 1000 + j * 0.1
             stream.append([shop_error(server, function, start + i * 0.05, commits[server], n=i)
                            for i in range(size)])
     return stream
@@ -250,7 +253,7 @@ class TestCommitAfterPublish:
         service = Service(first, slow, Metrics())
 
         async def first_run() -> None:
-            await kafka_io.produce(first.kafka.input_topic, head)
+            await kafka_io.produce(first.kafka.input_topic, head, timestamp_ms=live_stamps(head))
             await run_until(service, lambda: service.stats.events_in == len(head) and service.stats.published)
 
         asyncio.run(first_run())
@@ -264,7 +267,9 @@ class TestCommitAfterPublish:
         assert committed_first[0] is not None and committed_first[0] < len(head)
         assert {e["id"] for e in published_first} <= expected
 
-        second = settings_factory(like=first, partitions=1)
+        # The tail was produced while the service was down: stamped after the head. The quiet time outlasts
+        # the head's last moments as the first run saw them (its last watermarks replay too).
+        second = settings_factory(like=first, partitions=1, window={"quiet_s": 5.0})
         fast = HeuristicAnalyzer(RepoSync(repos.config))
         restarted = Service(second, fast, Metrics())
 
@@ -281,9 +286,11 @@ class TestCommitAfterPublish:
         assert replayed, "a burst published before the stop was replayed after it, under the same id"
         committed = asyncio.run(kafka_io.committed(second.kafka.group_id, second.kafka.input_topic))
         assert committed == {0: len(head) + len(tail)}
-        # The records the stop left unpublished were forwarded once: the repartition topic ends where the
-        # input does, and is committed to its end.
-        assert asyncio.run(kafka_io.committed(second.kafka.group_id, repartition)) == {0: len(head) + len(tail)}
+        # Every input record was forwarded once (the key stage's watermark records beside them), and the
+        # repartition topic is committed past the last (a watermark sent at the stop may follow).
+        forwarded = [r for r in asyncio.run(kafka_io.read_all(repartition)) if "fingerprint" in r.headers]
+        assert len(forwarded) == len(head) + len(tail)
+        assert asyncio.run(kafka_io.committed(second.kafka.group_id, repartition))[0] > forwarded[-1].offset
 
 
 class TestBackpressure:
@@ -309,9 +316,18 @@ class TestBackpressure:
             samples.append((paused or 0.0, inflight or 0.0, service.stats.records_in))
             return service.stats.events_in == len(stream) and service.idle()
 
+        async def produce_live() -> None:
+            # A round (one burst per server) every 0.25 s: bursts close as the stream goes on, as they
+            # would live, and the window must stop reading while the queue is full.
+            for r in range(0, len(bursts), len(servers)):
+                chunk = [raw for burst in bursts[r:r + len(servers)] for raw in burst]
+                await kafka_io.produce(settings.kafka.input_topic, chunk, timestamp_ms=live_stamps(chunk))
+                await asyncio.sleep(0.25)
+
         async def scenario() -> None:
-            await kafka_io.produce(settings.kafka.input_topic, stream)
+            producing = asyncio.create_task(produce_live())
             await run_until(service, observe)
+            await producing
 
         asyncio.run(scenario())
         events = _events(asyncio.run(kafka_io.read_all(settings.kafka.output_topic)))

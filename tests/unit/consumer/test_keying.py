@@ -43,7 +43,7 @@ def _forward(raw: bytes, offset: int = 41) -> list[tuple[bytes, bytes, list[tupl
     """(key, value, headers) of every repartition record the key stage sends for `raw`."""
     groups = group_sightings(_READER.read_sightings(raw, received_at=1.0))
     values = forwarded_values(raw, groups)
-    return [(group.partition_key, value, repartition_record(group, index, _TP, offset, split=value is not raw))
+    return [(group.partition_key, value, repartition_record(group, index, _TP, offset, value is not raw, 1.0))
             for index, (group, value) in enumerate(zip(groups, values, strict=True))]
 
 

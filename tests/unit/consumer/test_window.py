@@ -1,6 +1,9 @@
-"""Burst windows: event-time membership, wall-time idleness, the open-burst cap and bounded samples."""
+"""Burst windows: session membership in event time whatever the arrival order, closing on watermarks, the
+open-burst cap and bounded samples."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import orjson
 from hypothesis import given, settings
@@ -9,7 +12,7 @@ from hypothesis import strategies as st
 from analysis.intake.decode import DecodeConfig
 from analysis.intake.redact import RedactionConfig, Redactor
 from consumer.keying import KeyReader
-from consumer.window import BurstWindow, ClosedBurst
+from consumer.window import BurstWindow, ClosedBurst, PartitionKey
 from consumer.window_stage import sample_builder
 
 TP0 = ("errors", 0)
@@ -43,35 +46,47 @@ def _window(clock: FakeClock, *, quiet: float = 10.0, length: float = 100.0, max
                        build_samples=sample_builder(_READER.config, _REDACTOR), clock=clock)
 
 
-def _add(window: BurstWindow, raw: bytes, offset: int, tp: tuple[str, int] = TP0) -> list[ClosedBurst]:
-    """Count `raw` as the window stage does: its sightings, its bytes as the sample."""
+def _add(window: BurstWindow, raw: bytes, offset: int, tp: tuple[str, int] = TP0,
+         arrival: float | None = None) -> list[ClosedBurst]:
+    """Count `raw` as the window stage does: its sightings, its bytes as the sample; it reached the broker
+    at `arrival` (by default at its event time, as a live stream does)."""
     closed: list[ClosedBurst] = []
     for index, sighting in enumerate(_READER.read_sightings(raw, received_at=0.0)):
-        closed += window.add(sighting, (raw, index, sighting.timestamp), (tp, offset))
+        at = sighting.timestamp if arrival is None else arrival
+        closed += window.add(sighting, (raw, index, sighting.timestamp), (tp, offset), at)
     return closed
+
+
+def _at(mark: float | None, through: bool = False) -> Callable[[PartitionKey], tuple[float, bool] | None]:
+    """Every partition read up to `mark` in broker time, and to its end if `through` (None: not known)."""
+    return lambda tp: None if mark is None else (mark, through)
+
+
+def _spans(closed: list[ClosedBurst]) -> list[tuple[str, float, float, int]]:
+    return sorted((c.cluster.server_id, c.cluster.first_seen, c.cluster.last_seen, c.cluster.count) for c in closed)
 
 
 class TestBurstWindow:
     def test_events_of_one_signature_share_a_burst_until_quiet(self) -> None:
-        """Events closer than quiet_s in event time join one burst; a later gap closes it as 'quiet'."""
-        clock = FakeClock()
-        window = _window(clock)
+        """Events closer than quiet_s in event time join one burst; one after a longer gap opens another."""
+        window = _window(FakeClock())
         for i in range(5):
             assert _add(window, _event(100.0 + i), offset=i) == []
-        closed = _add(window, _event(100.0 + 4 + 10.5), offset=5)
-        assert [c.reason for c in closed] == ["quiet"]
-        cluster = closed[0].cluster
-        assert (cluster.count, cluster.first_seen, cluster.last_seen) == (5, 100.0, 104.0)
+        assert _add(window, _event(100.0 + 4 + 10.5), offset=5) == []
+        assert window.open_count == 2
+        (closed,) = window.expire(0.0, _at(114.5))
+        assert closed.reason == "quiet"
+        assert (closed.cluster.count, closed.cluster.first_seen, closed.cluster.last_seen) == (5, 100.0, 104.0)
         assert window.open_count == 1
 
     def test_burst_closes_at_max_length_even_without_a_gap(self) -> None:
         """A steady stream is cut into bursts of at most max_length_s of event time."""
         window = _window(FakeClock(), quiet=10.0, length=30.0)
-        closed: list[ClosedBurst] = []
         for i in range(0, 75, 5):
-            closed += _add(window, _event(float(i)), offset=i)
-        assert [c.reason for c in closed] == ["max_length", "max_length"]
-        assert [(c.cluster.first_seen, c.cluster.last_seen) for c in closed] == [(0.0, 30.0), (35.0, 65.0)]
+            _add(window, _event(float(i)), offset=i)
+        closed = window.expire(0.0, _at(1e9))
+        assert [(c.reason, c.cluster.first_seen, c.cluster.last_seen) for c in closed] == [
+            ("max_length", 0.0, 30.0), ("max_length", 35.0, 65.0), ("quiet", 70.0, 70.0)]
 
     def test_membership_follows_event_time_so_a_replay_rebuilds_the_same_bursts(self) -> None:
         """Replaying the same events with a different wall clock yields identical bursts."""
@@ -89,18 +104,15 @@ class TestBurstWindow:
 
         assert run(step=0.001) == run(step=7.0) == [(0.0, 2.0, 3), (50.0, 51.0, 2), (200.0, 200.0, 1)]
 
-    def test_expire_closes_bursts_idle_in_wall_time(self) -> None:
-        """With no further event, a burst closes once quiet_s of wall time passed since its last add."""
-        clock = FakeClock()
-        window = _window(clock, quiet=10.0)
-        _add(window, _event(1.0, server="a"), offset=0)
-        clock.now += 6
-        _add(window, _event(1.0, server="b"), offset=1)
-        clock.now += 5
-        assert [c.cluster.server_id for c in window.expire(clock.now)] == ["a"]
-        assert window.expire(clock.now) == []
-        clock.now += 5
-        assert [(c.cluster.server_id, c.reason) for c in window.expire(clock.now)] == [("b", "quiet")]
+    def test_a_burst_closes_once_its_partitions_moved_past_its_quiet_time(self) -> None:
+        """With no further event, a burst closes once the watermark is quiet_s past its last arrival."""
+        window = _window(FakeClock(), quiet=10.0)
+        _add(window, _event(1.0, server="a"), offset=0, arrival=1.0)
+        _add(window, _event(1.0, server="b"), offset=1, arrival=7.0)
+        assert window.expire(0.0, _at(11.0)) == []
+        assert [c.cluster.server_id for c in window.expire(0.0, _at(11.5))] == ["a"]
+        assert window.expire(0.0, _at(11.5)) == []
+        assert [(c.cluster.server_id, c.reason) for c in window.expire(0.0, _at(17.5))] == [("b", "quiet")]
         assert window.open_count == 0
 
     def test_different_servers_and_signatures_get_separate_bursts(self) -> None:
@@ -181,15 +193,32 @@ class TestBurstWindow:
         assert closed["checkout"].token != closed["other"].token
         assert window.held_offsets() == {}
 
-    def test_a_caller_that_is_behind_does_not_close_bursts_by_wall_time(self) -> None:
-        """While the consumer lags or is paused, wall-time idleness must not split bursts in the backlog."""
+    def test_once_everything_is_read_a_burst_closes_after_quiet_s_of_wall_time(self) -> None:
+        """Every input partition read to its end: a burst closes once it got nothing for quiet_s of wall
+        time, whatever its records' timestamps said."""
         clock = FakeClock()
         window = _window(clock, quiet=10.0)
-        _add(window, _event(1.0), 0)
+        _add(window, _event(1.0, server="a"), 0, arrival=1.0)
+        clock.now += 6
+        _add(window, _event(1.0, server="b"), 1, arrival=9e9)
+        clock.now += 5
+        assert [c.cluster.server_id for c in window.expire(clock.now, _at(0.0, through=True))] == ["a"]
+        assert window.expire(clock.now, _at(0.0, through=True)) == []
+        clock.now += 5
+        closed = window.expire(clock.now, _at(0.0, through=True))
+        assert [(c.cluster.server_id, c.reason) for c in closed] == [("b", "quiet")]
+
+    def test_a_partition_not_known_to_have_moved_holds_its_bursts(self) -> None:
+        """While a partition's progress is unknown, or one of a burst's partitions lags, it stays open."""
+        clock = FakeClock()
+        window = _window(clock, quiet=10.0)
+        _add(window, _event(1.0), 0, TP0)
+        _add(window, _event(2.0), 0, TP1)
         clock.now += 60
-        assert window.expire(clock.now, idle_by_wall=False) == []
+        assert window.expire(clock.now, _at(None)) == []
+        assert window.expire(clock.now, lambda tp: (100.0 if tp == TP0 else 5.0, False)) == []
         assert window.open_count == 1
-        assert [c.reason for c in window.expire(clock.now, idle_by_wall=True)] == ["quiet"]
+        assert [c.reason for c in window.expire(clock.now, _at(100.0))] == ["quiet"]
 
     def test_a_burst_open_for_max_length_of_wall_time_closes_even_when_behind(self) -> None:
         """A consumer that never catches up still closes (and releases) a burst after max_length_s."""
@@ -200,9 +229,9 @@ class TestBurstWindow:
         _add(window, _event(1.0, server="b"), 1)
         clock.now += 49
         _add(window, _event(2.0, server="a"), 2)  # recent activity does not extend the cap
-        assert window.expire(clock.now, idle_by_wall=False) == []
+        assert window.expire(clock.now, _at(None)) == []
         clock.now += 1
-        closed = window.expire(clock.now, idle_by_wall=False)
+        closed = window.expire(clock.now, _at(None))
         assert [(c.cluster.server_id, c.cluster.count, c.reason) for c in closed] == [("a", 2, "max_length")]
         assert window.open_count == 1
 
@@ -317,7 +346,107 @@ class TestBoundedExpiry:
         window = _window(clock, quiet=1.0)
         for i in range(10):
             _add(window, _event(100.0, function=f"f{i}"), i)
-        clock.now += 5.0
-        first = window.expire(clock.now, until=0.0)  # a deadline long gone
-        rest = window.expire(clock.now)
+        first = window.expire(clock.now, _at(200.0), until=0.0)  # a deadline long gone
+        rest = window.expire(clock.now, _at(200.0))
         assert len(first) == 1 and len(rest) == 9 and window.open_count == 0
+
+
+def _sessions(times: list[float], quiet: float) -> list[tuple[float, float, int]]:
+    """The bursts a list of event times makes, worked out directly: sorted, cut where a gap passes quiet."""
+    bursts: list[list[float]] = []
+    for ts in sorted(times):
+        if bursts and ts - bursts[-1][-1] <= quiet:
+            bursts[-1].append(ts)
+        else:
+            bursts.append([ts])
+    return [(b[0], b[-1], len(b)) for b in bursts]
+
+
+class TestArrivalOrder:
+    """A backlog read from unkeyed partitions (by one replica or several) delivers a burst's events far out
+    of order; the bursts must come out the same as in order."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(times=st.lists(st.sampled_from([float(t) for t in range(0, 200, 4)]), min_size=1, max_size=60),
+           order=st.randoms(use_true_random=False))
+    def test_any_arrival_order_gives_the_bursts_of_the_sorted_events(self, times: list[float], order) -> None:  # type: ignore[no-untyped-def]
+        """Whatever order the events come in, each burst holds exactly the events within quiet_s of each
+        other: late events join their burst, and one that bridges two merges them."""
+        shuffled = list(times)
+        order.shuffle(shuffled)
+        window = _window(FakeClock(), quiet=10.0, length=10_000.0)
+        for offset, ts in enumerate(shuffled):
+            assert _add(window, _event(ts), offset) == []
+        closed = window.expire(0.0, _at(1e9))
+        assert sorted((c.cluster.first_seen, c.cluster.last_seen, c.cluster.count) for c in closed) == \
+            _sessions(times, 10.0)
+        assert window.open_count == 0 and window.open_bytes == 0
+
+    def test_an_event_bridging_two_bursts_merges_them_whole(self) -> None:
+        """The merged burst counts every event, keeps the earliest and latest samples by event time, the
+        commits in time order, and every offset it holds."""
+        window = _window(FakeClock(), quiet=10.0, samples=4)
+        for i, ts in enumerate((30.0, 31.0, 32.0)):
+            _add(window, _event(ts, commit="new", message=f"late {i}"), 10 + i, TP1)
+        for i, ts in enumerate((0.0, 1.0, 2.0, 12.0)):
+            _add(window, _event(ts, commit="old", message=f"early {i}"), i, TP0)
+        assert window.open_count == 2
+        _add(window, _event(21.0, commit="old", message="bridge"), 4, TP0)
+        assert window.open_count == 1
+        (closed,) = window.flush()
+        cluster = closed.cluster
+        assert (cluster.first_seen, cluster.last_seen, cluster.count) == (0.0, 32.0, 8)
+        assert [s.message for s in cluster.samples] == ["early 0", "early 1", "late 1", "late 2"]
+        assert cluster.commits == ("old", "new")
+        assert dict(closed.spans) == {TP0: (0, 4), TP1: (10, 12)}
+        assert sum(m.count for m in cluster.messages) == 8
+        assert window.open_bytes == 0
+
+    def test_two_sources_read_far_apart_in_time_still_make_whole_bursts(self) -> None:
+        """Source partition 1 is read to its end before source 0 starts (a backlog read unkeyed), both into
+        one repartition partition: its watermark is the least of the sources', so each burst stays open
+        until the slower source has moved past it, and comes out whole."""
+        window = _window(FakeClock(), quiet=10.0)
+        bursts = [(0.0, 20.0), (100.0, 120.0), (300.0, 320.0)]
+        events = [start + i for start, end in bursts for i in range(int(end - start))]
+        sources: dict[int, float | None] = {0: None, 1: None}
+
+        def watermark(tp: PartitionKey) -> tuple[float, bool] | None:
+            marks = list(sources.values())
+            return None if None in marks else (min(m for m in marks if m is not None), False)
+
+        closed: list[ClosedBurst] = []
+        for source, times in ((1, events[1::2]), (0, events[0::2])):
+            for ts in times:
+                closed += _add(window, _event(ts), len(closed), TP0)
+                sources[source] = ts
+                closed += window.expire(0.0, watermark)
+        closed += window.flush()
+        assert [(c.cluster.first_seen, c.cluster.last_seen, c.cluster.count) for c in closed] == \
+            [(0.0, 19.0, 20), (100.0, 119.0, 20), (300.0, 319.0, 20)]
+        assert [c.reason for c in closed] == ["quiet", "quiet", "flush"]
+
+
+class TestScatteredEvents:
+    def test_one_key_keeps_at_most_32_bursts_open(self) -> None:
+        """Events far apart in event time each open a burst; past 32 for one key, the least recently
+        updated of that key closes, so an event never compares with more than 32 bursts."""
+        clock = FakeClock()
+        window = _window(clock, quiet=10.0, length=100.0)
+        evicted: list[ClosedBurst] = []
+        for i in range(40):
+            clock.now += 1
+            evicted += _add(window, _event(1000.0 * i), i)
+        assert window.open_count == 32
+        assert [(c.reason, c.cluster.first_seen) for c in evicted] == [("evicted", 1000.0 * i) for i in range(8)]
+
+    def test_the_representative_is_the_newest_event_whatever_order_they_came_in(self) -> None:
+        """A late event (older than the burst's newest) must not become the event analysed, since the
+        commit analysed is the newest one's."""
+        window = _window(FakeClock(), samples=2)
+        for offset, (ts, commit) in enumerate([(200.0, "new"), (210.0, "new"), (190.0, "old")]):
+            _add(window, _event(ts, commit=commit, message=f"at {ts:.0f}"), offset)
+        (closed,) = window.flush()
+        assert closed.cluster.representative.message == "at 210"
+        assert closed.cluster.commit == "new"
+        assert [s.timestamp for s in closed.cluster.samples] == sorted(s.timestamp for s in closed.cluster.samples)

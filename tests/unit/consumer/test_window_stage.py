@@ -15,6 +15,7 @@ from consumer.keying import KeyReader, forwarded_values, group_sightings, repart
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.settings import KafkaSettings, WindowSettings
+from consumer.watermark import watermark_record
 from consumer.window import BuildSamples, ClosedBurst, RawSample, Sighting
 from consumer.window_stage import WindowStage, sample_builder
 from consumer.workers import ServiceStats
@@ -43,13 +44,23 @@ class _Rig:
     closed: list[ClosedBurst] = field(default_factory=list)
     offset: int = 0
 
-    def forward(self, raw: bytes, source: tuple[str, int], source_offset: int) -> None:
+    def forward(self, raw: bytes, source: tuple[str, int], source_offset: int, source_time: float = 1.0) -> None:
         """Send `raw` through the key stage's forwarding and into the window stage, as one replica would."""
         groups = group_sightings(_READER.read_sightings(raw, received_at=1.0))
         for index, (group, value) in enumerate(zip(groups, forwarded_values(raw, groups), strict=True)):
-            headers = repartition_record(group, index, source, source_offset, split=value is not raw)
+            headers = repartition_record(group, index, source, source_offset, value is not raw, source_time)
             self.stage.ingest(_REPARTITION, _Record(self.offset, value, headers))
             self.offset += 1
+
+    def mark(self, marks: dict[int, float]) -> None:
+        """A key stage's watermark record for the input partitions it owns (still being read)."""
+        listed = {partition: (at, False) for partition, at in marks.items()}
+        self.stage.ingest(_REPARTITION, _Record(self.offset, b"", watermark_record("errors", listed)))
+        self.offset += 1
+
+    def expire(self, partitions: set[int]) -> list[ClosedBurst]:
+        self.stage.expire(0.0, lambda tp: False, partitions)
+        return self.closed
 
 
 def _rig(build: BuildSamples | None = None) -> _Rig:
@@ -59,7 +70,7 @@ def _rig(build: BuildSamples | None = None) -> _Rig:
     dead_letters = DeadLetters(KafkaSettings(), offsets, Metrics(), stats, _REDACTOR.redact)
     window = WindowSettings(quiet_s=10.0, max_length_s=100.0, max_samples=4)
     stage = WindowStage(window, build or sample_builder(_READER.config, _REDACTOR), closed.append, offsets,
-                        dead_letters, stats)
+                        dead_letters, stats, "errors")
     return _Rig(stage, stats, closed)
 
 
@@ -150,3 +161,33 @@ class TestSamplesBuiltAtClose:
         (stand_in,) = build([(b"not json", 0, 5.0)], sighting)
         assert (stand_in.server_id, stand_in.timestamp) == ("checkout", 5.0)
         assert _AWS not in stand_in.message
+
+
+class TestWatermarks:
+    def test_a_burst_closes_once_every_input_partition_has_moved_past_its_quiet_time(self) -> None:
+        """Marks of one input partition are not enough: another's events may still be on their way."""
+        rig = _rig()
+        for offset in range(3):
+            rig.forward(_event(100.0 + offset), ("errors", 0), offset, source_time=200.0 + offset)
+        rig.mark({0: 500.0})
+        assert rig.expire({0, 1}) == []
+        rig.mark({1: 205.0})
+        assert rig.expire({0, 1}) == []  # partition 1 is 3 s past the burst's last arrival, not 10
+        rig.mark({1: 212.5})
+        (closed,) = rig.expire({0, 1})
+        assert (closed.reason, closed.cluster.count) == ("quiet", 3)
+
+    def test_marks_of_another_topic_are_not_counted(self) -> None:
+        """A mark of a topic that is not the input (the setting changed) says nothing about the input."""
+        rig = _rig()
+        rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
+        rig.stage.ingest(_REPARTITION, _Record(rig.offset, b"", watermark_record("other", {0: (900.0, False)})))
+        assert rig.expire({0}) == []
+
+    def test_a_revoked_partition_forgets_its_marks(self) -> None:
+        """A partition that comes back must hear from the key stages again before it closes anything."""
+        rig = _rig()
+        rig.mark({0: 900.0})
+        rig.stage.revoke([_REPARTITION])
+        rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
+        assert rig.expire({0}) == []
