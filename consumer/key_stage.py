@@ -138,8 +138,8 @@ class KeyStage:
         self._clock = clock
         self.progress = Progress()
         """How far each owned input partition is read (its watermarks)."""
-        # Marks go out every second until well past the quiet time after the last read (so the last bursts
-        # close), then as a heartbeat.
+        # Marks go out every `mark_every_s` until well past the quiet time after the last read (so the last
+        # bursts close), then as a heartbeat.
         self._mark_every_s = mark_every_s
         self._busy_s = 2 * quiet_s + 5 * mark_every_s
         self._last_read = -math.inf

@@ -110,9 +110,10 @@ class Service:
         return bool(self._assigned) and all(self._lag.get(tp) == 0 for tp in self._assigned)
 
     def _read_through(self, tp: PartitionKey) -> bool:
-        """`tp` read to its end as of the last fetch, and not paused: the time since its last record then
-        counts as quiet (`consumer.watermark`). A forward still in flight is not a backlog: under a steady
-        stream one always is, and waiting for none would keep every quiet burst open until its length cap."""
+        """`tp` read to its end as of the last fetch, and not paused: once every partition is, idleness in
+        wall time counts as quiet (`consumer.watermark`). A forward still in flight is not a backlog: under
+        a steady stream one always is, and waiting for none would keep every quiet burst open until its
+        length cap."""
         return self._lag.get(tp) == 0 and not (self._paused and tp[0] == self._window_topic())
 
     def _caught_up(self) -> bool:

@@ -13,13 +13,14 @@ order events arrive in: a key may have several bursts open, an event joins the o
 apart in time, by several replicas, still counts each burst whole, and replaying the same messages after
 a crash rebuilds the same bursts (and the same analysis ids).
 
-A burst closes when no event can join it any more: every partition it was read from has moved past its
-last event by more than `quiet_s`. That progress is a WATERMARK in the clock of the records' broker
-timestamps, which the caller supplies per partition (`consumer.window_stage`): how far the partition has
-been read, and, once it is read to its end, how much wall time has passed since. Broker time, not event
-time, so one server whose clock is off neither holds nor rushes the others' bursts. So that a consumer
-that never catches up cannot hold a burst (and its offsets) forever, a burst open for `max_length_s` of
-wall time closes regardless.
+A burst closes when no event can join it any more. The caller supplies, per partition, a WATERMARK
+(`consumer.watermark`): how far, in the clock of the records' broker timestamps, every input partition
+that feeds it has been read, and whether all are read to their end. A burst closes once the watermark of
+every partition it holds is more than `quiet_s` past its last arrival, or, with everything read to its
+end, once it got nothing for `quiet_s` of wall time (a live stream). Arrival rather than event time, so a
+server whose clock is off does not rush the bursts of the others. So that a consumer that never catches
+up cannot hold a burst (and its offsets) forever, a burst open for `max_length_s` of wall time closes
+regardless.
 """
 
 from __future__ import annotations
