@@ -172,15 +172,23 @@ class Explainer:
         """A burst that repeats a validated analysis at the same commit is answered without the LLM."""
         if self._memory is None or cluster.commit is None:
             return None
+        analysis_id = burst_id(cluster)
         try:
             case = self._memory.find_recurrence(
-                cluster.server_id, cluster.tenant, cluster.fingerprint, cluster.commit, now, scope=self._scope
+                cluster.server_id, cluster.tenant, cluster.fingerprint, cluster.commit, now, scope=self._scope,
+                own_id=analysis_id,
             )
         except StoreError as error:
             log.warning("recurrence lookup failed", extra={"fields": {"error": str(error)}})
             return None
         if case is None:
             return None
+        if case.memory_id == analysis_id:
+            # This very burst, replayed (a rebalance or a restart before its offsets were committed): the
+            # analysis goes out again as it was, not as a recurrence of itself, and costs no LLM call.
+            self._metrics.llm_calls_avoided.inc()
+            replayed = Analysis.model_validate(case.analysis)
+            return redact_model(replayed.model_copy(update={"cluster": cluster_info(cluster)}), self._redactor)
         if case.status != "analyzed" and self._agent is not None and self.llm_reachable:
             # A heuristic answer (stored while Ollama was down, say) must not keep the LLM away for good.
             return None
@@ -188,7 +196,7 @@ class Explainer:
         original = Analysis.model_validate(case.analysis)
         reasons = [f"{_INSTRUCTION_REVIEW}: {', '.join(case.contaminated)}"] if case.contaminated else []
         return redact_model(original.model_copy(update={
-            "analysis_id": burst_id(cluster),
+            "analysis_id": analysis_id,
             "status": "recurrence",
             "analyzer": "memory",
             "cluster": cluster_info(cluster),

@@ -315,9 +315,10 @@ class MemoryStore:
                             sum(v.stale_citations for v in counted), len(dropped))
 
     def find_recurrence(self, server: str, tenant: str, fingerprint: str, commit: str, now: float, *,
-                        scope: str | None = None) -> PastCase | None:
+                        scope: str | None = None, own_id: str | None = None) -> PastCase | None:
         """A validated case with this fingerprint at this very commit, still within its TTL and not
-        marked wrong: the burst can be answered from memory. Analyzed cases win over heuristic ones."""
+        marked wrong: the burst can be answered from memory. The case stored under `own_id` (the burst
+        itself, replayed) wins, then analyzed cases over heuristic ones."""
         table = self._table(server, create=False)
         if table is None or not fingerprint or not commit:
             return None
@@ -331,8 +332,8 @@ class MemoryStore:
         if not rows:
             return None
         # The id breaks ties, so every replica answers one failure from the same case.
-        best = max(rows, key=lambda r: (r["status"] == "analyzed", float(r["trust"]), float(r["created_at"]),
-                                        str(r["id"])))
+        best = max(rows, key=lambda r: (r["id"] == own_id, r["status"] == "analyzed", float(r["trust"]),
+                                        float(r["created_at"]), str(r["id"])))
         analysis = row_analysis(best)
         ranked = Ranked(candidate_of(best, analysis), 1.0, True, 1.0, 1.0)
         return past_case_of(ranked, best, analysis, Freshness(False), tenant)

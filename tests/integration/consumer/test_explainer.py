@@ -199,6 +199,26 @@ class TestRecurrence:
         assert len(rig.ollama.chat_calls) == 2
         assert sample(rig.metrics, "logagent_llm_calls_avoided_total") == 1
 
+    def test_a_replayed_burst_goes_out_again_as_it_was_not_as_a_recurrence_of_itself(
+        self, rig_factory: RigFactory
+    ) -> None:
+        """The same burst analysed again (a rebalance replayed it: same first event, same id) is answered
+        with its own stored analysis, status and content unchanged, with no chat call."""
+        rig = rig_factory()
+        assert rig.ollama is not None
+        rig.ollama.add(Reply.json(answer()))
+        first = rig.run(burst(rig.commits["base"], T0))
+        assert first.status == "analyzed"
+
+        replayed = rig.run(burst(rig.commits["base"], T0))
+
+        assert replayed.analysis_id == first.analysis_id
+        assert (replayed.status, replayed.analyzer, replayed.recurrence_of) == ("analyzed", first.analyzer, None)
+        assert replayed.root_cause == first.root_cause and replayed.citations == first.citations
+        assert len(rig.ollama.chat_calls) == 1
+        assert sample(rig.metrics, "logagent_llm_calls_avoided_total") == 1
+        assert [row["id"] for row in rig.rows()] == [first.analysis_id]
+
     def test_a_heuristic_case_does_not_keep_a_reachable_llm_away(self, rig_factory: RigFactory) -> None:
         """A heuristic answer stored while Ollama failed is no recurrence once the LLM can be asked again;
         with no LLM configured at all, the heuristic case is a recurrence."""
