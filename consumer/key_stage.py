@@ -32,11 +32,11 @@ from consumer.logs import log_fields
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.settings import KafkaSettings
-from consumer.watermark import Progress, watermark_record
+from consumer.watermark import Progress, broker_time, watermark_record
 from consumer.window import PartitionKey, Sighting
 from consumer.workers import ServiceStats
 
-__all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed", "broker_time"]
+__all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +58,6 @@ class Keyed:
     records: tuple[tuple[int, Sighting], ...]
     raw: bytes
     broker_time: float
-
-
-def broker_time(message: Any) -> float:
-    """A record's broker timestamp in epoch seconds, no later than now (now, for a record that has none).
-    The producer sets it (`CreateTime`), so it is input too: see `consumer.watermark`."""
-    now = time.time()
-    stamp = message.timestamp
-    return min(stamp / 1000, now) if isinstance(stamp, int) and stamp >= 0 else now
 
 
 class DeadLetters:
@@ -122,8 +114,7 @@ class KeyStage:
 
     def __init__(self, repartition_topic: str, reader: KeyReader, sink: EventSink, offsets: OffsetTracker,
                  dead_letters: DeadLetters, metrics: Metrics, stats: ServiceStats, *, forward: bool,
-                 quiet_s: float = 30.0, mark_every_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 quiet_s: float, mark_every_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._repartition_topic = repartition_topic
         self._reader = reader
         self._sink = sink

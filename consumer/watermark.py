@@ -32,7 +32,8 @@ import orjson
 from analysis.errors import BadInput
 from consumer.open_burst import PartitionKey
 
-__all__ = ["WATERMARK_HEADER", "Mark", "Marks", "Progress", "not_ahead", "read_marks", "watermark_record"]
+__all__ = ["WATERMARK_HEADER", "Mark", "Marks", "Progress", "broker_time", "not_ahead", "read_marks",
+           "watermark_record"]
 
 WATERMARK_HEADER = "watermark"
 Mark = tuple[float, bool]
@@ -77,6 +78,14 @@ class Progress:
             self._recent.pop(tp, None)
 
 
+def broker_time(message: Any) -> float:
+    """A record's broker timestamp in epoch seconds, no later than now (now, for a record that has none).
+    The producer sets it (`CreateTime`), so it is input too: see the module doc."""
+    now = time.time()
+    stamp = message.timestamp
+    return min(stamp / 1000, now) if isinstance(stamp, int) and stamp >= 0 else now
+
+
 def not_ahead(broker_time: float) -> float:
     """`broker_time`, but no later than a minute past this clock (a forged or skewed timestamp)."""
     return min(broker_time, time.time() + _MAX_AHEAD_S)
@@ -113,10 +122,6 @@ class Marks:
         self.input_topic = input_topic
         self._marks: dict[PartitionKey, dict[int, Mark]] = {}
 
-    @property
-    def partitions(self) -> list[PartitionKey]:
-        """The repartition partitions marks were read on."""
-        return list(self._marks)
 
     def update(self, tp: PartitionKey, header: bytes | None) -> None:
         """A watermark record read on `tp` (raises `BadInput` for one that is not ours)."""
@@ -138,7 +143,7 @@ class Marks:
             least, through = min(least, mark[0]), through and mark[1]
         return least, through
 
-    def forget(self, tps: Collection[PartitionKey]) -> None:
-        """Partitions left this replica, or the broker lost its state."""
-        for tp in tps:
+    def forget(self, tps: Collection[PartitionKey] | None = None) -> None:
+        """Partitions left this replica (`tps`), or the broker lost its state (every one)."""
+        for tp in list(self._marks) if tps is None else tps:
             self._marks.pop(tp, None)

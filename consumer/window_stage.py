@@ -26,12 +26,12 @@ from analysis.errors import BadInput
 from analysis.event import ErrorEvent, new_event, new_exception
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.redact import Redactor, redact_event
-from consumer.key_stage import DeadLetters, broker_time
+from consumer.key_stage import DeadLetters
 from consumer.keying import read_repartitioned
 from consumer.logs import log_event
 from consumer.offsets import OffsetTracker
 from consumer.settings import WindowSettings
-from consumer.watermark import WATERMARK_HEADER, Mark, Marks, Progress, not_ahead
+from consumer.watermark import WATERMARK_HEADER, Mark, Marks, Progress, broker_time, not_ahead
 from consumer.window import BuildSamples, BurstWindow, ClosedBurst, PartitionKey, Position, RawSample, Sighting
 from consumer.workers import ServiceStats
 
@@ -182,7 +182,7 @@ class WindowStage:
     def forget_replays(self) -> None:
         """The broker lost its state (topics recreated): source offsets start over, so none is a replay."""
         self._seen.clear()
-        self._marks.forget(list(self._marks.partitions))
+        self._marks.forget()
 
     def _burst_opened(self, server: str, tenant: str, fingerprint: str, exception_type: str) -> None:
         if log.isEnabledFor(logging.DEBUG):

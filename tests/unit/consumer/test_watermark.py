@@ -8,8 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from analysis.errors import BadInput
-from consumer.key_stage import broker_time
-from consumer.watermark import Marks, Progress, read_marks, watermark_record
+from consumer.watermark import Marks, Progress, broker_time, read_marks, watermark_record
 
 TP0, TP1 = ("errors", 0), ("errors", 1)
 

@@ -416,9 +416,11 @@ class TestArrivalOrder:
             return None if None in marks else (min(m for m in marks if m is not None), False)
 
         closed: list[ClosedBurst] = []
+        offset = 0
         for source, times in ((1, events[1::2]), (0, events[0::2])):
             for ts in times:
-                closed += _add(window, _event(ts), len(closed), TP0)
+                closed += _add(window, _event(ts), offset, TP0)
+                offset += 1
                 sources[source] = ts
                 closed += window.expire(0.0, watermark)
         closed += window.flush()
