@@ -203,6 +203,10 @@ class TestMemoryShow:
         assert fresh["stale"] is False and fresh["checked_against"] == old
         (stale,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), data_dir=data_dir))
         assert stale["stale"] is True and stale["stale_reasons"] == [f"changed app/shop.py:{line}-{line}"]
+        other = GitRepo(tmp_path / "billing")
+        other.commit("billing", {"app/shop.py": SHOP_PY})
+        wrong = one_error_line(logagent("memory", "show", "cited", "--repo", str(other.path), data_dir=data_dir), 2)
+        assert f"does not have the case's commit {old[:12]}" in wrong
 
     def test_an_unknown_id_exits_1(self, data_dir: Path) -> None:
         """No such case: exit 1 and one line naming the id and the store."""
