@@ -127,8 +127,8 @@ async def publish_feedback(settings: Settings, feedback: Feedback) -> None:
     if not feedback.feedback_id:
         feedback = replace(feedback, feedback_id=str(uuid.uuid4()))
     producer = make_producer(settings.kafka)
-    await producer.start()
     try:
+        await producer.start()  # inside: a start that fails leaves a client to close
         await producer.send_and_wait(settings.kafka.feedback_topic, value=encode_feedback(feedback),
                                      key=feedback.analysis_id.encode())
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -312,6 +313,7 @@ def _publish_feedback(args: argparse.Namespace, settings: Settings) -> int:
     from consumer.feedback import Feedback, publish_feedback
 
     feedback = Feedback(args.analysis_id, args.verdict, args.note, args.server)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
     try:
         asyncio.run(asyncio.wait_for(publish_feedback(settings, feedback), timeout=60))
     except (KafkaError, TimeoutError) as exc:
