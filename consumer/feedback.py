@@ -1,17 +1,20 @@
 """Human verdicts on analyses: the feedback topic's listener, its message format, and the CLI's publisher.
 
 A feedback message is JSON `{"analysis_id": "...", "verdict": "correct"|"wrong", "note"?: "...",
-"server"?: "..."}`. `correct` raises the remembered case to human-confirmed trust; `wrong` lowers it or
-forgets it (`memory.forget_on_wrong`). Delivery is at least once: an offset is committed only after its
-verdict was applied, or after a bad message was logged and skipped, so nothing blocks the topic.
+"server"?: "...", "feedback_id"?: "..."}`. `correct` raises the remembered case to human-confirmed trust;
+`wrong` lowers it or forgets it (`memory.forget_on_wrong`). Delivery is at least once: an offset is
+committed only after its verdict was applied, or after a bad message was logged and skipped, so nothing
+blocks the topic. A verdict delivered again counts once: it is known by its `feedback_id` (the CLI sets
+one; another producer's retries keep theirs), or else by its position on the topic.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -48,12 +51,14 @@ class BadFeedback(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Feedback:
-    """One verdict on one analysis; without `server` every memory table is searched for the id."""
+    """One verdict on one analysis; without `server` every memory table is searched for the id.
+    `feedback_id` names this verdict, so a copy of it counts once."""
 
     analysis_id: str
     verdict: Verdict
     note: str = ""
     server: str | None = None
+    feedback_id: str | None = None
 
 
 @dataclass
@@ -100,7 +105,8 @@ def parse_feedback(raw: bytes | None) -> Feedback:
         raise BadFeedback("bad_note", "note must be a string")
     server = _text_field(doc, "server", _MAX_ID_CHARS)
     checked: Verdict = "correct" if verdict == "correct" else "wrong"
-    return Feedback(analysis_id, checked, note[:_MAX_NOTE_CHARS], server)
+    return Feedback(analysis_id, checked, note[:_MAX_NOTE_CHARS], server,
+                    _text_field(doc, "feedback_id", _MAX_ID_CHARS))
 
 
 def encode_feedback(feedback: Feedback) -> bytes:
@@ -110,14 +116,19 @@ def encode_feedback(feedback: Feedback) -> bytes:
         doc["note"] = feedback.note
     if feedback.server:
         doc["server"] = feedback.server
+    if feedback.feedback_id:
+        doc["feedback_id"] = feedback.feedback_id
     return orjson.dumps(doc)
 
 
 async def publish_feedback(settings: Settings, feedback: Feedback) -> None:
-    """Send one verdict to the feedback topic (keyed by analysis id) and wait for the broker's ack."""
+    """Send one verdict to the feedback topic (keyed by analysis id) and wait for the broker's ack; it
+    gets a fresh `feedback_id` unless it has one."""
+    if not feedback.feedback_id:
+        feedback = replace(feedback, feedback_id=str(uuid.uuid4()))
     producer = make_producer(settings.kafka)
-    await producer.start()
     try:
+        await producer.start()  # inside: a start that fails leaves a client to close
         await producer.send_and_wait(settings.kafka.feedback_topic, value=encode_feedback(feedback),
                                      key=feedback.analysis_id.encode())
     finally:
@@ -161,7 +172,7 @@ class FeedbackListener:
                 done: dict[TopicPartition, int] = {}
                 for tp, messages in batch.items():
                     for message in messages:
-                        if not await self._handle(message.value, stop):
+                        if not await self._handle(message, stop):
                             break  # stopping before this verdict was applied: it is redelivered
                         done[tp] = message.offset + 1
                 if done:
@@ -176,19 +187,21 @@ class FeedbackListener:
             # A rebalance took the partition: its next owner re-applies these verdicts (at least once).
             log.warning("feedback offset commit failed", extra={"fields": {"error": type(error).__name__}})
 
-    async def _handle(self, raw: bytes | None, stop: asyncio.Event) -> bool:
+    async def _handle(self, message: Any, stop: asyncio.Event) -> bool:
         """Apply one message; False only when `stop` interrupted a retry (the message stays uncommitted)."""
         try:
-            feedback = parse_feedback(raw)
+            feedback = parse_feedback(message.value)
         except BadFeedback as bad:
             self._count("bad")
             log.warning("feedback message skipped", extra={"fields": {"reason": bad.reason, "error": str(bad)}})
             return True
+        position = f"{message.topic}:{message.partition}:{message.offset}:{message.timestamp}"
+        verdict_id = feedback.feedback_id or position
         attempt = 0
         while True:
             try:
                 found = await asyncio.to_thread(self._memory.feedback, feedback.server, feedback.analysis_id,
-                                                feedback.verdict, self._redactor.redact(feedback.note))
+                                                feedback.verdict, self._redactor.redact(feedback.note), verdict_id)
                 break
             except RefusedCase as refused:
                 self._count("bad")

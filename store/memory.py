@@ -205,13 +205,15 @@ class MemoryStore:
                                  f"{self._config.visible_timeout_s}s", retriable=True)
             time.sleep(_VISIBLE_POLL_S)
 
-    def feedback(self, server: str | None, analysis_id: str, verdict: Verdict, note: str = "") -> bool:
+    def feedback(self, server: str | None, analysis_id: str, verdict: Verdict, note: str = "",
+                 verdict_id: str = "") -> bool:
         """Apply a human verdict: `correct` raises trust to human-confirmed and feedback +1; `wrong`
         lowers trust and feedback -1, or forgets the case (`forget_on_wrong`). Without `server` every
         memory table is searched (the CLI only knows the id). False when no case has that id.
 
         The verdict goes to the case's verdict log, and the row is set to what the log adds up to
-        (`store.verdicts.judge`), so replicas judging one case at once lose no verdict."""
+        (`store.verdicts.judge`), so replicas judging one case at once lose no verdict. A verdict with
+        a `verdict_id` counts once however often it is delivered."""
         if verdict not in ("correct", "wrong"):
             raise RefusedCase(f"verdict must be 'correct' or 'wrong', not {verdict!r}")
         if verdict == "wrong" and self._config.forget_on_wrong:
@@ -220,7 +222,7 @@ class MemoryStore:
         found = False
         for table in self._tables_for(server):
             found |= judge(self._connection(), table, analysis_id, verdict, clean_note, self._config.trust,
-                           retry=self._retry, rounds=self._config.commit_retries + 2)
+                           retry=self._retry, rounds=self._config.commit_retries + 2, verdict_id=verdict_id)
         return found
 
     def forget(self, analysis_id: str, *, server: str | None = None) -> int:

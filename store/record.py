@@ -182,6 +182,7 @@ class VerdictEntry:
     note: str
     trust_before: float
     trust_after: float
+    verdict_id: str = ""  # the same verdict delivered again carries the same id ("" for none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from store.record import Verdict, VerdictEntry
 from store.scope import TABLE_PREFIX, sql_string
 
 __all__ = ["VerdictFold", "append_verdict", "fold_verdicts", "forget_verdicts", "judge", "read_verdicts",
-           "verdict_table"]
+           "verdict_schema", "verdict_table"]
 
 log = logging.getLogger("logagent.memory")
 
@@ -36,6 +36,7 @@ _SCHEMA = pa.schema([
     pa.field("note", pa.string()),
     pa.field("trust_before", pa.float64()),
     pa.field("trust_after", pa.float64()),
+    pa.field("verdict_id", pa.string()),  # added to older logs on their next append
 ])
 _CASE_COLUMNS = ["trust", "feedback", "feedback_note"]
 
@@ -60,12 +61,18 @@ class VerdictFold:
 def fold_verdicts(entries: Sequence[VerdictEntry], weights: TrustWeights) -> VerdictFold | None:
     """The log folded in time order: `correct` sets trust to the human weight, `wrong` multiplies it by
     the wrong factor, from the trust the case had before its first verdict (that entry's `trust_before`);
-    feedback is the number of correct verdicts less the wrong ones. None for an empty log."""
+    feedback is the number of correct verdicts less the wrong ones. A verdict id seen before in that order
+    is the same verdict delivered again (two replicas may both append it): it counts once. None for an
+    empty log."""
     if not entries:
         return None
     ordered = sorted(entries, key=lambda e: (e.at, e.verdict, e.note))  # the same order for every writer
-    trust, feedback, folded = ordered[0].trust_before, 0.0, []
+    trust, feedback, folded, ids = ordered[0].trust_before, 0.0, [], set()
     for entry in ordered:
+        if entry.verdict_id in ids:
+            continue
+        if entry.verdict_id:
+            ids.add(entry.verdict_id)
         after = _after(trust, entry.verdict, weights)
         folded.append(replace(entry, trust_before=trust, trust_after=after))
         trust, feedback = after, feedback + (1.0 if entry.verdict == "correct" else -1.0)
@@ -77,9 +84,10 @@ def _after(trust: float, verdict: Verdict, weights: TrustWeights) -> float:
 
 
 def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weights: TrustWeights, *,
-          retry: Retry, rounds: int) -> bool:
+          retry: Retry, rounds: int, verdict_id: str = "") -> bool:
     """Append a verdict on case `memory_id` of memory `table` to its log, then bring the case row to the
-    fold of the log. False when the table holds no such case.
+    fold of the log. False when the table holds no such case. A `verdict_id` the log already holds is
+    not appended again (a redelivered feedback message); the row is still brought to the fold.
 
     Why the row ends right when replicas judge one case at once: a writer appends its verdict before it
     writes the row, writes nothing but a fold of the log, and after every write re-reads log and row at
@@ -102,10 +110,13 @@ def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weig
     seen = _log_entries(db, table.name, memory_id)
     folded = fold_verdicts(seen, weights)
     base = folded.entries[0].trust_before if folded else float(row["trust"] or 0.0)
-    entry = VerdictEntry(time.time(), verdict, note, base, _after(folded.trust if folded else base, verdict,
-                                                                  weights))
-    retry(lambda: append_verdict(db, table.name, memory_id, entry))
-    fold = fold_verdicts([*seen, entry], weights)
+    if verdict_id and any(e.verdict_id == verdict_id for e in seen):
+        fold = folded
+    else:
+        entry = VerdictEntry(time.time(), verdict, note, base,
+                             _after(folded.trust if folded else base, verdict, weights), verdict_id)
+        retry(lambda: append_verdict(db, table.name, memory_id, entry))
+        fold = fold_verdicts([*seen, entry], weights)
     for _ in range(rounds):
         if fold is not None:
             retry(partial(table.update, where=where,
@@ -122,6 +133,11 @@ def _case_row(table: Any, where: str) -> dict[str, Any] | None:
     table.checkout_latest()  # whatever `read_consistency_s` allows other reads, these see every commit
     rows: list[dict[str, Any]] = table.search().where(where).select(_CASE_COLUMNS).limit(1).to_list()
     return rows[0] if rows else None
+
+
+def verdict_schema() -> pa.Schema:
+    """The verdict log's columns."""
+    return _SCHEMA
 
 
 def verdict_table(memory_table: str) -> str:
@@ -144,8 +160,11 @@ def append_verdict(db: Any, memory_table: str, memory_id: str, entry: VerdictEnt
             table = db.create_table(verdict_table(memory_table), schema=_SCHEMA, exist_ok=True)
         except (ValueError, OSError):  # another writer created it between our open and create
             table = db.open_table(verdict_table(memory_table))
+    if "verdict_id" not in table.schema.names:  # a log written before verdicts had ids
+        table.add_columns(_SCHEMA.field("verdict_id"))
     row = {"memory_id": memory_id, "at": entry.at, "verdict": entry.verdict, "note": entry.note,
-           "trust_before": entry.trust_before, "trust_after": entry.trust_after}
+           "trust_before": entry.trust_before, "trust_after": entry.trust_after,
+           "verdict_id": entry.verdict_id or None}
     table.add(pa.Table.from_pylist([row], schema=_SCHEMA))
 
 
@@ -175,4 +194,5 @@ def _entry(row: dict[str, Any]) -> VerdictEntry:
     verdict: Verdict = "correct" if row["verdict"] == "correct" else "wrong"
     return VerdictEntry(at=float(row["at"]), verdict=verdict, note=str(row.get("note") or ""),
                         trust_before=float(row.get("trust_before") or 0.0),
-                        trust_after=float(row.get("trust_after") or 0.0))
+                        trust_after=float(row.get("trust_after") or 0.0),
+                        verdict_id=str(row.get("verdict_id") or ""))

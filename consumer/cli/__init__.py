@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from consumer.cli import analyze, config, fingerprint, notify, redact, service
 from consumer.cli import memory as memory_commands
@@ -47,8 +48,16 @@ def _fail(message: str) -> int:
     return _USER_ERROR
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line too (`logagent memory show: error: ...`, exit 2), not usage plus error;
+    subcommand parsers are of the same class, as argparse makes them."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="logagent", description="Groups bursts of production errors and explains each from the source.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (service, fingerprint, redact, analyze, memory_commands, notify, config):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -230,6 +231,18 @@ def _against(repo: Path | None, commit: str | None) -> tuple[str | None, Any]:
     return sha, partial(citation_changed, checkout.repo_dir)
 
 
+def _check_has_commit(repo: Path | None, commit: str | None) -> None:
+    """--repo must hold the case's commit, or every citation would only be "unverifiable": most likely
+    another service's repository, or a clone that has not fetched that commit yet."""
+    if repo is None or not commit:
+        return
+    from analysis.code.repo import resolve_revision
+
+    if resolve_revision(repo, commit) is None:
+        raise UsageError(f"{repo} does not have the case's commit {commit[:12]}: is it this service's repository, "
+                         "and fetched?")
+
+
 def _memory_show(args: argparse.Namespace, settings: Settings) -> int:
     commit, is_changed = _against(args.repo, args.commit)
     if _missing(settings):
@@ -239,6 +252,7 @@ def _memory_show(args: argparse.Namespace, settings: Settings) -> int:
                                              is_changed=is_changed)
     if detail is None:
         return _not_found(settings, args.analysis_id)
+    _check_has_commit(args.repo, detail.summary.commit)
     if readable(args):
         from consumer.cli.render import print_case
 
@@ -299,6 +313,7 @@ def _publish_feedback(args: argparse.Namespace, settings: Settings) -> int:
     from consumer.feedback import Feedback, publish_feedback
 
     feedback = Feedback(args.analysis_id, args.verdict, args.note, args.server)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
     try:
         asyncio.run(asyncio.wait_for(publish_feedback(settings, feedback), timeout=60))
     except (KafkaError, TimeoutError) as exc:

@@ -301,6 +301,13 @@ class TestOtherCommands:
         proc = logagent("fingerprint", stdin=b"", env={"LOGAGENT_WINDOW__QUIET_S": "soon"})
         assert "LOGAGENT_WINDOW__QUIET_S=soon is invalid" in _one_error_line(proc)
 
+    def test_argument_errors_are_one_line(self) -> None:
+        """A missing argument, an unknown flag or command: one line naming it and where help is, exit 2."""
+        for argv, said in ((["memory", "show"], "logagent memory show: error: the following arguments are required"),
+                           (["fingerprint", "--nope"], "unrecognized arguments: --nope"),
+                           (["memorise"], "invalid choice: 'memorise'")):
+            assert said in _one_error_line(logagent(*argv)), argv
+
     def test_an_invalid_url_setting_stops_every_command(self) -> None:
         """`LOGAGENT_OLLAMA_URL=notaurl` is refused at settings load, by the service and the tools alike."""
         for command in (["run"], ["fingerprint"], ["memory", "servers"]):

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,10 @@ class TestMemoryShow:
         assert fresh["stale"] is False and fresh["checked_against"] == old
         (stale,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), data_dir=data_dir))
         assert stale["stale"] is True and stale["stale_reasons"] == [f"changed app/shop.py:{line}-{line}"]
+        other = GitRepo(tmp_path / "billing")
+        other.commit("billing", {"app/shop.py": SHOP_PY})
+        wrong = one_error_line(logagent("memory", "show", "cited", "--repo", str(other.path), data_dir=data_dir), 2)
+        assert f"does not have the case's commit {old[:12]}" in wrong
 
     def test_an_unknown_id_exits_1(self, data_dir: Path) -> None:
         """No such case: exit 1 and one line naming the id and the store."""
@@ -289,7 +294,18 @@ class TestFeedbackCommand:
         assert out == [{"analysis_id": "a-1", "verdict": "wrong", "published": topic}]
         (record,) = asyncio.run(kafka_io.read_all(topic))
         assert record.key == b"a-1"
-        assert orjson.loads(record.value) == {"analysis_id": "a-1", "verdict": "wrong", "note": "wrong file"}
+        sent = orjson.loads(record.value)
+        assert uuid.UUID(sent.pop("feedback_id"))  # so a redelivered copy counts once
+        assert sent == {"analysis_id": "a-1", "verdict": "wrong", "note": "wrong file"}
+
+    def test_via_kafka_to_no_broker_is_one_line(self, tmp_path: Path) -> None:
+        """A broker that is not there: one line naming the topic and the error, exit 2 (no client's log)."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            env = {"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{sock.getsockname()[1]}"}
+        line = one_error_line(logagent("feedback", "a-1", "--verdict", "wrong", "--via-kafka", data_dir=tmp_path,
+                                       env=env), 2)
+        assert line == "logagent: cannot publish to analyses.feedback: KafkaConnectionError"
 
 
 # -- analyze with the LLM -------------------------------------------------------------------------------

@@ -174,6 +174,31 @@ class TestFeedbackListener:
         committed = asyncio.run(kafka_io.committed(f"{settings.kafka.group_id}-feedback", topic))
         assert committed == {0: 7}
 
+    def test_a_verdict_delivered_again_counts_once(
+        self, feedback_settings: Callable[..., Settings], embedder: OnnxEmbedder, kafka_io: KafkaIO
+    ) -> None:
+        """A message redelivered (a listener killed before its commit: here a second group reads the topic
+        again) and a copy of one `feedback_id` each count once; two messages without an id are two."""
+        settings = feedback_settings()
+        memory = MemoryStore(settings.memory, embedder)
+        remember(memory, "twice", error="KeyError: 'price' at app.shop.total")
+        before = case_of(memory, "twice").trust
+        topic = settings.kafka.feedback_topic
+        no_id = b'{"analysis_id": "twice", "verdict": "wrong", "server": "orders"}'
+        asyncio.run(kafka_io.produce(topic, [no_id, no_id]))
+        for _ in range(2):
+            asyncio.run(publish_feedback(settings, Feedback("twice", "wrong", feedback_id="fb-1")))
+        for group in ("first", "again"):
+            regrouped = settings.model_copy(update={"kafka": settings.kafka.model_copy(update={"group_id": group})})
+            listener = FeedbackListener(regrouped, memory)
+            asyncio.run(run_until(listener, lambda: listener.stats.applied == 4))  # noqa: B023 (run at once)
+
+            case = case_of(memory, "twice")
+            assert case.feedback == -3.0, group
+            assert case.trust == pytest.approx(before * settings.memory.trust.wrong_factor ** 3), group
+        detail = memory.show("twice", NOW, server=SERVER)
+        assert detail is not None and len(detail.verdicts) == 3
+
     def test_stops_promptly_when_idle(self, feedback_settings: Callable[..., Settings],
                                       embedder: OnnxEmbedder) -> None:
         """Setting `stop` ends `run` within a poll or two, even with nothing to consume."""

@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import lancedb
+import pyarrow as pa
 import pytest
 
 from store import MemoryConfig, MemoryStore, NewCase, OnnxEmbedder, StorageConfig
 from store.record import Verdict
 from store.table import memory_schema
+from store.verdicts import verdict_schema, verdict_table
 from tests.conftest import create_bucket
 
 pytestmark = pytest.mark.integration
@@ -187,3 +189,22 @@ class TestConcurrentRemember:
         stored = Counter(c.memory_id for c in MemoryStore(config, embedder).list_cases("orders", limit=100))
         assert stored == Counter({f"replay-{i}": 1 for i in range(24)})
         assert sum(inserted) == 24
+
+    def test_a_verdict_log_made_before_verdicts_had_ids_gets_the_column(self, tmp_path: Path,
+                                                                        embedder: OnnxEmbedder) -> None:
+        """An older log (no `verdict_id` column) takes the column on its next append; its old entry still
+        counts, and a verdict given twice under one id counts once."""
+        config = MemoryConfig(uri=str(tmp_path / "memory"))
+        memory = MemoryStore(config, embedder)
+        memory.remember(case("judged"))
+        old = pa.schema([f for f in verdict_schema() if f.name != "verdict_id"])
+        lancedb.connect(config.uri).create_table(verdict_table("memory_orders"), data=pa.Table.from_pylist(
+            [{"memory_id": "judged", "at": NOW, "verdict": "wrong", "note": "old", "trust_before": 0.7,
+              "trust_after": 0.35}], schema=old))
+        for _ in range(2):
+            assert memory.feedback("orders", "judged", "wrong", "again", verdict_id="orders-feedback:0:9:1")
+        detail = memory.show("judged", NOW, server="orders")
+        assert detail is not None
+        assert [v.note for v in detail.verdicts] == ["old", "again"]
+        judged = next(c for c in memory.list_cases("orders") if c.memory_id == "judged")
+        assert judged.feedback == -2.0

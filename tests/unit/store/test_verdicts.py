@@ -11,10 +11,10 @@ from store.verdicts import fold_verdicts
 WEIGHTS = TrustWeights()
 
 
-def entry(at: float, verdict: str, trust_before: float = 0.7, note: str = "") -> VerdictEntry:
+def entry(at: float, verdict: str, trust_before: float = 0.7, note: str = "", verdict_id: str = "") -> VerdictEntry:
     """A logged verdict; `trust_after` is whatever its writer thought, and the fold ignores it."""
     return VerdictEntry(at, "correct" if verdict == "correct" else "wrong", note or f"{verdict}@{at}",
-                        trust_before, -1.0)
+                        trust_before, -1.0, verdict_id)
 
 
 class TestFoldVerdicts:
@@ -37,6 +37,16 @@ class TestFoldVerdicts:
         log = [entry(1.0, "wrong", note="b"), entry(1.0, "correct", note="a"), entry(1.0, "wrong", note="a")]
         folds = {fold_verdicts(order, WEIGHTS) for order in (log, log[::-1], [log[1], log[0], log[2]])}
         assert len(folds) == 1
+
+    def test_a_verdict_id_counts_once(self) -> None:
+        """Two replicas that both appended one redelivered verdict: the earlier copy counts, the later
+        is skipped; entries without an id all count."""
+        log = [entry(1.0, "wrong", verdict_id="m:0:7"), entry(2.0, "wrong"), entry(3.0, "wrong", verdict_id="m:0:7"),
+               entry(4.0, "wrong")]
+        fold = fold_verdicts(log, WEIGHTS)
+        assert fold is not None
+        assert [e.at for e in fold.entries] == [1.0, 2.0, 4.0]
+        assert fold.feedback == -3.0 and fold.trust == pytest.approx(0.7 * WEIGHTS.wrong_factor ** 3)
 
     def test_matches_a_row_only_when_all_three_agree(self) -> None:
         """A row holds the fold when its trust, feedback and note all equal it."""
