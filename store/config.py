@@ -31,7 +31,8 @@ class TrustWeights(BaseModel):
     human: float = Field(1.0, ge=0.0, le=1.0, description="Confirmed correct by a person.")
     llm: float = Field(0.7, ge=0.0, le=1.0)
     heuristic: float = Field(0.4, ge=0.0, le=1.0)
-    wrong_factor: float = Field(0.5, ge=0.0, le=1.0, description="Trust is multiplied by this on 'wrong'.")
+    wrong_factor: float = Field(0.5, ge=0.0, le=1.0, description=(
+        "On 'wrong', trust becomes this times the lower of its trust and its trust before any verdict."))
 
     def for_analyzer(self, analyzer: str) -> float:
         """Trust of a fresh case; unknown analyzers get the lowest (heuristic) weight."""

@@ -59,28 +59,32 @@ class VerdictFold:
 
 
 def fold_verdicts(entries: Sequence[VerdictEntry], weights: TrustWeights) -> VerdictFold | None:
-    """The log folded in time order: `correct` sets trust to the human weight, `wrong` multiplies it by
-    the wrong factor, from the trust the case had before its first verdict (that entry's `trust_before`);
+    """The log folded in time order, from the trust the case had before its first verdict (that entry's
+    `trust_before`, its unreviewed trust): `correct` sets trust to the human weight, `wrong` multiplies
+    the lower of the trust so far and the unreviewed trust by the wrong factor, so a case whose latest
+    verdict is wrong always stands below where it stood unreviewed (a correct then a wrong leaves an llm
+    case at 0.35, not 0.5, under an unreviewed heuristic's 0.4);
     feedback is the number of correct verdicts less the wrong ones. A verdict id seen before in that order
     is the same verdict delivered again (two replicas may both append it): it counts once. None for an
     empty log."""
     if not entries:
         return None
     ordered = sorted(entries, key=lambda e: (e.at, e.verdict, e.note))  # the same order for every writer
-    trust, feedback, folded, ids = ordered[0].trust_before, 0.0, [], set()
+    unreviewed = ordered[0].trust_before
+    trust, feedback, folded, ids = unreviewed, 0.0, [], set()
     for entry in ordered:
         if entry.verdict_id in ids:
             continue
         if entry.verdict_id:
             ids.add(entry.verdict_id)
-        after = _after(trust, entry.verdict, weights)
+        after = _after(trust, unreviewed, entry.verdict, weights)
         folded.append(replace(entry, trust_before=trust, trust_after=after))
         trust, feedback = after, feedback + (1.0 if entry.verdict == "correct" else -1.0)
     return VerdictFold(trust, feedback, ordered[-1].note, tuple(folded))
 
 
-def _after(trust: float, verdict: Verdict, weights: TrustWeights) -> float:
-    return weights.human if verdict == "correct" else trust * weights.wrong_factor
+def _after(trust: float, unreviewed: float, verdict: Verdict, weights: TrustWeights) -> float:
+    return weights.human if verdict == "correct" else min(trust, unreviewed) * weights.wrong_factor
 
 
 def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weights: TrustWeights, *,
@@ -114,7 +118,7 @@ def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weig
         fold = folded
     else:
         entry = VerdictEntry(time.time(), verdict, note, base,
-                             _after(folded.trust if folded else base, verdict, weights), verdict_id)
+                             _after(folded.trust if folded else base, base, verdict, weights), verdict_id)
         retry(lambda: append_verdict(db, table.name, memory_id, entry))
         fold = fold_verdicts([*seen, entry], weights)
     for _ in range(rounds):

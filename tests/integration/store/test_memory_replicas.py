@@ -134,9 +134,9 @@ class TestConcurrentVerdicts:
             net = given[memory_id, "correct"] - given[memory_id, "wrong"]
             lost += abs(int(detail.summary.feedback) - net)
             assert len(detail.verdicts) == given[memory_id, "correct"] + given[memory_id, "wrong"]
-            trust = weights.llm
+            trust = unreviewed = weights.llm
             for verdict in detail.verdicts:  # the log's own order: oldest first
-                after = weights.human if verdict.verdict == "correct" else trust * weights.wrong_factor
+                after = weights.human if verdict.verdict == "correct" else min(trust, unreviewed) * weights.wrong_factor
                 wrong_history += (verdict.trust_before, verdict.trust_after) != pytest.approx((trust, after))
                 trust = after
             wrong_rows += detail.summary.trust != pytest.approx(trust)

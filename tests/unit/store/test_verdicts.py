@@ -23,14 +23,24 @@ class TestFoldVerdicts:
         assert fold_verdicts([], WEIGHTS) is None
 
     def test_time_order_from_the_earliest_trust(self) -> None:
-        """Entries fold oldest first from the first one's trust_before: wrong halves, correct sets the
-        human weight; feedback is corrects less wrongs; the note is the latest one."""
+        """Entries fold oldest first from the first one's trust_before (the unreviewed 0.7): correct sets
+        the human weight, wrong halves the lower of the trust so far and the unreviewed trust; feedback is
+        corrects less wrongs; the note is the latest one."""
         log = [entry(3.0, "wrong", 0.2), entry(1.0, "wrong"), entry(2.0, "correct", 0.35), entry(4.0, "wrong")]
         fold = fold_verdicts(log, WEIGHTS)
         assert fold is not None
         assert [(e.at, e.trust_before, e.trust_after) for e in fold.entries] == [
-            (1.0, 0.7, pytest.approx(0.35)), (2.0, pytest.approx(0.35), 1.0), (3.0, 1.0, 0.5), (4.0, 0.5, 0.25)]
-        assert (fold.trust, fold.feedback, fold.note) == (0.25, -2.0, "wrong@4.0")
+            (1.0, 0.7, pytest.approx(0.35)), (2.0, pytest.approx(0.35), 1.0), (3.0, 1.0, pytest.approx(0.35)),
+            (4.0, pytest.approx(0.35), pytest.approx(0.175))]
+        assert (fold.trust, fold.feedback, fold.note) == (pytest.approx(0.175), -2.0, "wrong@4.0")
+
+    def test_a_wrong_after_a_correct_stands_below_unreviewed(self) -> None:
+        """A person's latest word is wrong: the case ranks below an unreviewed heuristic case (0.4), not at
+        half the human weight (0.5)."""
+        fold = fold_verdicts([entry(1.0, "correct"), entry(2.0, "wrong")], WEIGHTS)
+        assert fold is not None
+        assert fold.trust == pytest.approx(0.35)
+        assert fold.trust < WEIGHTS.heuristic
 
     def test_every_writer_folds_the_same_entries_alike(self) -> None:
         """The order of the entries as read does not matter, ties in time included."""
