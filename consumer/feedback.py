@@ -1,7 +1,8 @@
 """Human verdicts on analyses: the feedback topic's listener, its message format, and the CLI's publisher.
 
 A feedback message is JSON `{"analysis_id": "...", "verdict": "correct"|"wrong", "note"?: "...",
-"server"?: "...", "feedback_id"?: "..."}`. `correct` raises the remembered case to human-confirmed trust;
+"server"?: "...", "tenant"?: "...", "feedback_id"?: "..."}`; with a `tenant` the verdict applies only to a
+case of that tenant. `correct` raises the remembered case to human-confirmed trust;
 `wrong` lowers it or forgets it (`memory.forget_on_wrong`). Delivery is at least once: an offset is
 committed only after its verdict was applied, or after a bad message was logged and skipped, so nothing
 blocks the topic. A verdict delivered again counts once: it is known by its `feedback_id` (the CLI sets
@@ -51,14 +52,15 @@ class BadFeedback(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Feedback:
-    """One verdict on one analysis; without `server` every memory table is searched for the id.
-    `feedback_id` names this verdict, so a copy of it counts once."""
+    """One verdict on one analysis; without `server` every memory table is searched for the id. With
+    `tenant` only that tenant's case is judged. `feedback_id` names this verdict, so a copy counts once."""
 
     analysis_id: str
     verdict: Verdict
     note: str = ""
     server: str | None = None
     feedback_id: str | None = None
+    tenant: str | None = None
 
 
 @dataclass
@@ -106,7 +108,7 @@ def parse_feedback(raw: bytes | None) -> Feedback:
     server = _text_field(doc, "server", _MAX_ID_CHARS)
     checked: Verdict = "correct" if verdict == "correct" else "wrong"
     return Feedback(analysis_id, checked, note[:_MAX_NOTE_CHARS], server,
-                    _text_field(doc, "feedback_id", _MAX_ID_CHARS))
+                    _text_field(doc, "feedback_id", _MAX_ID_CHARS), _text_field(doc, "tenant", _MAX_ID_CHARS))
 
 
 def encode_feedback(feedback: Feedback) -> bytes:
@@ -118,6 +120,8 @@ def encode_feedback(feedback: Feedback) -> bytes:
         doc["server"] = feedback.server
     if feedback.feedback_id:
         doc["feedback_id"] = feedback.feedback_id
+    if feedback.tenant:
+        doc["tenant"] = feedback.tenant
     return orjson.dumps(doc)
 
 
@@ -201,7 +205,8 @@ class FeedbackListener:
         while True:
             try:
                 found = await asyncio.to_thread(self._memory.feedback, feedback.server, feedback.analysis_id,
-                                                feedback.verdict, self._redactor.redact(feedback.note), verdict_id)
+                                                feedback.verdict, self._redactor.redact(feedback.note), verdict_id,
+                                                feedback.tenant)
                 break
             except RefusedCase as refused:
                 self._count("bad")

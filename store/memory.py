@@ -206,10 +206,11 @@ class MemoryStore:
             time.sleep(_VISIBLE_POLL_S)
 
     def feedback(self, server: str | None, analysis_id: str, verdict: Verdict, note: str = "",
-                 verdict_id: str = "") -> bool:
+                 verdict_id: str = "", tenant: str | None = None) -> bool:
         """Apply a human verdict: `correct` raises trust to human-confirmed and feedback +1; `wrong`
         lowers trust and feedback -1, or forgets the case (`forget_on_wrong`). Without `server` every
-        memory table is searched (the CLI only knows the id). False when no case has that id.
+        memory table is searched (the CLI only knows the id). False when no case has that id (of
+        `tenant`, when given: a verdict sent for one tenant never touches another's case).
 
         The verdict goes to the case's verdict log, and the row is set to what the log adds up to
         (`store.verdicts.judge`), so replicas judging one case at once lose no verdict. A verdict with
@@ -217,17 +218,20 @@ class MemoryStore:
         if verdict not in ("correct", "wrong"):
             raise RefusedCase(f"verdict must be 'correct' or 'wrong', not {verdict!r}")
         if verdict == "wrong" and self._config.forget_on_wrong:
-            return self.forget(analysis_id, server=server) > 0
+            return self.forget(analysis_id, server=server, tenant=tenant) > 0
         clean_note = "".join(ch if ch.isprintable() else " " for ch in note)[:_NOTE_CHARS]
         found = False
         for table in self._tables_for(server):
+            if tenant is not None and not table.count_rows(_case_where(analysis_id, tenant)):
+                continue
             found |= judge(self._connection(), table, analysis_id, verdict, clean_note, self._config.trust,
                            retry=self._retry, rounds=self._config.commit_retries + 2, verdict_id=verdict_id)
         return found
 
-    def forget(self, analysis_id: str, *, server: str | None = None) -> int:
-        """Delete a case by id (in `server`'s table, or in every memory table); returns rows deleted."""
-        where = f"id = {sql_string(analysis_id)}"
+    def forget(self, analysis_id: str, *, server: str | None = None, tenant: str | None = None) -> int:
+        """Delete a case by id (in `server`'s table, or in every memory table; only `tenant`'s, when
+        given); returns rows deleted."""
+        where = _case_where(analysis_id, tenant)
         deleted = 0
         for table in self._tables_for(server):
             if table.count_rows(where):
@@ -407,3 +411,9 @@ def _on_lance_loop(work: Coroutine[Any, Any, T]) -> T:
 
 async def _gather(queries: list[Any]) -> list[Any]:
     return list(await asyncio.gather(*queries))
+
+
+def _case_where(analysis_id: str, tenant: str | None) -> str:
+    """The filter of one case by id, and of that tenant's only when `tenant` is given."""
+    where = f"id = {sql_string(analysis_id)}"
+    return where if tenant is None else f"{where} AND tenant = {sql_string(tenant)}"

@@ -101,6 +101,7 @@ def register(commands: Any) -> None:
     _id_flags(feedback)
     feedback.add_argument("--verdict", required=True, choices=["correct", "wrong"])
     feedback.add_argument("--note", default="", help="why: kept with the verdict and shown to the model")
+    feedback.add_argument("--tenant", help="judge the case only if it is this tenant's")
     feedback.add_argument("--via-kafka", action="store_true",
                           help="publish to LOGAGENT_KAFKA__FEEDBACK_TOPIC instead of editing the memory here")
     add_output_flags(feedback)
@@ -291,7 +292,7 @@ def _feedback(args: argparse.Namespace, settings: Settings) -> int:
         if _missing(settings):
             return _not_found(settings, args.analysis_id)
         memory = _open_memory(settings)
-        if not memory.feedback(args.server, args.analysis_id, args.verdict, args.note):
+        if not memory.feedback(args.server, args.analysis_id, args.verdict, args.note, tenant=args.tenant):
             return _not_found(settings, args.analysis_id)
         detail = memory.show(args.analysis_id, time.time(), server=args.server)
     text = f"recorded '{args.verdict}' on {args.analysis_id}"
@@ -312,7 +313,7 @@ def _publish_feedback(args: argparse.Namespace, settings: Settings) -> int:
 
     from consumer.feedback import Feedback, publish_feedback
 
-    feedback = Feedback(args.analysis_id, args.verdict, args.note, args.server)
+    feedback = Feedback(args.analysis_id, args.verdict, args.note, args.server, tenant=args.tenant)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
     try:
         asyncio.run(asyncio.wait_for(publish_feedback(settings, feedback), timeout=60))

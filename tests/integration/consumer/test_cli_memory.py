@@ -266,6 +266,8 @@ class TestFeedbackCommand:
         """With LOGAGENT_MEMORY__FORGET_ON_WRONG=true a wrong verdict deletes the case."""
         # The URI is spelled out: any LOGAGENT_MEMORY__* variable currently replaces the data_dir default.
         env = {"LOGAGENT_MEMORY__FORGET_ON_WRONG": "true", "LOGAGENT_MEMORY__URI": str(data_dir / "memory")}
+        other = logagent("feedback", "npe-old", "--verdict", "wrong", "--tenant", "globex", data_dir=data_dir, env=env)
+        assert "npe-old" in one_error_line(other, 1)  # another tenant's verdict neither judges nor forgets
         json_lines(logagent("feedback", "npe-old", "--verdict", "wrong", "--server", "orders", data_dir=data_dir,
                             env=env))
         rows = json_lines(logagent("memory", "list", "--server", "orders", data_dir=data_dir))

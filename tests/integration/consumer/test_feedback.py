@@ -199,6 +199,25 @@ class TestFeedbackListener:
         detail = memory.show("twice", NOW, server=SERVER)
         assert detail is not None and len(detail.verdicts) == 3
 
+    def test_a_verdict_for_another_tenant_touches_nothing(
+        self, feedback_settings: Callable[..., Settings], embedder: OnnxEmbedder
+    ) -> None:
+        """A verdict that names a tenant judges only that tenant's case: sent for `globex` on an `acme`
+        case it is unknown (and forgets nothing, with forget_on_wrong); sent for `acme` it applies."""
+        settings = feedback_settings(forget_on_wrong=True)
+        memory = MemoryStore(settings.memory, embedder)
+        remember(memory, "theirs", error="KeyError: 'price' at app.shop.total")
+        listener = FeedbackListener(settings, memory)
+
+        asyncio.run(publish_feedback(settings, Feedback("theirs", "wrong", tenant="globex")))
+        asyncio.run(publish_feedback(settings, Feedback("theirs", "correct", tenant="globex")))
+        asyncio.run(run_until(listener, lambda: listener.stats.unknown == 2))
+        assert case_of(memory, "theirs").feedback == 0.0
+
+        asyncio.run(publish_feedback(settings, Feedback("theirs", "correct", tenant="acme")))
+        asyncio.run(run_until(listener, lambda: listener.stats.applied == 1))
+        assert case_of(memory, "theirs").feedback == 1.0
+
     def test_stops_promptly_when_idle(self, feedback_settings: Callable[..., Settings],
                                       embedder: OnnxEmbedder) -> None:
         """Setting `stop` ends `run` within a poll or two, even with nothing to consume."""
