@@ -8,7 +8,8 @@ How a repeated failure is read. The message is decoded with orjson and split by 
 burst: the event time, the log message, the exception message field, the trace or structured exception
 (and in OTLP the body, trace and span ids). The skeleton is everything else (server, tenant, commit,
 type fields, level, logger, nested unknown fields), as JSON text, so `1`, `1.0` and `true` differ as they
-do to the decoder; unknown scalar fields are left out (decoding keeps them aside, no key reads them). The
+do to the decoder (a skeleton of text values alone is kept as a tuple, as exact and cheaper to make);
+unknown scalar fields are left out (decoding keeps them aside, no key reads them). The
 trace goes through the parse cache (`parse_trace`, `structured_chain`: the frame-region lookup, which
 hands out the same frames tuples for a repeated frame region whatever its message lines, goroutine
 numbers included). The entry is keyed by (skeleton, root cause type, identity of each exception's frames)
@@ -52,6 +53,7 @@ from analysis.intake.field import text_chain, timestamp
 from analysis.intake.otlp import attributes_of
 from analysis.intake.redact import Redactor, redact_event
 from analysis.intake.signature import Signature, fingerprint_event
+from analysis.intake.stacktrace import parse_trace
 from analysis.intake.tally import message_template
 
 __all__ = ["EventKey", "KeyCache", "full_keys"]
@@ -161,7 +163,7 @@ class KeyCache:
                         all(map(operator.is_, stacks, [e.frames for e in event.exceptions])):
                     entry = _Entry(stacks, redacted.server_id, redacted.tenant, signature.fingerprint,
                                    keys[0].exception_type, redacted.commit)
-                    self._entries.put(key, entry, OBJECT_BYTES * (2 + len(stacks)) + sys.getsizeof(key[0])
+                    self._entries.put(key, entry, OBJECT_BYTES * (2 + len(stacks)) + _skeleton_bytes(key[0])
                                       + sum(map(_frames_bytes, stacks)))
         return keys
 
@@ -187,16 +189,24 @@ class KeyCache:
             return None
         plan, extra, kept = shape
         get = doc.get
-        skeleton = [layout, *[get(k) for k in kept]]
-        for name in extra:
-            value = get(name)
-            if not isinstance(value, _SCALARS):
-                skeleton.append((name, value))
+        skeleton: Any = (layout, *[get(k) for k in kept])
+        nested = [(name, value) for name in extra if not isinstance(value := get(name), _SCALARS)]
+        # Text and absent values as a tuple: equal exactly when their JSON is (a string equals only a
+        # string). Anything else is written out, so `1`, `1.0` and `true` differ; dumps costs ~0.5 µs.
+        if nested or not _plain(skeleton):
+            skeleton = orjson.dumps([*skeleton, *nested])
         moment = timestamp(field_value(doc, plan[0]), received_at)
-        chain, _, message = record_chain(doc, plan, self._config.max_frames)
+        chain: tuple[ExceptionInfo, ...] = ()
+        traces = plan[6]
+        if type(traces) is str and type(trace := get(traces)) is str and trace and _plain_field(doc, plan[4]) \
+                and _plain_field(doc, plan[5]):  # a text trace: what `record_chain` reads, without its detours
+            chain = parse_trace(trace, self._config.max_frames)
+            message = get("message")
+        if not chain:
+            chain, _, message = record_chain(doc, plan, self._config.max_frames)
         if not chain or type(message) is not str or not message:
             return None
-        return (orjson.dumps(skeleton), chain[-1].type, *[id(e.frames) for e in chain]), chain, message, moment
+        return (skeleton, chain[-1].type, *[id(e.frames) for e in chain]), chain, message, moment
 
     def _layout(self, doc: dict[str, Any]) -> _Layout | tuple[()]:
         """Which keys of this layout are slots, skeleton or ignored unknowns; () when not for the quick path.
@@ -254,6 +264,23 @@ def _frames_bytes(frames: tuple[Frame, ...]) -> int:
     size = sys.getsizeof
     return OBJECT_BYTES + sum(OBJECT_BYTES + size(f.function) + size(f.filename) + size(f.abs_path) + size(f.module)
                               for f in frames)
+
+
+def _skeleton_bytes(skeleton: bytes | tuple[Any, ...]) -> int:
+    """What a skeleton key holds: its JSON text, or its tuple and values (the layout is the layouts cache's)."""
+    size = sys.getsizeof
+    return size(skeleton) if type(skeleton) is bytes else size(skeleton) + sum(map(size, skeleton[1:]))
+
+
+def _plain(values: tuple[Any, ...]) -> bool:
+    """Whether every value past the layout is text or absent."""
+    return all(type(value) is str or value is None for value in values[1:])
+
+
+def _plain_field(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> bool:
+    """Whether the one plain spelling `spec` (or none) holds text or nothing: `record_chain` reads it
+    without error and, the trace being parsed, without using it."""
+    return spec is None or (type(spec) is str and (type(value := doc.get(spec)) is str or value is None))
 
 
 def _names(spec: str | tuple[str, ...] | None) -> set[str]:
