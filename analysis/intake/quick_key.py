@@ -102,6 +102,9 @@ class _Layout(NamedTuple):
     plan: tuple[Any, ...]
     extra: tuple[str, ...]  # unknown keys: only their nesting counts (scalars are left out)
     kept: tuple[str, ...]  # keys whose values enter the skeleton
+    time: str | None  # the one key the time is read from by a plain get, if that is how decoding reads it
+    trace: str | None  # likewise the text trace's key, when the type and message fields are read so too
+    checked: tuple[str, ...]  # the keys of those type and message fields, which must hold text or nothing
 
 
 class KeyCache:
@@ -187,7 +190,7 @@ class KeyCache:
             shape = self._layout(doc)
         if not shape:
             return None
-        plan, extra, kept = shape
+        plan, extra, kept, time_key, trace_key, checked = shape
         get = doc.get
         skeleton: Any = (layout, *[get(k) for k in kept])
         nested = [(name, value) for name in extra if not isinstance(value := get(name), _SCALARS)]
@@ -195,12 +198,11 @@ class KeyCache:
         # string). Anything else is written out, so `1`, `1.0` and `true` differ; dumps costs ~0.5 µs.
         if nested or not _plain(skeleton):
             skeleton = orjson.dumps([*skeleton, *nested])
-        moment = timestamp(field_value(doc, plan[0]), received_at)
+        moment = timestamp(get(time_key) if time_key is not None else field_value(doc, plan[0]), received_at)
         chain: tuple[ExceptionInfo, ...] = ()
-        traces = plan[6]
-        if type(traces) is str and type(trace := get(traces)) is str and trace and _plain_field(doc, plan[4]) \
-                and _plain_field(doc, plan[5]):  # a text trace: what `record_chain` reads, without its detours
-            chain = parse_trace(trace, self._config.max_frames)
+        if trace_key is not None and type(trace := get(trace_key)) is str and trace and \
+                all(type(value := get(key)) is str or value is None for key in checked):
+            chain = parse_trace(trace, self._config.max_frames)  # what `record_chain` reads, without its detours
             message = get("message")
         if not chain:
             chain, _, message = record_chain(doc, plan, self._config.max_frames)
@@ -222,7 +224,10 @@ class KeyCache:
         if plan[3] is not None and plan[6] is not None and not slots & others:
             read = {name for names in SPELLINGS.values() for name in names} | others
             kept = tuple(k for k in doc if k not in slots and (k in read or k.partition(".")[0] in read))
-            quick = _Layout(plan, tuple(k for k in doc if k not in slots and k not in kept), kept)
+            checked = tuple(_plain_key(spec) or "" for spec in (plan[4], plan[5]) if spec is not None)
+            trace = _plain_key(plan[6]) if all(checked) else None
+            quick = _Layout(plan, tuple(k for k in doc if k not in slots and k not in kept), kept,
+                            _plain_key(plan[0]), trace, checked)
         self._layouts.put(tuple(doc), quick, OBJECT_BYTES * (2 + len(doc)) + sum(map(sys.getsizeof, doc)))
         return quick
 
@@ -277,10 +282,11 @@ def _plain(values: tuple[Any, ...]) -> bool:
     return all(type(value) is str or value is None for value in values[1:])
 
 
-def _plain_field(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> bool:
-    """Whether the one plain spelling `spec` (or none) holds text or nothing: `record_chain` reads it
-    without error and, the trace being parsed, without using it."""
-    return spec is None or (type(spec) is str and (type(value := doc.get(spec)) is str or value is None))
+def _plain_key(spec: str | tuple[str, ...] | None) -> str | None:
+    """The key a plan's field spec reads by a plain `get` (one flat spelling, or one without a dot), else None."""
+    if type(spec) is str:
+        return spec
+    return spec[0] if spec and len(spec) == 1 and "." not in spec[0] else None
 
 
 def _names(spec: str | tuple[str, ...] | None) -> set[str]:
