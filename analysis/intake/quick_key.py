@@ -63,6 +63,8 @@ _SCALARS = (str, int, float, bool, type(None))
 _OTLP_SLOTS = frozenset({"exception.message", "exception.stacktrace"})
 _OTLP_RECORD_SLOTS = frozenset({"timeUnixNano", "observedTimeUnixNano", "body", "traceId", "spanId", "attributes"})
 _NOT_QUICK = ()  # a layout the quick path leaves to the full path
+_TEXT_TYPES = frozenset({str, type(None)})
+_TUPLE_KEY_TYPES = _TEXT_TYPES | {tuple}  # the layout, then text or absent values (JSON has no tuples)
 
 
 class EventKey(NamedTuple):
@@ -91,9 +93,7 @@ def _key_of(event: ErrorEvent, signature: Signature, message: str) -> EventKey:
 
 class _Entry(NamedTuple):
     stacks: tuple[Any, ...]  # the frames tuples the key names by identity, kept alive so ids are not reused
-    server: str
-    tenant: str
-    fingerprint: str
+    burst: tuple[str, str, str]  # server, tenant, fingerprint
     exception_type: str
     commit: str | None
 
@@ -139,12 +139,14 @@ class KeyCache:
                     read = None
         if read is not None:
             key, chain, message, moment = read
+            # The key names the frames tuples by id, and the entry keeps those alive: while it is there,
+            # no other object has their ids, so a hit holds the very frames it was made from.
             entry = self._entries.get(key)
-            if entry is not None and all(map(operator.is_, entry.stacks, [e.frames for e in chain])):
+            if entry is not None:
                 self.hits += 1
-                root = chain[-1].value or message
-                burst = (entry.server, entry.tenant, entry.fingerprint)
-                return [EventKey(*burst, entry.exception_type, moment, entry.commit, self._carried(burst, root, None))]
+                burst = entry.burst
+                return [EventKey(*burst, entry.exception_type, moment, entry.commit,
+                                 self._carried(burst, chain[-1].value or message, None))]
         self.misses += 1
         return self._learn(raw, received_at, read)
 
@@ -164,8 +166,7 @@ class KeyCache:
                 stacks = tuple([e.frames for e in chain])
                 if chain[-1].type == event.exceptions[-1].type and \
                         all(map(operator.is_, stacks, [e.frames for e in event.exceptions])):
-                    entry = _Entry(stacks, redacted.server_id, redacted.tenant, signature.fingerprint,
-                                   keys[0].exception_type, redacted.commit)
+                    entry = _Entry(stacks, burst, keys[0].exception_type, redacted.commit)
                     self._entries.put(key, entry, OBJECT_BYTES * (2 + len(stacks)) + _skeleton_bytes(key[0])
                                       + sum(map(_frames_bytes, stacks)))
         return keys
@@ -196,12 +197,12 @@ class KeyCache:
         nested = [(name, value) for name in extra if not isinstance(value := get(name), _SCALARS)]
         # Text and absent values as a tuple: equal exactly when their JSON is (a string equals only a
         # string). Anything else is written out, so `1`, `1.0` and `true` differ; dumps costs ~0.5 µs.
-        if nested or not _plain(skeleton):
+        if nested or not {*map(type, skeleton)} <= _TUPLE_KEY_TYPES:
             skeleton = orjson.dumps([*skeleton, *nested])
         moment = timestamp(get(time_key) if time_key is not None else field_value(doc, plan[0]), received_at)
         chain: tuple[ExceptionInfo, ...] = ()
         if trace_key is not None and type(trace := get(trace_key)) is str and trace and \
-                all(type(value := get(key)) is str or value is None for key in checked):
+                {*map(type, map(get, checked))} <= _TEXT_TYPES:
             chain = parse_trace(trace, self._config.max_frames)  # what `record_chain` reads, without its detours
             message = get("message")
         if not chain:
@@ -275,11 +276,6 @@ def _skeleton_bytes(skeleton: bytes | tuple[Any, ...]) -> int:
     """What a skeleton key holds: its JSON text, or its tuple and values (the layout is the layouts cache's)."""
     size = sys.getsizeof
     return size(skeleton) if type(skeleton) is bytes else size(skeleton) + sum(map(size, skeleton[1:]))
-
-
-def _plain(values: tuple[Any, ...]) -> bool:
-    """Whether every value past the layout is text or absent."""
-    return all(type(value) is str or value is None for value in values[1:])
 
 
 def _plain_key(spec: str | tuple[str, ...] | None) -> str | None:
