@@ -64,6 +64,8 @@ _OTLP_SLOTS = frozenset({"exception.message", "exception.stacktrace"})
 _OTLP_RECORD_SLOTS = frozenset({"timeUnixNano", "observedTimeUnixNano", "body", "traceId", "spanId", "attributes"})
 _NOT_QUICK = ()  # a layout the quick path leaves to the full path
 _TEXT_TYPES = frozenset({str, type(None)})
+_SCALAR_TYPES = frozenset(_SCALARS)  # what orjson decodes to is of these exact types, or a list or a dict
+_FRAMES = operator.attrgetter("frames")
 _TUPLE_KEY_TYPES = _TEXT_TYPES | {tuple}  # the layout, then text or absent values (JSON has no tuples)
 
 
@@ -193,12 +195,15 @@ class KeyCache:
             return None
         plan, extra, kept, time_key, trace_key, checked = shape
         get = doc.get
-        skeleton: Any = (layout, *[get(k) for k in kept])
-        nested = [(name, value) for name in extra if not isinstance(value := get(name), _SCALARS)]
+        # map rather than comprehensions: each of those is a call of its own (~0.2 µs in all here).
+        skeleton: Any = (layout, *map(get, kept))
         # Text and absent values as a tuple: equal exactly when their JSON is (a string equals only a
         # string). Anything else is written out, so `1`, `1.0` and `true` differ; dumps costs ~0.5 µs.
-        if nested or not {*map(type, skeleton)} <= _TUPLE_KEY_TYPES:
-            skeleton = orjson.dumps([*skeleton, *nested])
+        if not {*map(type, map(get, extra))} <= _SCALAR_TYPES:
+            skeleton = orjson.dumps([*skeleton, *[(name, value) for name in extra
+                                                  if type(value := get(name)) not in _SCALAR_TYPES]])
+        elif not {*map(type, skeleton)} <= _TUPLE_KEY_TYPES:
+            skeleton = orjson.dumps(skeleton)
         moment = timestamp(get(time_key) if time_key is not None else field_value(doc, plan[0]), received_at)
         chain: tuple[ExceptionInfo, ...] = ()
         if trace_key is not None and type(trace := get(trace_key)) is str and trace and \
@@ -209,7 +214,7 @@ class KeyCache:
             chain, _, message = record_chain(doc, plan, self._config.max_frames)
         if not chain or type(message) is not str or not message:
             return None
-        return (skeleton, chain[-1].type, *[id(e.frames) for e in chain]), chain, message, moment
+        return (skeleton, chain[-1].type, *map(id, map(_FRAMES, chain))), chain, message, moment
 
     def _layout(self, doc: dict[str, Any]) -> _Layout | tuple[()]:
         """Which keys of this layout are slots, skeleton or ignored unknowns; () when not for the quick path.
