@@ -48,6 +48,8 @@ def identifier(value: Any, field: str) -> str:
 
 def timestamp(value: Any, fallback: float) -> float:
     """ISO-8601 text or an epoch number (s, ms, µs or ns, told apart by magnitude) → epoch seconds."""
+    if type(value) is float and 0 <= value <= _LATEST_EPOCH:  # epoch seconds, the usual number: as below
+        return value
     if type(value) is str:
         if len(value) == 24 and value[23] == "Z" and value[19] == ".":  # …T10:14:03.551Z, the usual form
             second = _PLAIN_SECONDS.get(value[:19])

@@ -101,7 +101,8 @@ def _parse(text: str, max_frames: int) -> Chain:
 class _Skeleton:
     """The cached frame regions of one trace text and their parsed frames."""
 
-    __slots__ = ("dialect", "facts", "last_chain", "last_headers", "nbytes", "regions", "stacks")
+    __slots__ = ("dialect", "facts", "last_chain", "last_headers", "last_text", "nbytes", "regions", "stacks",
+                 "text_room")
 
     def __init__(self, dialect: TraceDialect, regions: tuple[str, ...], stacks: Stacks, facts: int,
                  nbytes: int) -> None:
@@ -113,6 +114,10 @@ class _Skeleton:
         # A repeat of the last headers hands back the very chain object (the fingerprint caches on it).
         self.last_headers: tuple[str, ...] = ()
         self.last_chain: Chain = ()
+        # The last text that gave it (a trace without ids repeats verbatim): a memcmp instead of a match.
+        # Kept up to `text_room` bytes, which `nbytes` includes.
+        self.last_text = ""
+        self.text_room = 0
 
 
 _MAX_CACHED_TEXT = 64 * 1024  # longer traces are rare and would pin too much memory in the cache
@@ -189,6 +194,10 @@ def _from_skeleton(text: str, key: tuple[str, int]) -> Chain | None:
     if bucket is None:
         return None
     for index, skeleton in enumerate(bucket):
+        if text == skeleton.last_text:  # what the match below would give again, without redoing it
+            if index:
+                bucket.insert(0, bucket.pop(index))
+            return skeleton.last_chain
         dialect = skeleton.dialect
         matched = dialect.match(text, skeleton.regions)
         if matched is None:
@@ -203,14 +212,20 @@ def _from_skeleton(text: str, key: tuple[str, int]) -> Chain | None:
             return None
         memo = tuple(headers)
         if memo == skeleton.last_headers:
+            _remember(skeleton, text)
             return skeleton.last_chain
         try:
             chain = dialect.rebuild(headers, skeleton.stacks)
         except Exception:  # hostile header text: the full parser decides
             return None
         skeleton.last_headers, skeleton.last_chain = memo, chain
+        _remember(skeleton, text)
         return chain
     return None
+
+
+def _remember(skeleton: _Skeleton, text: str) -> None:
+    skeleton.last_text = text if sys.getsizeof(text) <= skeleton.text_room else ""
 
 
 def _learn(text: str, key: tuple[str, int], chain: Chain) -> bool:
@@ -234,8 +249,10 @@ def _learn(text: str, key: tuple[str, int], chain: Chain) -> bool:
     facts = 0
     for region in regions:
         facts |= _facts(region)
-    skeleton = _Skeleton(dialect, tuple(regions), stacks, facts, _trace_bytes(text, stacks))
-    skeleton.last_headers, skeleton.last_chain = tuple(headers), chain
+    room = 2 * sys.getsizeof(text)  # for a last text up to twice this one (headers grow with their ids)
+    skeleton = _Skeleton(dialect, tuple(regions), stacks, facts, _trace_bytes(text, stacks) + room)
+    skeleton.last_headers, skeleton.last_chain, skeleton.last_text, skeleton.text_room = (tuple(headers), chain,
+                                                                                         text, room)
     bucket = [skeleton, *(_SKELETONS.get(key) or ())][:_BUCKET_SIZE]  # the newest deploy's frames first
     _SKELETONS.put(key, bucket, sum(s.nbytes for s in bucket))
     return True

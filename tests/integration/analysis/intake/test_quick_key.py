@@ -168,6 +168,24 @@ class TestQuickKey:
             assert [k[:6] for k in cache.read(raw, 1.0)] == [k[:6] for k in full_keys(raw, config, redactor, 1.0)]
 
 
+class TestSkeletonKey:
+    def test_values_equal_in_python_but_not_in_json_never_share_an_entry(self, traces: list[Any]) -> None:
+        """`1`, `1.0`, `true` and `"1"` in a skeleton field: a tuple would call them equal, decoding does not."""
+        config, redactor = DecodeConfig(), Redactor(RedactionConfig())
+        cache = KeyCache(config, redactor)
+        trace = next(t for t in traces if t[0] == "java")
+        rng = random.Random(3)
+        for level in (1, "1", 1.0, True, 1, True, "1", 1.0, 50, "error", 50):
+            record = orjson.loads(_record(trace, "logstash", rng, "", "", 0))
+            record["level"] = level
+            raw = orjson.dumps(record)
+            quick, full = (_read(read, raw) for read in (lambda r: cache.read(r, 1.0),
+                                                          lambda r: full_keys(r, config, redactor, 1.0)))
+            assert (quick if isinstance(quick, str) else [k[:6] for k in quick]) == \
+                (full if isinstance(full, str) else [k[:6] for k in full]), level
+        assert cache.hits == 3  # the repeats of 1, "1" and 50 were read from the cache
+
+
 class TestCarriedMessage:
     def test_messages_of_one_template_carry_the_first_redacted(self) -> None:
         """Ids that differ only in digits share the first message's redacted text; a secret never leaves."""

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, ExceptionInfo, new_event, new_exception
 from analysis.intake.decode import BAD_INPUT_REASONS, DecodeConfig, decode_message
+from analysis.intake.field import timestamp
 from tests.paths import TRACES
 
 TRACES = TRACES
@@ -215,6 +219,18 @@ class TestTimestamps:
         )
         for odd in ("2024-05-02T10:14:03.5²1Z", "2024-05-02T10:14:03.5x1Z", "not a time"):
             assert decode_one({"server_id": "s", "message": "m", "timestamp": odd}).timestamp == NOW, odd
+
+    @given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(10**20), 10**20))
+    def test_an_epoch_number_of_any_magnitude_reads_as_its_unit_says(self, number: float) -> None:
+        """Seconds (the quick case), ms, µs, ns and out-of-range numbers: each rule as documented."""
+        seconds = float(number)
+        for limit, scale in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3)):
+            if abs(seconds) > limit:
+                seconds /= scale
+                break
+        expected = seconds if math.isfinite(seconds) and 0 <= seconds <= 1e10 else NOW
+        assert timestamp(number, NOW) == expected
+        assert type(timestamp(number, NOW)) is float
 
 
 class TestFastConstruction:

@@ -7,7 +7,14 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.intake.stacktrace import DEFAULT_MAX_FRAMES, _parse, detect_language, parse_trace
+from analysis.intake.stacktrace import (
+    _SKELETONS,
+    DEFAULT_MAX_FRAMES,
+    _parse,
+    _skeleton_key,
+    detect_language,
+    parse_trace,
+)
 from tests.paths import TRACES
 
 TRACES = TRACES
@@ -376,3 +383,33 @@ class TestCacheFastPathsEqualTheFullParse:
             for variant in (caused, f"{first}\n{java_frames}", f"{second}\n{java_frames}", f"{first}\n{node_frames}",
                             f"{second}\n{node_frames}", f"{python}{first}", f"{python}{second}\n"):
                 assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES), variant[:200]
+
+
+class TestRepeatedWholeText:
+    """A text seen last over some cached frames is answered by comparing it, not matching it again."""
+
+    def test_traces_sharing_the_innermost_frame_alternate_exactly(self) -> None:
+        """Two failures whose frames differ only past the innermost line (the cache's key) and a deploy
+        that moved the outer lines: interleaved repeats each equal the full parse, with their own frames."""
+        lines = trace("java_inventory.txt").splitlines()
+        header, frames = lines[0], lines[1:6]
+        moved = [line.replace(":1", ":9") if index else line for index, line in enumerate(frames)]
+        texts = ["\n".join([header, *frames]), "\n".join([header, *moved]),
+                 "\n".join([header.replace("inventory", "stock 4411"), *moved])]
+        first = {text: parse_trace(text) for text in texts}
+        assert first[texts[0]][0].frames is not first[texts[1]][0].frames
+        for text in [*texts, texts[0], texts[2], texts[1], texts[0], texts[0]]:
+            again = parse_trace(text)
+            assert again == _parse(text, DEFAULT_MAX_FRAMES)
+            assert again[0].frames is first[text][0].frames
+
+    def test_a_text_far_longer_than_the_learned_one_is_not_kept(self) -> None:
+        """The cache is charged for a last text up to twice the learned one: a longer one is matched each time."""
+        text = trace("java_inventory.txt")
+        header, _, frames = text.partition("\n")
+        parse_trace(text)
+        long = f"{header} {'x' * 4 * len(text)}\n{frames}"
+        assert parse_trace(long) == _parse(long, DEFAULT_MAX_FRAMES)
+        assert parse_trace(long) == _parse(long, DEFAULT_MAX_FRAMES)
+        bucket = _SKELETONS.get(_skeleton_key(text, DEFAULT_MAX_FRAMES))
+        assert bucket is not None and all(skeleton.last_text != long for skeleton in bucket)
