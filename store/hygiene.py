@@ -23,17 +23,31 @@ _TOOL_CALL = re.compile(
 )
 _TENANT_MARKER = re.compile(r"\btenant(?:_id|Id)?\b[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9_.\-]+)", re.IGNORECASE)
 _SUMMARY_FIELD_CHARS = 600
+# A literal every match of each pattern above contains (lower-cased). In ASCII text a case-insensitive
+# match is a match of the lower-cased text, so a pattern none of whose literals occur cannot match and is
+# not run: the three searches cost about 0.55 ms per recalled case of 1.5 kB, the literal checks 10 us.
+# (Other text is searched in full: Unicode case folding matches more than `str.lower` does, e.g. the long s
+# matches 's'.)
+_INSTRUCTION_WORDS = ("ignore", "disregard", "forget", "override", "you are now", "new instruction",
+                      "system prompt", "<|im_start|>", "[inst]", "###")
+_TOOL_CALL_WORDS = ("tool_call", "function_call", '"name"')
+_TENANT_WORDS = ("tenant",)
 
 
 def contamination_reasons(text: str, tenant: str) -> tuple[str, ...]:
     """Reasons `text` should not be trusted blindly: instruction-like or tool-call-like text, or a
     marker naming a tenant other than `tenant`. Empty when clean."""
+    lowered = text.lower() if text.isascii() else None
+
+    def may_match(words: tuple[str, ...]) -> bool:
+        return lowered is None or any(word in lowered for word in words)
+
     reasons: list[str] = []
-    if _INSTRUCTION.search(text):
+    if may_match(_INSTRUCTION_WORDS) and _INSTRUCTION.search(text):
         reasons.append("instruction-like text in recalled case")
-    if _TOOL_CALL.search(text):
+    if may_match(_TOOL_CALL_WORDS) and _TOOL_CALL.search(text):
         reasons.append("tool-call-like text in recalled case")
-    if any(m.group(1) != tenant for m in _TENANT_MARKER.finditer(text)):
+    if may_match(_TENANT_WORDS) and any(m.group(1) != tenant for m in _TENANT_MARKER.finditer(text)):
         reasons.append("another tenant's marker in recalled case")
     return tuple(reasons)
 

@@ -1,13 +1,12 @@
 """MemoryStore: past analyses per server in LanceDB, recalled per tenant and scope, fresh and correctable.
 
 Synchronous by design: LanceDB's Python API is blocking, so the pipeline calls it via asyncio.to_thread.
-Recall reads through LanceDB's async API instead, on LanceDB's own event loop: its two queries then run
-together in one hop, without the schema reads the blocking wrapper makes around every query.
+Recall reads through LanceDB's async API instead, on LanceDB's own event loop: its queries then run in one
+hop (`store.candidates`), without the schema reads the blocking wrapper makes around every query.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
@@ -19,6 +18,7 @@ import lancedb
 from lancedb.background_loop import LOOP
 
 from store.browse import browse_filter, case_detail, server_summaries
+from store.candidates import CandidateSearch, candidate_rows
 from store.config import MemoryConfig
 from store.embedding import Embedder
 from store.errors import RefusedCase, StoreError
@@ -42,10 +42,8 @@ from store.relevance import Ranked, RankQuery, cosine, rank, select
 from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_string, table_name
 from store.table import (
     NEW_TABLE_OPTIONS,
-    RECALL_COLUMNS,
     SUMMARY_COLUMNS,
     arrow_rows,
-    arrow_to_rows,
     case_row,
     case_summary,
     check_compatible,
@@ -282,17 +280,9 @@ class MemoryStore:
     def _candidate_rows(self, reader: Any, vector: list[float], where: str, fingerprint: str) -> list[dict[str, Any]]:
         """The `candidate_pool` nearest rows passing `where`, plus up to `top_k` exact-fingerprint matches."""
         ranking = self._config.ranking
-        # The where clause of a vector search pre-filters (the async API's default).
-        nearest = (reader.vector_search(vector).distance_type("cosine").where(where)
-                   .nprobes(self._config.nprobes).select([*RECALL_COLUMNS, "_distance"])
-                   .limit(ranking.candidate_pool))
-        queries = [nearest.to_arrow()]
-        # Exact fingerprint matches join the pool even when embeddings miss them: a B-tree lookup,
-        # run alongside the vector search so the recall waits for the slower of the two only.
-        if fingerprint:
-            queries.append(reader.query().where(f"{where} AND fingerprint = {sql_string(fingerprint)}")
-                           .select(RECALL_COLUMNS).limit(ranking.top_k).to_arrow())
-        return [row for result in _on_lance_loop(_gather(queries)) for row in arrow_to_rows(result)]
+        search = CandidateSearch(vector, where, fingerprint, ranking.candidate_pool, ranking.top_k,
+                                 self._config.nprobes)
+        return _on_lance_loop(candidate_rows(reader, search))
 
     def _finish(self, query: RecallQuery, ranked: list[Ranked], by_id: Mapping[str, Mapping[str, Any]],
                 analyses: Mapping[str, dict[str, Any]], is_changed: IsChanged | None) -> RecallResult:
@@ -407,10 +397,6 @@ def _on_lance_loop(work: Coroutine[Any, Any, T]) -> T:
     """Run `work` on LanceDB's event loop, where its async API runs, and wait for the result."""
     result: T = LOOP.run(work)  # type: ignore[no-untyped-call]  # lancedb's loop is untyped
     return result
-
-
-async def _gather(queries: list[Any]) -> list[Any]:
-    return list(await asyncio.gather(*queries))
 
 
 def _case_where(analysis_id: str, tenant: str | None) -> str:

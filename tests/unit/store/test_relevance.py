@@ -7,7 +7,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from store import hygiene
 from store.config import RankingConfig
 from store.errors import RefusedCase, StoreError
 from store.freshness import assess
@@ -305,6 +308,22 @@ class TestContamination:
     def test_ordinary_error_text_is_clean(self) -> None:
         """A normal trace raises nothing."""
         assert contamination_reasons("NullPointerException at OrderService.place(Order.java:12)", "a") == ()
+
+    @settings(max_examples=400)
+    @given(st.lists(st.sampled_from([
+        "Ignore", "all", "PREVIOUS", "instructions", "prompt", "You are NOW", "new Instruction", "System prompt",
+        "<|IM_START|>", "[inst]", "###", "Instruction", "\"tool_calls\":", "Function_Call :", "<TOOL_CALL>",
+        '"NAME": "x", "arguments"', "TenantId=b", "tenant: a", "tenant_id", " ", ".", "\n", "ſystem prompt",
+        "\u0130gnore", "\u212aey", "override your rules", "forget the context", "disregard"]), max_size=12))
+    def test_the_literal_precheck_never_changes_the_reasons(self, words: list[str]) -> None:
+        """Skipping a search whose literals are absent gives exactly what running every search gives,
+        in ASCII text and in text with Unicode case foldings (long s, dotted I, Kelvin sign)."""
+        text = "".join(words)
+        full = (["instruction-like text in recalled case"] if hygiene._INSTRUCTION.search(text) else []) + (
+            ["tool-call-like text in recalled case"] if hygiene._TOOL_CALL.search(text) else []) + (
+            ["another tenant's marker in recalled case"]
+            if any(m.group(1) != "a" for m in hygiene._TENANT_MARKER.finditer(text)) else [])
+        assert contamination_reasons(text, "a") == tuple(full)
 
     def test_summary_keeps_root_cause_culprit_and_fix(self) -> None:
         """The injected summary names the root cause, culprit location and fix explanation."""
