@@ -115,10 +115,10 @@ class DeadLetters:
         self._metrics.dlq.labels(reason).inc()
         self._metrics.published.labels("dlq").inc()
 
-    async def settle(self, timeout_s: float = SETTLE_WAIT_S) -> None:
+    async def settle(self, timeout_s: float | None = None) -> None:
         """Wait until every queued DLQ copy is acknowledged, for `timeout_s` at most (the rest stay queued);
         a copy that failed re-raises its error."""
-        self._pending = await _settle(self._pending, timeout_s)
+        self._pending = await _settle(self._pending, SETTLE_WAIT_S if timeout_s is None else timeout_s)
 
 
 class KeyStage:
@@ -269,9 +269,10 @@ class KeyStage:
                 raise error
         self._acks = waiting
 
-    async def settle(self, timeout_s: float = SETTLE_WAIT_S) -> None:
+    async def settle(self, timeout_s: float | None = None) -> None:
         """Wait until every forward and DLQ copy so far is acknowledged (before a revoke's commit, and at
         shutdown), for `timeout_s` at most in all; a forward that failed re-raises its error."""
+        timeout_s = SETTLE_WAIT_S if timeout_s is None else timeout_s  # read at each call (a test shortens it)
         deadline = time.monotonic() + timeout_s
         await self.flush()
         self._acks = await _settle(self._acks, timeout_s)

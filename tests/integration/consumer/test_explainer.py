@@ -137,14 +137,15 @@ RigFactory = Callable[..., Rig]
 
 @pytest.fixture
 def rig_factory(tmp_path: Path, embedder: OnnxEmbedder) -> Iterator[RigFactory]:
-    """Build rigs: `rig_factory(ollama=True, memory=True, threshold=3, reset_after_s=30, url=None)`."""
+    """Build rigs: `rig_factory(ollama=True, memory=True, threshold=3, reset_after_s=30, url=None)`; `clock`
+    is the breaker's (time.monotonic unless a test moves time itself)."""
     servers: list[ScriptedOllama] = []
     origin = GitRepo(tmp_path / "origin")
     commits = {"base": origin.commit("shop service", {"README.md": "shop\n", "app/__init__.py": "",
                                                       "app/shop.py": SHOP_PY})}
 
     def build(*, ollama: bool = True, memory: bool = True, threshold: int = 3, reset_after_s: float = 30.0,
-              url: str | None = None, attempts: int = 1) -> Rig:
+              url: str | None = None, attempts: int = 1, clock: Callable[[], float] = time.monotonic) -> Rig:
         server = None
         if ollama and url is None:
             server = ScriptedOllama(models=(MODEL,)).start()
@@ -160,7 +161,8 @@ def rig_factory(tmp_path: Path, embedder: OnnxEmbedder) -> Iterator[RigFactory]:
         store = MemoryStore(MemoryConfig(uri=str(memory_uri)), embedder) if memory else None
         metrics = Metrics()
         explainer = Explainer(sync, metrics, redactor=redactor, agent=agent, memory=store,
-                              breaker=CircuitBreaker(threshold, reset_after_s), llm_backoff=Backoff(0.5, 8.0, attempts))
+                              breaker=CircuitBreaker(threshold, reset_after_s, clock),
+                              llm_backoff=Backoff(0.5, 8.0, attempts))
         return Rig(origin, commits, memory_uri, metrics, explainer, server, store)
 
     yield build
@@ -386,7 +388,8 @@ class TestOllamaDown:
     def test_open_circuit_makes_no_requests_and_a_probe_closes_it(self, rig_factory: RigFactory) -> None:
         """After `failure_threshold` failing bursts no request reaches Ollama; once `reset_after_s` has
         passed, one probe goes through and, answered, closes the circuit."""
-        rig = rig_factory(memory=False, threshold=2, reset_after_s=0.3)
+        now = [0.0]  # the breaker's clock, moved by the test: a loaded machine cannot reach reset_after_s early
+        rig = rig_factory(memory=False, threshold=2, reset_after_s=30.0, clock=lambda: now[0])
         assert rig.ollama is not None
         for i in range(2):
             assert rig.run(burst(rig.commits["base"], T0 + i)).status == "heuristic"
@@ -399,7 +402,7 @@ class TestOllamaDown:
         assert len(rig.ollama.chat_calls) == 2
 
         rig.ollama.add(Reply.json(answer()))
-        asyncio.run(asyncio.sleep(0.35))
+        now[0] += 30.0
         probed = rig.run(burst(rig.commits["base"], T0 + 20))
 
         assert probed.status == "analyzed"

@@ -20,8 +20,8 @@ from analysis.code.repo import RepoSync
 from analysis.event import Cluster
 from analysis.report import Analysis
 from consumer import kafka as consumer_kafka
+from consumer import key_stage
 from consumer.explainer import HeuristicAnalyzer
-from consumer.key_stage import SETTLE_WAIT_S
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from demo.broker import EmbeddedBroker, create_topics
@@ -142,6 +142,7 @@ class TestStopDuringOutage:
         same code waits on them), so the bound below is far under an uncapped flush."""
         monkeypatch.setattr(consumer_kafka, "COMMIT_WAIT_S", 2.0)
         monkeypatch.setattr(consumer_kafka, "STOP_WAIT_S", 2.0)
+        monkeypatch.setattr(key_stage, "SETTLE_WAIT_S", 2.0)
         repos = shop_repos("orders", "billing")
         settings = make_settings(own_broker.bootstrap_servers, tmp_path / "data", partitions=4,
                                  window={"quiet_s": 0.3}, pipeline={"shutdown_grace_s": 1.0})
@@ -172,6 +173,6 @@ class TestStopDuringOutage:
         # At most: a commit under way when stop came, the grace for analyses (1 s here), the forwards'
         # acknowledgements, the final commit, the clients' stops (together); unbounded, the producers flush
         # for 40 s each and a commit never returns.
-        bound = (2 * consumer_kafka.COMMIT_WAIT_S + settings.pipeline.shutdown_grace_s + SETTLE_WAIT_S
+        bound = (2 * consumer_kafka.COMMIT_WAIT_S + settings.pipeline.shutdown_grace_s + key_stage.SETTLE_WAIT_S
                  + consumer_kafka.STOP_WAIT_S)
         assert took < bound + 3, f"stopping took {took:.1f}s (bound {bound:.0f}s)"

@@ -290,11 +290,14 @@ def run_crash_scenario(tansu: EmbeddedBroker, tmp: Path, kills: int, seed: int) 
 
     async def kill_and_drain(service: ServiceProcess) -> int:
         producer = asyncio.create_task(produce_chunks())
-        for _ in range(kills):
+        for kill in range(kills):
             await service.start()
             # Kill at a random point of the work: once the group gave it partitions, after a random number
-            # of published analyses plus a random delay (or blindly when no more analyses come).
+            # of published analyses plus a random delay (or blindly when no more analyses come). The first
+            # two kills wait for an analysis however loaded the machine is, so at least two land mid-work.
             await _poll(lambda: not service.running or service.assigned, 10.0)
+            if kill < 2:
+                await _poll(partial(_analysed_at_least, service, 1), 60.0)
             await _poll(partial(_analysed_at_least, service, rng.randint(0, 4)), rng.uniform(1.0, 3.0))
             await asyncio.sleep(rng.uniform(0.0, 0.4))
             analysed_before_kill.append(service.analysed)
