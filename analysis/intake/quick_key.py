@@ -59,7 +59,7 @@ from analysis.intake.decode import (
 )
 from analysis.intake.field import text_chain, timestamp
 from analysis.intake.otlp import attributes_of
-from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.redact import Redactor, redact_event, redact_key_fields
 from analysis.intake.signature import Signature, fingerprint_event
 from analysis.intake.stacktrace import parse_trace
 from analysis.intake.tally import message_template
@@ -172,7 +172,7 @@ class KeyCache:
             events = decode_message(raw, self._config, received_at=received_at)
         keys = []
         for event in events:
-            redacted = redact_event(event, self._redactor)
+            redacted = redact_key_fields(event, self._redactor)
             signature = fingerprint_event(redacted, self._config.in_app_prefixes)
             burst = (redacted.server_id, redacted.tenant, signature.fingerprint)
             keys.append(_key_of(redacted, signature, self._carried(burst, event.exception_message,
