@@ -94,7 +94,19 @@ def decode_message(raw: bytes, config: DecodeConfig, received_at: float | None =
             raise BadInput("too_deep", f"nesting over {config.max_depth}")
         raise BadInput("not_object", type(doc).__name__)
     fallback = received_at if received_at is not None else time.time()
-    events = decode_otlp(doc, config, fallback) if "resourceLogs" in doc else [_decode_record(doc, config, fallback)]
+    if "resourceLogs" in doc:
+        return _checked(decode_otlp(doc, config, fallback), config)
+    return [decode_record(doc, config, fallback)]
+
+
+def decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float,
+                  read: tuple[Chain, str, str] | None = None) -> ErrorEvent:
+    """The event of a flat (not OTLP) record already parsed from JSON, as `decode_message` decodes it;
+    `read` is the record's `record_chain`, when the caller has read it already."""
+    return _checked([_decode_record(doc, config, fallback, read)], config)[0]
+
+
+def _checked(events: list[ErrorEvent], config: DecodeConfig) -> list[ErrorEvent]:
     for event in events:  # interpreted fields are type-checked; only the kept unknown ones can nest
         for value in event.extra.values():
             if type(value) is dict or type(value) is list:  # the usual extra holds scalars only
@@ -194,13 +206,14 @@ def server_id_of(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> tup
     return "", ""
 
 
-def _decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float) -> ErrorEvent:
+def _decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float,
+                   read: tuple[Chain, str, str] | None = None) -> ErrorEvent:
     plan = _PLANS.get(tuple(doc))
     if plan is None or plan[-1] is not config.server_id_fields:
         plan = _plan(doc, config)
     times, levels, loggers, commits, tenants, servers, consumed, wholly, shape = (*plan[:3], *plan[7:13],)
     get = doc.get
-    chain, raw_trace, message = record_chain(doc, plan, config.max_frames)
+    chain, raw_trace, message = read if read is not None else record_chain(doc, plan, config.max_frames)
     server_id = get(servers) if type(servers) is str else None
     if type(server_id) is str and server_id:
         server_field = servers

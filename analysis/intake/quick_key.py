@@ -48,10 +48,18 @@ import orjson
 from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
-from analysis.intake.decode import SPELLINGS, DecodeConfig, decode_message, field_value, layout_plan, record_chain
+from analysis.intake.decode import (
+    SPELLINGS,
+    DecodeConfig,
+    decode_message,
+    decode_record,
+    field_value,
+    layout_plan,
+    record_chain,
+)
 from analysis.intake.field import text_chain, timestamp
 from analysis.intake.otlp import attributes_of
-from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.redact import Redactor, redact_event, redact_key_fields
 from analysis.intake.signature import Signature, fingerprint_event
 from analysis.intake.stacktrace import parse_trace
 from analysis.intake.tally import message_template
@@ -128,19 +136,20 @@ class KeyCache:
 
     def read(self, raw: bytes, received_at: float) -> list[EventKey]:
         """One key per record of `raw`, in order; raises `BadInput` for a message that is not an event."""
-        read = None
+        read = flat = None
         if len(raw) <= self._config.max_message_bytes:
             try:
                 doc = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 doc = None
             if type(doc) is dict:
+                flat = doc if "resourceLogs" not in doc else None  # `_otlp` rewrites its document
                 try:
                     read = self._otlp(doc, received_at) if "resourceLogs" in doc else self._flat(doc, received_at)
                 except (BadInput, orjson.JSONEncodeError):  # the full path says why (a skeleton too deep: too_deep)
                     read = None
         if read is not None:
-            key, chain, message, moment = read
+            key, chain, message, moment, _ = read
             # The key names the frames tuples by id, and the entry keeps those alive: while it is there,
             # no other object has their ids, so a hit holds the very frames it was made from.
             entry = self._entries.get(key)
@@ -150,14 +159,20 @@ class KeyCache:
                 return [EventKey(*burst, entry.exception_type, moment, entry.commit,
                                  self._carried(burst, chain[-1].value or message, None))]
         self.misses += 1
-        return self._learn(raw, received_at, read)
+        return self._learn(raw, received_at, read, flat)
 
-    def _learn(self, raw: bytes, received_at: float, read: tuple[Any, ...] | None) -> list[EventKey]:
-        """The full path; its key is remembered when it is a stack signature that reads no message."""
-        events = decode_message(raw, self._config, received_at=received_at)
+    def _learn(self, raw: bytes, received_at: float, read: tuple[Any, ...] | None,
+               flat: dict[str, Any] | None) -> list[EventKey]:
+        """The full path; its key is remembered when it is a stack signature that reads no message. A flat
+        record already parsed is decoded from that document, and with the chain `record_chain` read from it,
+        rather than parsed and read again (the JSON parse alone is ~5-8 µs of a new 5 kB event)."""
+        if flat is not None:
+            events = [decode_record(flat, self._config, received_at, read[4] if read is not None else None)]
+        else:
+            events = decode_message(raw, self._config, received_at=received_at)
         keys = []
         for event in events:
-            redacted = redact_event(event, self._redactor)
+            redacted = redact_key_fields(event, self._redactor)
             signature = fingerprint_event(redacted, self._config.in_app_prefixes)
             burst = (redacted.server_id, redacted.tenant, signature.fingerprint)
             keys.append(_key_of(redacted, signature, self._carried(burst, event.exception_message,
@@ -186,7 +201,8 @@ class KeyCache:
         return carried
 
     def _flat(self, doc: dict[str, Any], received_at: float) -> tuple[Any, ...] | None:
-        """(key, chain, message, time) of a native, ECS or logstash record, or None: the full path reads it."""
+        """(key, chain, message, time, `record_chain` or None) of a native, ECS or logstash record, or None: the
+        full path reads it."""
         layout = tuple(doc)
         shape = self._layouts.get(layout)
         if shape is None:
@@ -206,15 +222,17 @@ class KeyCache:
             skeleton = orjson.dumps(skeleton)
         moment = timestamp(get(time_key) if time_key is not None else field_value(doc, plan[0]), received_at)
         chain: tuple[ExceptionInfo, ...] = ()
+        read = None  # what `record_chain` gave, for the full path to reuse
         if trace_key is not None and type(trace := get(trace_key)) is str and trace and \
                 {*map(type, map(get, checked))} <= _TEXT_TYPES:
             chain = parse_trace(trace, self._config.max_frames)  # what `record_chain` reads, without its detours
             message = get("message")
         if not chain:
-            chain, _, message = record_chain(doc, plan, self._config.max_frames)
+            read = record_chain(doc, plan, self._config.max_frames)
+            chain, _, message = read
         if not chain or type(message) is not str or not message:
             return None
-        return (skeleton, chain[-1].type, *map(id, map(_FRAMES, chain))), chain, message, moment
+        return (skeleton, chain[-1].type, *map(id, map(_FRAMES, chain))), chain, message, moment, read
 
     def _layout(self, doc: dict[str, Any]) -> _Layout | tuple[()]:
         """Which keys of this layout are slots, skeleton or ignored unknowns; () when not for the quick path.
@@ -238,7 +256,7 @@ class KeyCache:
         return quick
 
     def _otlp(self, doc: dict[str, Any], received_at: float) -> tuple[Any, ...] | None:
-        """(key, chain, message, time) of an OTLP export holding one log record, or None."""
+        """(key, chain, message, time, None) of an OTLP export holding one log record, or None."""
         resources = doc["resourceLogs"]
         if type(resources) is not list or len(resources) != 1 or type(resources[0]) is not dict:
             return None
@@ -266,15 +284,15 @@ class KeyCache:
         records[0] = [{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
                       {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}]
         key = (orjson.dumps(doc), chain[-1].type, *[id(e.frames) for e in chain])
-        return key, chain, message, timestamp(moment, received_at)
+        return key, chain, message, timestamp(moment, received_at), None
 
 
 def _frames_bytes(frames: tuple[Frame, ...]) -> int:
     """What keeping `frames` alive costs once the parse caches have let them go: an object per frame and
     its strings (charged as if no two frames shared one)."""
-    size = sys.getsizeof
-    return OBJECT_BYTES + sum(OBJECT_BYTES + size(f.function) + size(f.filename) + size(f.abs_path) + size(f.module)
-                              for f in frames)
+    size = sys.getsizeof  # a list, not a generator: ~40% less per frame, for every new trace's entry
+    return OBJECT_BYTES * (1 + len(frames)) + sum([size(f.function) + size(f.filename) + size(f.abs_path)
+                                                   + size(f.module) for f in frames])
 
 
 def _skeleton_bytes(skeleton: bytes | tuple[Any, ...]) -> int:

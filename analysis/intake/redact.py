@@ -33,7 +33,8 @@ from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exce
 from analysis.intake.private_key import KEY_HEADERS, KeyBlockLines, redact_private_keys
 from analysis.intake.redact_rules import INTL, PRIVATE_KEY, RULES, Rule, looks_generated, placeholder, secret_key
 
-__all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_event", "redact_id", "redact_model", "redact_value"]
+__all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_event", "redact_id", "redact_key_fields", "redact_model",
+           "redact_value"]
 
 KINDS = tuple(dict.fromkeys((PRIVATE_KEY, *(rule.kind for rule in RULES))))
 """Every built-in kind of secret or personal data."""
@@ -252,9 +253,7 @@ def redact_event(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
     values and frames, the raw trace, and the keys and values of `extra`."""
     if not redactor.config.enabled:
         return event
-    exceptions = tuple([_redact_exception(exception, redactor) for exception in event.exceptions])
-    if all(map(operator.is_, exceptions, event.exceptions)):
-        exceptions = event.exceptions  # keep the shared chain of a repeated trace (cheap fingerprinting)
+    exceptions = _redact_chain(event.exceptions, redactor)
     redact = redactor.redact
     return new_event(
         redact_id(event.server_id, redactor),
@@ -269,6 +268,38 @@ def redact_event(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
         event.shape,
         redact_value(event.extra, redactor),
     )
+
+
+def redact_key_fields(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
+    """What a burst key and the fingerprint read of `event`, redacted as `redact_event` redacts it: the ids,
+    the message, the chain, and the raw trace when the fingerprint reads it (a root cause without a
+    message); the logger, `extra` and otherwise the raw trace are left empty. A new event's key is spared
+    the redaction of its trace text, which its sample redacts again anyway (~20 µs of a 5 kB trace)."""
+    if not redactor.config.enabled:
+        return event
+    exceptions = _redact_chain(event.exceptions, redactor)
+    redact = redactor.redact
+    reads_trace = bool(exceptions) and not exceptions[-1].value
+    return new_event(
+        redact_id(event.server_id, redactor),
+        event.timestamp,
+        redact(event.message),
+        event.level,
+        "",
+        redact_id(event.commit, redactor) if event.commit else event.commit,
+        redact_id(event.tenant, redactor),
+        exceptions,
+        redact(event.raw_trace) if reads_trace else "",
+        event.shape,
+        {},
+    )
+
+
+def _redact_chain(chain: tuple[ExceptionInfo, ...], redactor: Redactor) -> tuple[ExceptionInfo, ...]:
+    exceptions = tuple([_redact_exception(exception, redactor) for exception in chain])
+    if all(map(operator.is_, exceptions, chain)):
+        return chain  # keep the shared chain of a repeated trace (cheap fingerprinting)
+    return exceptions
 
 
 def redact_id(value: str, redactor: Redactor) -> str:

@@ -10,8 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
-from analysis.intake.redact import KINDS, RedactionConfig, Redactor, redact_event, redact_id, redact_value
+from analysis.intake.redact import (
+    KINDS,
+    RedactionConfig,
+    Redactor,
+    redact_event,
+    redact_id,
+    redact_key_fields,
+    redact_value,
+)
 from analysis.intake.redact_rules import RULES, looks_generated, secret_key
+from analysis.intake.signature import fingerprint_event
 from evals.redaction import score
 from evals.redaction_corpus import NEGATIVES, positives
 from tests.paths import TRACES
@@ -349,6 +358,28 @@ class TestRedactEvent:
         redactor = Redactor()
         assert redactor.frames(frames) is redactor.frames(frames)
         assert redactor.frames(frames)[0].function == "f_[REDACTED:aws_access_key]"
+
+
+class TestRedactKeyFields:
+    @pytest.mark.parametrize("value", ["token=abc123def rejected", ""])
+    @pytest.mark.parametrize("trace_is_message", [False, True])
+    def test_what_the_key_reads_equals_the_whole_redaction(self, value: str, trace_is_message: bool) -> None:
+        """Ids, message and chain as `redact_event` gives them, so the key and the fingerprint are the same,
+        also for a root cause without a message (the fingerprint then reads the raw trace); the rest is
+        left empty, never unredacted."""
+        frames = (Frame("login_ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "/srv/app/auth.py", lineno=9),)
+        trace = "AuthError: bob@example.com\n  at login (/srv/app/auth.js:9:3)"
+        for chain in ((ExceptionInfo("AuthError", value, frames),), ()):
+            event = ErrorEvent(server_id="auth AKIAIOSFODNN7EXAMPLE", timestamp=0.0,
+                               message=trace if trace_is_message else "login failed for bob@example.com",
+                               logger="log eve@example.com", tenant="acme password=hunter2", commit="c0ffee",
+                               exceptions=chain, raw_trace=trace, extra={"db_password": "plain"})  # fmt: skip
+            whole, key = redact_event(event, REDACTOR), redact_key_fields(event, REDACTOR)
+            for field in ("server_id", "tenant", "commit", "message", "exceptions", "exception_type",
+                          "exception_message"):
+                assert getattr(key, field) == getattr(whole, field), field
+            assert fingerprint_event(key) == fingerprint_event(whole)
+            assert key.raw_trace in ("", whole.raw_trace) and key.logger == "" and key.extra == {}
 
 
 class TestRedactValue:

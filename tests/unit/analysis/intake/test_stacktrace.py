@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analysis.intake import stacktrace
 from analysis.intake.stacktrace import (
     _SKELETONS,
     DEFAULT_MAX_FRAMES,
@@ -18,6 +20,39 @@ from analysis.intake.stacktrace import (
 from tests.paths import TRACES
 
 TRACES = TRACES
+
+# Detection as it read `at` lines one by one before it searched the whole text: the reference it must equal.
+_AT_LINE = re.compile(r"^[ \t]*at (.*)$", re.MULTILINE)
+_NODE_LOCATION = re.compile(r":\d+:\d+\)?$")
+
+
+def _line_by_line_facts(text: str) -> int:
+    facts = 0
+    if "Traceback (most recent call last):" in text:
+        facts = stacktrace._PY
+    if "goroutine " in text:
+        facts |= stacktrace._GOROUTINE
+    if "panic: " in text or "fatal error: " in text or " [running]:" in text:
+        facts |= stacktrace._GO_MARK
+    for line in _AT_LINE.finditer(text):
+        facts |= stacktrace._ANY_AT
+        location = line.group(1).rstrip().removesuffix(" {")
+        if stacktrace._JAVA_LOCATION.search(location):
+            return facts | stacktrace._JAVA_AT
+        if _NODE_LOCATION.search(location):
+            facts |= stacktrace._NODE_AT
+    return facts
+
+
+_LINE = st.one_of(
+    st.tuples(st.sampled_from(["", "at ", "  at ", "\tat ", " at", "x at "]), st.sampled_from(["", "f ", "a.b "]),
+              st.sampled_from(["", "(Foo.java:12)", "(Foo.kt)", "(Unknown Source)", "(Native Method)", "(x.java)",
+                               "/app/x.js:12:5", "(/app/x.js:1:2)", ":3:4", "(native)", "x.js:1"]),
+              st.sampled_from(["", " {", "{", " ", "\t", "\r", "\xa0", "\u2028", "\x1c", " { {", " {\r", ")", "7",
+                               " ~[x.jar:1]"])).map("".join),
+    st.sampled_from(["goroutine 1 [running]:", "panic: x", "Traceback (most recent call last):", "Error: e", ""]),
+)
+_PART = st.lists(_LINE, min_size=1, max_size=6).map("\n".join)
 
 
 def trace(name: str) -> str:
@@ -63,6 +98,20 @@ class TestLanguageDetection:
         assert detect_language(text) == "java"
         assert detect_language("Error: x\n    at foo\n    at bar (native)\n") == "java"  # no location at all
         assert detect_language(text.replace("(Pool.java:40)", "(/app/pool.js:40:3)")) == "java"
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.lists(_PART, min_size=1, max_size=3))
+    def test_facts_decide_as_reading_every_at_line_did(self, parts: list[str]) -> None:
+        """Facts of each part of a text, combined, decide as the line-by-line reading of every part did
+        (and a whole text as before)."""
+        ours = theirs = 0
+        for part in parts:
+            ours |= stacktrace._facts(part)
+            theirs |= _line_by_line_facts(part)
+        assert stacktrace._decide(ours, False) == stacktrace._decide(theirs, False)
+        whole = "".join(parts)
+        assert stacktrace._decide(stacktrace._facts(whole), False) == stacktrace._decide(
+            _line_by_line_facts(whole), False)
 
     def test_plain_text_is_no_trace(self) -> None:
         """A sentence is not a trace: it parses to an empty chain instead of raising."""
