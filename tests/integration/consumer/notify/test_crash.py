@@ -181,11 +181,14 @@ def run_crash_scenario(tansu: EmbeddedBroker, tmp: Path, kills: int, seed: int) 
 
     async def scenario(process: NotifyProcess) -> int:
         producer = asyncio.create_task(produce_chunks())
-        for _ in range(kills):
+        for kill in range(kills):
             await process.start()
             # Kill at a random point of the work: once it runs, after a random number of deliveries plus a
-            # random delay (or blindly when no more come in time).
+            # random delay (or blindly when no more come in time). The first two kills wait for a delivery
+            # however loaded the machine is, so at least two land mid-work.
             await _poll(lambda: not process.running or process.started, 20.0)
+            if kill < 2:
+                await _poll(partial(_handled_at_least, process, 1), 60.0)
             target = rng.randint(0, 10)
             await _poll(partial(_handled_at_least, process, target), rng.uniform(1.0, 3.0))
             await asyncio.sleep(rng.uniform(0.0, 0.3))
