@@ -16,8 +16,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 from aiokafka.helpers import create_ssl_context
-from aiokafka.partitioner import murmur2
-from aiokafka.producer.message_accumulator import BatchBuilder
 
 from consumer.retry import Backoff, sleep_unless
 from consumer.settings import ConfigError, KafkaSettings, RepartitionSettings, env_name
@@ -48,12 +46,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
-# Forwards go in batches of up to this (uncompressed): aiokafka's default 16 kB meant a produce request per
-# 8 messages of 2 kB, and each request costs more CPU than the records it carries (e2e bench: the hop cost
-# 190-285 us per event, 115-140 with batches of 512 kB). Half the smallest repartition record limit
-# (`forward_max_bytes`), so a compressed batch of incompressible records still fits.
-FORWARD_BATCH_BYTES = 512 * 1024
-_PARTITION_CACHE = 65_536  # keys whose partition is remembered (murmur2 in pure Python costs ~13 us a key)
 _DEFAULT_REPLICAS = 3  # the repartition topic's replication factor when unset, brokers permitting
 _POLL_GRACE_S = 1.0  # past a poll's own timeout: aiokafka's getmany waits for a rebalance without bound
 # The caps of a shutdown against a broker that is away, read at each call (a test shortens them):
@@ -127,9 +119,8 @@ def forward_max_bytes(max_message_bytes: int) -> int:
 
 def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings,
                           max_message_bytes: int) -> AIOKafkaProducer:
-    """The key stage's producer: compresses the forwards' batches (`KeyStage` fills one per partition and fetch)
-    and sends them after `linger_ms`; records of one key keep their order, since aiokafka sends one batch per
-    partition at a time. Every message the input accepts
+    """The key stage's producer: batches forwards (`linger_ms`) and compresses them; records of one key keep
+    their order, since aiokafka sends one batch per partition at a time. Every message the input accepts
     (`max_message_bytes`) fits, so no valid event fails its forward."""
     return AIOKafkaProducer(
         bootstrap_servers=kafka.bootstrap_servers,
@@ -139,7 +130,6 @@ def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings
         linger_ms=repartition.linger_ms,
         compression_type=None if repartition.compression == "none" else repartition.compression,
         max_request_size=forward_max_bytes(max_message_bytes),
-        max_batch_size=FORWARD_BATCH_BYTES,
         **_security(kafka),
     )
 
@@ -246,7 +236,6 @@ class EventSink:
 
     def __init__(self, producer: AIOKafkaProducer) -> None:
         self._producer = producer
-        self._partitions: dict[str, tuple[int, dict[bytes, int]]] = {}  # per topic: its partition count, keys
 
     async def publish(self, topic: str, key: bytes | None, value: bytes, headers: Headers = ()) -> None:
         """Send one record and wait until the broker acknowledged it."""
@@ -261,31 +250,6 @@ class EventSink:
         future: asyncio.Future[Any] = await self._producer.send(
             topic, value=value, key=key, headers=list(headers) or None, partition=partition
         )
-        return future
-
-    async def partition_for(self, topic: str, key: bytes) -> int:
-        """The partition the producer's default partitioner sends `key` to (murmur2, as Java clients do),
-        remembered per key while the topic's partition count stays the same."""
-        partitions = self.known_partitions(topic) or set(await self._producer.partitions_for(topic))
-        count, known = self._partitions.get(topic, (0, {}))
-        if count != len(partitions) or len(known) >= _PARTITION_CACHE:
-            known = {}
-            self._partitions[topic] = (len(partitions), known)
-        found = known.get(key)
-        if found is None:
-            found = known[key] = sorted(partitions)[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
-        return found
-
-    def create_batch(self) -> BatchBuilder:
-        """An empty batch of records for `send_batch`."""
-        batch: BatchBuilder = self._producer.create_batch()
-        return batch
-
-    async def send_batch(self, batch: BatchBuilder, topic: str, partition: int) -> asyncio.Future[Any]:
-        """Hand a filled batch to the producer for `partition` of `topic`; it leaves after the producer's
-        `linger_ms`, with any record `enqueue`d for that partition meanwhile after its own. The returned
-        future resolves on acknowledgement with the metadata of its first record."""
-        future: asyncio.Future[Any] = await self._producer.send_batch(batch, topic, partition=partition)
         return future
 
     def known_partitions(self, topic: str) -> set[int]:

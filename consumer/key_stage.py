@@ -1,8 +1,7 @@
 """The key stage: input messages in, each forwarded to the owner of its burst key (or to the DLQ).
 
 It reads each message's burst keys (`consumer.keying`) and sends the ORIGINAL bytes to the repartition
-topic, keyed by (server, fingerprint), with what the window needs in headers; the forwards of one fetch go
-out together at its end, one batch per repartition partition (`flush`). The input offset stays held
+topic, keyed by (server, fingerprint), with what the window needs in headers. The input offset stays held
 until every forward of the message (or its DLQ copy) is acknowledged, so the input is committed only past
 work that is safely in Kafka. A forward that fails for good raises from `check`/`settle`: the service
 goes down loudly and the restart replays from the last commit (the window stage recognises the replays).
@@ -22,11 +21,9 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any, TypeVar
-
-from aiokafka.producer.message_accumulator import BatchBuilder
 
 from analysis.errors import BadInput
 from consumer.kafka import EventSink, dlq_headers
@@ -52,15 +49,6 @@ SETTLE_WAIT_S = 10.0
 # How often watermarks go out while the input stands still (a heartbeat, so a new owner of a repartition
 # partition hears of every input partition); while it moves, `repartition.watermark_interval_ms`.
 _IDLE_MARK_EVERY_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Batch:
-    """Forwards to one repartition partition, in order: one hold token per record (its input message's).
-    A batch costs one future and one callback, where a record each cost ~30 us in aiokafka's `send`."""
-
-    records: BatchBuilder
-    tokens: list[Hashable] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,14 +125,7 @@ class KeyStage:
         self._accepted = metrics.events.labels("accepted")
         self._dlq = metrics.events.labels("dlq")
         self._forwarded = metrics.published.labels("repartition")
-        # Counted here and added to the metrics once per fetch (`flush`): a Prometheus counter takes a lock,
-        # ~1 us a call, two calls a message.
-        self._tally = {"accepted": 0, "forwarded": 0}
         self._acks: list[asyncio.Future[Any]] = []
-        self._filling: dict[int, _Batch] = {}
-        """Per repartition partition, the forwards batched since the last `flush`."""
-        self._unacknowledged: dict[Hashable, int] = {}
-        """Per input message forwarded (its hold token), how many of its forwards are not acknowledged."""
         self._clock = clock
         self.progress = Progress()
         """How far each owned input partition is read (its watermarks)."""
@@ -159,8 +140,8 @@ class KeyStage:
 
     @property
     def pending(self) -> int:
-        """Batches of forwards (and watermark records) not yet sent or acknowledged."""
-        return len(self._acks) + len(self._filling)
+        """Forwards not yet acknowledged."""
+        return len(self._acks)
 
     async def ingest(self, tp: PartitionKey, message: Any) -> Keyed | None:
         """Key one input message: forward it (None), hand it back for this window (`Keyed`, keyed input),
@@ -183,7 +164,7 @@ class KeyStage:
             self._dlq.inc()
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
             return None
-        self._tally["accepted"] += 1
+        self._accepted.inc()
         self.progress.read(tp, received)  # events only: a record that is not one moves nothing
         if not self._forward:
             return Keyed(tuple(enumerate(sightings)), raw, received)
@@ -191,53 +172,28 @@ class KeyStage:
         values = forwarded_values(raw, groups)
         token = ("forward", tp, offset)
         self._offsets.hold(tp, offset, token)
-        # Read again before its earlier forwards were acknowledged (a partition back after a revoke's
-        # settle timed out): released once all of them are.
-        self._unacknowledged[token] = self._unacknowledged.get(token, 0) + len(groups)
-        for index, (group, value) in enumerate(zip(groups, values, strict=True)):
-            key = group.partition_key
-            partition = await self._sink.partition_for(self._repartition_topic, key)
-            headers = repartition_record(group, index, tp, offset, value is not raw, received)
-            batch = self._filling.get(partition)
-            if batch is None:
-                batch = self._filling[partition] = _Batch(self._sink.create_batch())
-            while batch.records.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
-                await self._send(partition, self._filling.pop(partition))
-                batch = self._filling[partition] = _Batch(self._sink.create_batch())
-            batch.tokens.append(token)
-        self._tally["forwarded"] += len(groups)
-        return None
-
-    async def flush(self) -> None:
-        """Send the forwards batched so far (the pipeline calls it after each fetch's messages)."""
-        tally, self._tally = self._tally, {"accepted": 0, "forwarded": 0}
-        self._accepted.inc(tally["accepted"])
-        self._forwarded.inc(tally["forwarded"])
-        filling, self._filling = self._filling, {}
-        for partition, batch in filling.items():
-            await self._send(partition, batch)
-
-    async def _send(self, partition: int, batch: _Batch) -> None:
-        ack = await self._sink.send_batch(batch.records, self._repartition_topic, partition)
-        tokens = batch.tokens
+        acks = [await self._sink.enqueue(self._repartition_topic, group.partition_key, value,
+                                         repartition_record(group, index, tp, offset, value is not raw, received))
+                for index, (group, value) in enumerate(zip(groups, values, strict=True))]
+        self._forwarded.inc(len(acks))
+        waiting = len(acks)
 
         def acknowledged(ack: asyncio.Future[Any]) -> None:
+            nonlocal waiting
+            waiting -= 1
             if ack.cancelled() or ack.exception() is not None:
-                return  # the offsets stay held; `check` raises the error
-            metadata = ack.result()  # of the batch's first record
-            written, last = (metadata.topic, metadata.partition), metadata.offset + len(tokens) - 1
-            if last > self.forwarded.get(written, -1):
-                self.forwarded[written] = last
-            for token in tokens:
-                left = self._unacknowledged[token] - 1
-                if left:
-                    self._unacknowledged[token] = left
-                else:
-                    del self._unacknowledged[token]
-                    self._offsets.release(token)
+                return
+            metadata = ack.result()
+            written = (metadata.topic, metadata.partition)
+            if metadata.offset > self.forwarded.get(written, -1):
+                self.forwarded[written] = metadata.offset
+            if not waiting:
+                self._offsets.release(token)
 
-        ack.add_done_callback(acknowledged)
-        self._acks.append(ack)
+        for ack in acks:
+            ack.add_done_callback(acknowledged)
+        self._acks += acks
+        return None
 
     async def send_marks(self, input_topic: str, owned: Collection[PartitionKey],
                          caught_up: Callable[[PartitionKey], bool]) -> None:
@@ -247,7 +203,6 @@ class KeyStage:
         if not self._forward or now - self._last_mark < (self._mark_every_s if busy else _IDLE_MARK_EVERY_S):
             return
         self._last_mark = now
-        await self.flush()  # the marks go behind every forward read so far
         marks = self.progress.marks([tp for tp in owned if tp[0] == input_topic], caught_up)
         if not marks:
             return
@@ -274,7 +229,6 @@ class KeyStage:
         shutdown), for `timeout_s` at most in all; a forward that failed re-raises its error."""
         timeout_s = SETTLE_WAIT_S if timeout_s is None else timeout_s  # read at each call (a test shortens it)
         deadline = time.monotonic() + timeout_s
-        await self.flush()
         self._acks = await _settle(self._acks, timeout_s)
         await self._dead_letters.settle(max(0.0, deadline - time.monotonic()))
 

@@ -217,7 +217,6 @@ class Service:
                         break
                     read += 1
                     await self._ingest(key_stage, tp, message)
-            await key_stage.flush()
             key_stage.check()
             await self._dead_letters.settle()
             await self._measure_lag(consumer)
