@@ -50,6 +50,7 @@ __all__ = ["KeyReader", "KeyedGroup", "Repartitioned", "forwarded_values", "grou
 
 _HEADERS = ("fingerprint", "server", "tenant", "exception_type", "events", "source_topic", "source_partition",
             "source_offset", "group")  # fmt: skip
+_REQUIRED = frozenset(_HEADERS)
 
 
 class KeyReader:
@@ -182,13 +183,13 @@ class Repartitioned:
 
 def read_repartitioned(headers: Sequence[tuple[str, bytes]]) -> Repartitioned:
     """The sightings a repartition record carries; `BadInput("not_forwarded")` when it is not ours."""
-    found = {name: value for name, value in headers if name in _HEADERS or name == "source_time"}
-    if not found.keys() >= set(_HEADERS):
-        missing = sorted(set(_HEADERS) - found.keys())
+    found = dict(headers)  # a header named twice: the last one, as Kafka clients read it
+    if not found.keys() >= _REQUIRED:
+        missing = sorted(_REQUIRED - found.keys())
         raise BadInput("not_forwarded", f"repartition record without headers {', '.join(missing)}")
     try:
-        server, tenant, fingerprint, exception_type = (
-            found[name].decode() for name in ("server", "tenant", "fingerprint", "exception_type"))
+        server, tenant = found["server"].decode(), found["tenant"].decode()
+        fingerprint, exception_type = found["fingerprint"].decode(), found["exception_type"].decode()
         events: Any = orjson.loads(found["events"])
         records = tuple((_index(index), Sighting(server, tenant, fingerprint, exception_type, _moment(ts),
                                                  _text(commit) if commit is not None else None, _text(message)))
