@@ -129,10 +129,13 @@ async def bare_consume_produce(bootstrap: str, topic: str, out_topic: str | None
     """CPU seconds for a plain group consumer to read the topic from the start and produce every message
     to `out_topic` (None: only read), from its first message to the last delivery acknowledged. It
     produces the cheapest way aiokafka offers: whole batches (`create_batch`, `send_batch`)."""
+    # The client settings the service's consumer and producers use where they differ from aiokafka's defaults
+    # (isolation level, acks); no compression, which only the service's forwards pay.
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                                enable_auto_commit=False, **_FAST_GROUP)
+                                enable_auto_commit=False, isolation_level="read_committed", **_FAST_GROUP)
     # Batches of up to 1 MB, not aiokafka's default 16 kB: a few large requests, the peer at its fastest.
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_request_size=2_000_000, max_batch_size=1_000_000)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2_000_000,
+                                max_batch_size=1_000_000)
     await asyncio.gather(consumer.start(), producer.start())
     try:
         seen = 0
