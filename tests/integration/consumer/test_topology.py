@@ -127,7 +127,7 @@ class TestUnkeyedInputAcrossReplicas:
         asyncio.run(scenario())
         outputs = [orjson.loads(r.value)["data"] for r in asyncio.run(io.read_all(kafka.output_topic))]
         published = Counter(str(d["analysis_id"]) for d in outputs)
-        split = {d["analysis_id"]: (d["cluster"]["server_id"], d["cluster"]["first_seen"], d["cluster"]["count"])
+        split = {d["analysis_id"]: (d["cluster"]["server"], d["cluster"]["first_seen"], d["cluster"]["count"])
                  for d in outputs if d["analysis_id"] not in expected}
         assert set(published) == expected, f"bursts split (unexpected ids {split}) or lost"
         assert len(outputs) == len(expected), f"published twice: {[i for i, n in published.items() if n > 1]}"
