@@ -23,7 +23,15 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from analysis.intake.redact import Redactor
-from consumer.kafka import commit_offsets, make_consumer, make_producer, poll, start_with_retry, stop_clients
+from consumer.kafka import (
+    commit_offsets,
+    make_consumer,
+    make_producer,
+    poll,
+    start_client,
+    start_with_retry,
+    stop_clients,
+)
 from consumer.metrics import Metrics
 from consumer.retry import Backoff, sleep_unless
 from consumer.settings import Settings
@@ -131,8 +139,8 @@ async def publish_feedback(settings: Settings, feedback: Feedback) -> None:
     if not feedback.feedback_id:
         feedback = replace(feedback, feedback_id=str(uuid.uuid4()))
     producer = make_producer(settings.kafka)
+    await start_client(producer, settings.kafka)  # a broker it cannot reach: one line naming the setting
     try:
-        await producer.start()  # inside: a start that fails leaves a client to close
         await producer.send_and_wait(settings.kafka.feedback_topic, value=encode_feedback(feedback),
                                      key=feedback.analysis_id.encode())
     finally:

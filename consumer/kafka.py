@@ -387,7 +387,14 @@ async def start_with_retry(client: AIOKafkaConsumer | AIOKafkaProducer, stop: as
     while not stop.is_set():
         starting = asyncio.ensure_future(client.start())
         stopping = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # a sibling task failed (the service refused to start): close it too
+            stopping.cancel()
+            starting.cancel()
+            await asyncio.wait({starting})
+            await stop_clients(client)
+            raise
         stopping.cancel()
         if not starting.done():
             starting.cancel()
