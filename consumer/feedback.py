@@ -35,7 +35,7 @@ from consumer.kafka import (
 from consumer.metrics import Metrics
 from consumer.retry import Backoff, sleep_unless
 from consumer.settings import Settings
-from store import MemoryStore, RefusedCase, StoreError
+from store import Judged, MemoryStore, RefusedCase, StoreError
 
 __all__ = ["BadFeedback", "Feedback", "FeedbackListener", "FeedbackStats", "encode_feedback",
            "parse_feedback", "publish_feedback"]
@@ -76,6 +76,7 @@ class FeedbackStats:
     """What the listener did since it started."""
 
     applied: int = 0
+    duplicate: int = 0
     unknown: int = 0
     bad: int = 0
 
@@ -229,9 +230,12 @@ class FeedbackListener:
                 if await sleep_unless(stop, self._backoff.delay(attempt)):
                     return False
         fields = {"analysis_id": feedback.analysis_id, "verdict": feedback.verdict}
-        if found:
+        if found is Judged.APPLIED:
             self._count("applied")
             log.info("feedback applied", extra={"fields": fields})
+        elif found is Judged.DUPLICATE:
+            self._count("duplicate")
+            log.info("feedback already applied (delivered again)", extra={"fields": fields})
         else:
             self._count("unknown")
             log.warning("feedback for an unknown analysis", extra={"fields": fields})

@@ -116,7 +116,7 @@ class Metrics:
             registry=r,
         )
         self.feedback = Counter(
-            "logagent_feedback_total", "Feedback messages by outcome (applied, unknown, bad).", ["outcome"],
+            "logagent_feedback_total", "Feedback messages by outcome (applied, duplicate, unknown, bad).", ["outcome"],
             registry=r,
         )
         self.published = Counter(

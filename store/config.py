@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, PositiveFloat, SecretStr, model_validator
 
 _DAY_S = 86_400.0
 
@@ -23,6 +23,15 @@ class RankingConfig(BaseModel):
     top_k: int = Field(5, ge=0, description="Most cases injected into one prompt.")
     budget_chars: int = Field(6000, ge=0, description="Most characters of recalled text in one prompt.")
     candidate_pool: int = Field(50, ge=1, description="Nearest neighbours fetched before ranking.")
+
+    @model_validator(mode="after")
+    def _recallable(self) -> RankingConfig:
+        """A `min_score` at or above the best score the weights allow would never recall anything."""
+        best = self.w_semantic + self.w_lexical + self.w_recency + self.w_trust + self.w_feedback
+        if self.min_score >= best:
+            raise ValueError(f"min_score {self.min_score} is not below the best score the weights allow "
+                             f"({best:g}): nothing would ever be recalled")
+        return self
 
 
 class TrustWeights(BaseModel):
@@ -74,9 +83,9 @@ class MemoryConfig(BaseModel):
     uri: str = Field("memory", description="Local directory or s3://bucket/prefix; the caller fills "
                      "'<data_dir>/memory'.")
     storage: StorageConfig = Field(default_factory=StorageConfig)
-    ttl_s: dict[str, float] = Field(default_factory=lambda: {"default": 30 * _DAY_S},
+    ttl_s: dict[str, PositiveFloat] = Field(default_factory=lambda: {"default": 30 * _DAY_S},
                                     description="Time to live per scope; 'default' for other scopes.")
-    max_age_s: dict[str, float] = Field(default_factory=lambda: {"default": 90 * _DAY_S},
+    max_age_s: dict[str, PositiveFloat] = Field(default_factory=lambda: {"default": 90 * _DAY_S},
                                         description="Older cases are stale, per scope.")
     trust: TrustWeights = Field(default_factory=TrustWeights)
     ranking: RankingConfig = Field(default_factory=RankingConfig)

@@ -29,6 +29,7 @@ from store.record import (
     STORABLE_STATUSES,
     CaseDetail,
     CaseSummary,
+    Judged,
     MaintenanceReport,
     NewCase,
     PastCase,
@@ -204,26 +205,27 @@ class MemoryStore:
             time.sleep(_VISIBLE_POLL_S)
 
     def feedback(self, server: str | None, analysis_id: str, verdict: Verdict, note: str = "",
-                 verdict_id: str = "", tenant: str | None = None) -> bool:
+                 verdict_id: str = "", tenant: str | None = None) -> Judged:
         """Apply a human verdict: `correct` raises trust to human-confirmed and feedback +1; `wrong`
         lowers trust and feedback -1, or forgets the case (`forget_on_wrong`). Without `server` every
-        memory table is searched (the CLI only knows the id). False when no case has that id (of
-        `tenant`, when given: a verdict sent for one tenant never touches another's case).
+        memory table is searched (the CLI only knows the id). UNKNOWN (false) when no case has that id
+        (of `tenant`, when given: a verdict sent for one tenant never touches another's case).
 
         The verdict goes to the case's verdict log, and the row is set to what the log adds up to
         (`store.verdicts.judge`), so replicas judging one case at once lose no verdict. A verdict with
-        a `verdict_id` counts once however often it is delivered."""
+        a `verdict_id` counts once however often it is delivered (DUPLICATE after the first)."""
         if verdict not in ("correct", "wrong"):
             raise RefusedCase(f"verdict must be 'correct' or 'wrong', not {verdict!r}")
         if verdict == "wrong" and self._config.forget_on_wrong:
-            return self.forget(analysis_id, server=server, tenant=tenant) > 0
+            return Judged.APPLIED if self.forget(analysis_id, server=server, tenant=tenant) else Judged.UNKNOWN
         clean_note = "".join(ch if ch.isprintable() else " " for ch in note)[:_NOTE_CHARS]
-        found = False
+        found = Judged.UNKNOWN
         for table in self._tables_for(server):
             if tenant is not None and not table.count_rows(_case_where(analysis_id, tenant)):
                 continue
-            found |= judge(self._connection(), table, analysis_id, verdict, clean_note, self._config.trust,
+            judged = judge(self._connection(), table, analysis_id, verdict, clean_note, self._config.trust,
                            retry=self._retry, rounds=self._config.commit_retries + 2, verdict_id=verdict_id)
+            found = max(found, judged)
         return found
 
     def forget(self, analysis_id: str, *, server: str | None = None, tenant: str | None = None) -> int:

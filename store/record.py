@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -183,6 +184,14 @@ class VerdictEntry:
     trust_before: float
     trust_after: float
     verdict_id: str = ""  # the same verdict delivered again carries the same id ("" for none)
+
+
+class Judged(enum.IntEnum):
+    """What a verdict did: false only when no case had the id (a verdict delivered again is `DUPLICATE`)."""
+
+    UNKNOWN = 0
+    DUPLICATE = 1
+    APPLIED = 2
 
 
 @dataclass(frozen=True, slots=True)

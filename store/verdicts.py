@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from store.config import TrustWeights
-from store.record import Verdict, VerdictEntry
+from store.record import Judged, Verdict, VerdictEntry
 from store.scope import TABLE_PREFIX, sql_string
 
 __all__ = ["VerdictFold", "append_verdict", "fold_verdicts", "forget_verdicts", "judge", "read_verdicts",
@@ -88,10 +88,10 @@ def _after(trust: float, unreviewed: float, verdict: Verdict, weights: TrustWeig
 
 
 def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weights: TrustWeights, *,
-          retry: Retry, rounds: int, verdict_id: str = "") -> bool:
+          retry: Retry, rounds: int, verdict_id: str = "") -> Judged:
     """Append a verdict on case `memory_id` of memory `table` to its log, then bring the case row to the
-    fold of the log. False when the table holds no such case. A `verdict_id` the log already holds is
-    not appended again (a redelivered feedback message); the row is still brought to the fold.
+    fold of the log. UNKNOWN when the table holds no such case. A `verdict_id` the log already holds is
+    not appended again (a redelivered feedback message: DUPLICATE); the row is still brought to the fold.
 
     Why the row ends right when replicas judge one case at once: a writer appends its verdict before it
     writes the row, writes nothing but a fold of the log, and after every write re-reads log and row at
@@ -110,12 +110,13 @@ def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weig
     where = f"id = {sql_string(memory_id)}"
     row = _case_row(table, where)
     if row is None:
-        return False
+        return Judged.UNKNOWN
     seen = _log_entries(db, table.name, memory_id)
     folded = fold_verdicts(seen, weights)
     base = folded.entries[0].trust_before if folded else float(row["trust"] or 0.0)
+    judged = Judged.APPLIED
     if verdict_id and any(e.verdict_id == verdict_id for e in seen):
-        fold = folded
+        fold, judged = folded, Judged.DUPLICATE
     else:
         entry = VerdictEntry(time.time(), verdict, note, base,
                              _after(folded.trust if folded else base, base, verdict, weights), verdict_id)
@@ -128,9 +129,9 @@ def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weig
         fold = fold_verdicts(_log_entries(db, table.name, memory_id), weights)
         row = _case_row(table, where)
         if row is None or fold is None or fold.matches(row):  # forgotten meanwhile, or settled
-            return True
+            return judged
     log.warning("case row still differs from its verdict log", extra={"fields": {"memory_id": memory_id}})
-    return True
+    return judged
 
 
 def _case_row(table: Any, where: str) -> dict[str, Any] | None:

@@ -20,5 +20,5 @@ class AgentConfig(BaseModel):
     tool_output_chars: int = Field(6000, ge=MIN_TOOL_OUTPUT, description="Cap of one tool result.")
     context_budget_chars: int = Field(60_000, ge=1000, description="Conversation size that ends tool use.")
     prompt_budget_chars: int = Field(24_000, ge=1000, description="Cap of the first user message.")
-    temperature: float = Field(0.0, description="Sampling temperature; 0 keeps answers reproducible.")
-    num_ctx: int = Field(8192, description="Context window (tokens) asked of Ollama.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature; 0 keeps answers reproducible.")
+    num_ctx: int = Field(8192, ge=512, description="Context window (tokens) asked of Ollama.")

@@ -301,6 +301,13 @@ class TestOtherCommands:
         proc = logagent("fingerprint", stdin=b"", env={"LOGAGENT_WINDOW__QUIET_S": "soon"})
         assert "LOGAGENT_WINDOW__QUIET_S=soon is invalid" in _one_error_line(proc)
 
+    def test_values_out_of_range_are_refused(self) -> None:
+        """A TTL that is not positive, a min_score nothing can reach, a negative temperature: one line each."""
+        for name, value, said in (("LOGAGENT_MEMORY__TTL_S", '{"default": -5}', "greater than 0"),
+                                  ("LOGAGENT_MEMORY__RANKING__MIN_SCORE", "5", "nothing would ever be recalled"),
+                                  ("LOGAGENT_AGENT__TEMPERATURE", "-3", "greater than or equal to 0")):
+            assert said in _one_error_line(logagent("fingerprint", stdin=b"", env={name: value})), name
+
     def test_argument_errors_are_one_line(self) -> None:
         """A missing argument, an unknown flag or command: one line naming it and where help is, exit 2."""
         for argv, said in ((["memory", "show"], "logagent memory show: error: the following arguments are required"),

@@ -188,11 +188,13 @@ class TestFeedbackListener:
         asyncio.run(kafka_io.produce(topic, [no_id, no_id]))
         for _ in range(2):
             asyncio.run(publish_feedback(settings, Feedback("twice", "wrong", feedback_id="fb-1")))
-        for group in ("first", "again"):
+        for group, applied in (("first", 3), ("again", 0)):
             regrouped = settings.model_copy(update={"kafka": settings.kafka.model_copy(update={"group_id": group})})
             listener = FeedbackListener(regrouped, memory)
-            asyncio.run(run_until(listener, lambda: listener.stats.applied == 4))  # noqa: B023 (run at once)
+            stats = listener.stats
+            asyncio.run(run_until(listener, lambda: stats.applied + stats.duplicate == 4))  # noqa: B023 (run at once)
 
+            assert (stats.applied, stats.duplicate) == (applied, 4 - applied), group  # counted as what they did
             case = case_of(memory, "twice")
             assert case.feedback == -3.0, group
             assert case.trust == pytest.approx(before * settings.memory.trust.wrong_factor ** 3), group
