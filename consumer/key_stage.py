@@ -25,6 +25,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
 from analysis.errors import BadInput
 from consumer.kafka import EventSink, dlq_headers
 from consumer.keying import KeyReader, forwarded_values, group_sightings, repartition_record
@@ -114,7 +116,8 @@ class KeyStage:
 
     def __init__(self, repartition_topic: str, reader: KeyReader, sink: EventSink, offsets: OffsetTracker,
                  dead_letters: DeadLetters, metrics: Metrics, stats: ServiceStats, *, forward: bool,
-                 quiet_s: float, mark_every_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+                 quiet_s: float, mark_every_s: float, max_forward_bytes: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._repartition_topic = repartition_topic
         self._reader = reader
         self._sink = sink
@@ -122,6 +125,7 @@ class KeyStage:
         self._dead_letters = dead_letters
         self._stats = stats
         self._forward = forward
+        self._max_forward_bytes = max_forward_bytes
         self._accepted = metrics.events.labels("accepted")
         self._dlq = metrics.events.labels("dlq")
         self._forwarded = metrics.published.labels("repartition")
@@ -164,17 +168,29 @@ class KeyStage:
             self._dlq.inc()
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
             return None
-        self._accepted.inc()
-        self.progress.read(tp, received)  # events only: a record that is not one moves nothing
         if not self._forward:
+            self._accepted.inc()
+            self.progress.read(tp, received)  # events only: a record that is not one moves nothing
             return Keyed(tuple(enumerate(sightings)), raw, received)
         groups = group_sightings(sightings)
         values = forwarded_values(raw, groups)
+        records = [(group.partition_key, value,
+                    repartition_record(group, index, tp, offset, value is not raw, received))
+                   for index, (group, value) in enumerate(zip(groups, values, strict=True))]
+        # The headers repeat each record's message, so an accepted input can make a forward the producer
+        # refuses (it raised here, and the restart replayed the same message): the DLQ takes it instead.
+        largest = max((DefaultRecordBatchBuilder.estimate_size_in_bytes(*record) for record in records), default=0)
+        if largest > self._max_forward_bytes:
+            self._dlq.inc()
+            self._dead_letters.send(tp, message, "too_large_to_forward",
+                                    f"a forward of {largest} bytes with its headers, over {self._max_forward_bytes}")
+            return None
+        self._accepted.inc()
+        self.progress.read(tp, received)
         token = ("forward", tp, offset)
         self._offsets.hold(tp, offset, token)
-        acks = [await self._sink.enqueue(self._repartition_topic, group.partition_key, value,
-                                         repartition_record(group, index, tp, offset, value is not raw, received))
-                for index, (group, value) in enumerate(zip(groups, values, strict=True))]
+        acks = [await self._sink.enqueue(self._repartition_topic, key, value, headers)
+                for key, value, headers in records]
         self._forwarded.inc(len(acks))
         waiting = len(acks)
 

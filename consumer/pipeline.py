@@ -35,6 +35,7 @@ from consumer.kafka import (
     commit_offsets,
     committed_offsets,
     ensure_repartition_topic,
+    forward_max_bytes,
     make_consumer,
     make_forward_producer,
     make_producer,
@@ -165,7 +166,8 @@ class Service:
             self._key_stage = KeyStage(self._repartition_topic, self._reader, forward_sink, self._offsets,
                                        self._dead_letters, self._metrics, self.stats, forward=self._forward,
                                        quiet_s=self._settings.window.quiet_s, clock=self._clock,
-                                       mark_every_s=self._settings.repartition.watermark_interval_ms / 1000)
+                                       mark_every_s=self._settings.repartition.watermark_interval_ms / 1000,
+                                       max_forward_bytes=forward_max_bytes(self._settings.input.max_message_bytes))
             consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned), topics)
             await start_client(consumer, kafka)
             clients.append(consumer)

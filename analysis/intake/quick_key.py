@@ -296,9 +296,13 @@ def _frames_bytes(frames: tuple[Frame, ...]) -> int:
 
 
 def _skeleton_bytes(skeleton: bytes | tuple[Any, ...]) -> int:
-    """What a skeleton key holds: its JSON text, or its tuple and values (the layout is the layouts cache's)."""
+    """What a skeleton key holds: its JSON text, or its tuple, its values and its layout (the tuple of key
+    names, which the entry keeps alive: the layouts cache may have dropped it, so it is charged here too)."""
     size = sys.getsizeof
-    return size(skeleton) if type(skeleton) is bytes else size(skeleton) + sum(map(size, skeleton[1:]))
+    if type(skeleton) is bytes:
+        return size(skeleton)
+    layout = skeleton[0]
+    return size(skeleton) + sum(map(size, skeleton[1:])) + size(layout) + sum(map(size, layout))
 
 
 def _plain_key(spec: str | tuple[str, ...] | None) -> str | None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import http.client
 import itertools
+import random
+import string
 import threading
 import time
 from collections.abc import Callable
@@ -25,12 +28,17 @@ from tests.conftest import SHOP_BUGS, KafkaIO, SettingsFactory, ShopRepos, run_u
 pytestmark = pytest.mark.integration
 
 SERVERS = ("orders", "billing")
+_WORDS = random.Random(7)
 MALFORMED = {
     b"{not json": "not_json",
     b"[1, 2, 3]": "not_object",
     orjson.dumps({"server_id": "orders", "timestamp": 1.0, "level": "error"}): "no_error",
     b'{"server_id": "orders", "message": "caf\xe9"}': "invalid_utf8",
     orjson.dumps({"server_id": "orders", "timestamp": 1.0, "message": ["a", "list"]}): "wrong_type",
+    # Accepted (under 1 MiB), but its forward repeats the message in a header: 1.9 MB, over what the
+    # repartition topic takes (attacker review: the producer raised, and the restart replayed it).
+    orjson.dumps({"server_id": "orders", "timestamp": 1.0, "level": "error", "message": " ".join(
+        "".join(_WORDS.choices(string.ascii_lowercase, k=6)) for _ in range(135_000))}): "too_large_to_forward",
 }
 
 
@@ -88,7 +96,10 @@ class TestPipelineFlow:
         assert len({e["id"] for e in events}) == 6
 
         dlq = asyncio.run(kafka_io.read_all(settings.kafka.dlq_topic))
-        assert {record.value: record.headers["reason"].decode() for record in dlq} == MALFORMED
+        by_sha = {hashlib.sha256(raw).hexdigest().encode(): raw for raw in MALFORMED}
+        # A value past the DLQ's size limit keeps its head and names the original by its digest.
+        assert {by_sha[record.headers["original_sha256"]] if "truncated" in record.headers else record.value:
+                record.headers["reason"].decode() for record in dlq} == MALFORMED
         for record in dlq:
             assert record.headers["source_topic"] == settings.kafka.input_topic.encode()
             assert int(record.headers["source_offset"]) >= 0
@@ -98,9 +109,9 @@ class TestPipelineFlow:
         assert committed == {p: (end if end else None) for p, end in ends.items()}
         assert sum(ends.values()) == len(stream)
 
-        assert service.stats.published == 6 and service.stats.dlq == 5 and service.stats.bursts_closed == 6
+        assert (service.stats.published, service.stats.dlq, service.stats.bursts_closed) == (6, len(MALFORMED), 6)
         sample = metrics.registry.get_sample_value
-        assert sample("logagent_events_total", {"outcome": "dlq"}) == 5
+        assert sample("logagent_events_total", {"outcome": "dlq"}) == len(MALFORMED)
         assert sample("logagent_events_total", {"outcome": "accepted"}) == 300
         assert sample("logagent_dlq_total", {"reason": "not_json"}) == 1
         assert sample("logagent_bursts_closed_total", {"reason": "quiet"}) == 6
