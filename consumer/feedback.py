@@ -209,7 +209,8 @@ class FeedbackListener:
             log.warning("feedback message skipped", extra={"fields": {"reason": bad.reason, "error": str(bad)}})
             return True
         position = f"{message.topic}:{message.partition}:{message.offset}:{message.timestamp}"
-        verdict_id = feedback.feedback_id or position
+        # Two namespaces: a producer's id can never stand for a position, so it cannot pre-empt a later verdict.
+        verdict_id = f"id:{feedback.feedback_id}" if feedback.feedback_id else f"at:{position}"
         attempt = 0
         while True:
             try:
