@@ -299,9 +299,9 @@ def _skeleton_bytes(skeleton: bytes | tuple[Any, ...]) -> int:
     """What a skeleton key holds: its JSON text, or its tuple, its values and its layout (the tuple of key
     names, which the entry keeps alive: the layouts cache may have dropped it, so it is charged here too)."""
     size = sys.getsizeof
-    if type(skeleton) is bytes:
+    if isinstance(skeleton, bytes):
         return size(skeleton)
-    layout = skeleton[0]
+    layout: tuple[str, ...] = skeleton[0]
     return size(skeleton) + sum(map(size, skeleton[1:])) + size(layout) + sum(map(size, layout))
 
 
