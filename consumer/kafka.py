@@ -379,6 +379,15 @@ def as_topic_partition(tp: PartitionKey) -> TopicPartition:
     return tp if isinstance(tp, TopicPartition) else TopicPartition(tp[0], tp[1])
 
 
+async def _abandon(client: AIOKafkaConsumer | AIOKafkaProducer, starting: asyncio.Future[Any],
+                   stopping: asyncio.Future[Any]) -> None:
+    """Give up a start under way: cancel it and the stop watch, and close what it opened."""
+    stopping.cancel()
+    starting.cancel()
+    await asyncio.wait({starting})
+    await stop_clients(client)
+
+
 async def start_with_retry(client: AIOKafkaConsumer | AIOKafkaProducer, stop: asyncio.Event, backoff: Backoff,
                            what: str) -> bool:
     """Start an aiokafka client, retrying while the broker is unreachable; False when stopped first, also
@@ -390,17 +399,12 @@ async def start_with_retry(client: AIOKafkaConsumer | AIOKafkaProducer, stop: as
         try:
             await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # a sibling task failed (the service refused to start): close it too
-            stopping.cancel()
-            starting.cancel()
-            await asyncio.wait({starting})
-            await stop_clients(client)
+            await _abandon(client, starting, stopping)
             raise
-        stopping.cancel()
         if not starting.done():
-            starting.cancel()
-            await asyncio.wait({starting})
-            await stop_clients(client)
+            await _abandon(client, starting, stopping)
             return False
+        stopping.cancel()
         try:
             starting.result()
             return True

@@ -168,25 +168,24 @@ class KeyStage:
             self._dlq.inc()
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
             return None
-        if not self._forward:
-            self._accepted.inc()
-            self.progress.read(tp, received)  # events only: a record that is not one moves nothing
-            return Keyed(tuple(enumerate(sightings)), raw, received)
-        groups = group_sightings(sightings)
-        values = forwarded_values(raw, groups)
-        records = [(group.partition_key, value,
-                    repartition_record(group, index, tp, offset, value is not raw, received))
-                   for index, (group, value) in enumerate(zip(groups, values, strict=True))]
-        # The headers repeat each record's message, so an accepted input can make a forward the producer
-        # refuses (it raised here, and the restart replayed the same message): the DLQ takes it instead.
-        largest = max((DefaultRecordBatchBuilder.estimate_size_in_bytes(*record) for record in records), default=0)
-        if largest > self._max_forward_bytes:
-            self._dlq.inc()
-            self._dead_letters.send(tp, message, "too_large_to_forward",
-                                    f"a forward of {largest} bytes with its headers, over {self._max_forward_bytes}")
-            return None
+        if self._forward:
+            groups = group_sightings(sightings)
+            values = forwarded_values(raw, groups)
+            records = [(group.partition_key, value,
+                        repartition_record(group, index, tp, offset, value is not raw, received))
+                       for index, (group, value) in enumerate(zip(groups, values, strict=True))]
+            # The headers repeat each record's message, so an accepted input can make a forward the producer
+            # refuses (it raised here, and the restart replayed the same message): the DLQ takes it instead.
+            largest = max((DefaultRecordBatchBuilder.estimate_size_in_bytes(*r) for r in records), default=0)
+            if largest > self._max_forward_bytes:
+                self._dlq.inc()
+                self._dead_letters.send(tp, message, "too_large_to_forward", f"a forward of {largest} bytes "
+                                        f"with its headers, over {self._max_forward_bytes}")
+                return None
         self._accepted.inc()
-        self.progress.read(tp, received)
+        self.progress.read(tp, received)  # events only: a record that is not one moves nothing
+        if not self._forward:
+            return Keyed(tuple(enumerate(sightings)), raw, received)
         token = ("forward", tp, offset)
         self._offsets.hold(tp, offset, token)
         acks = [await self._sink.enqueue(self._repartition_topic, key, value, headers)

@@ -40,7 +40,7 @@ from store.record import (
     Verdict,
 )
 from store.relevance import Ranked, RankQuery, cosine, rank, select
-from store.scope import TABLE_PREFIX, alive, post_filter, scope_filter, sql_string, table_name
+from store.scope import TABLE_PREFIX, alive, case_filter, post_filter, scope_filter, sql_string, table_name
 from store.table import (
     NEW_TABLE_OPTIONS,
     SUMMARY_COLUMNS,
@@ -197,7 +197,7 @@ class MemoryStore:
         # A committed row is recallable at once: vector search also scans rows not yet indexed. So
         # visibility is a (B-tree backed, once maintained) id count rather than a vector search.
         deadline = time.monotonic() + self._config.visible_timeout_s
-        where = f"id = {sql_string(memory_id)}"
+        where = case_filter(memory_id)
         while not table.count_rows(where):
             if time.monotonic() > deadline:
                 raise StoreError(f"case {memory_id} not recallable after "
@@ -221,17 +221,16 @@ class MemoryStore:
         clean_note = "".join(ch if ch.isprintable() else " " for ch in note)[:_NOTE_CHARS]
         found = Judged.UNKNOWN
         for table in self._tables_for(server):
-            if tenant is not None and not table.count_rows(_case_where(analysis_id, tenant)):
-                continue
             judged = judge(self._connection(), table, analysis_id, verdict, clean_note, self._config.trust,
-                           retry=self._retry, rounds=self._config.commit_retries + 2, verdict_id=verdict_id)
+                           retry=self._retry, rounds=self._config.commit_retries + 2, verdict_id=verdict_id,
+                           tenant=tenant)
             found = max(found, judged)
         return found
 
     def forget(self, analysis_id: str, *, server: str | None = None, tenant: str | None = None) -> int:
         """Delete a case by id (in `server`'s table, or in every memory table; only `tenant`'s, when
         given); returns rows deleted."""
-        where = _case_where(analysis_id, tenant)
+        where = case_filter(analysis_id, tenant)
         deleted = 0
         for table in self._tables_for(server):
             if table.count_rows(where):
@@ -369,7 +368,7 @@ class MemoryStore:
              is_changed: IsChanged | None = None) -> CaseDetail | None:
         """One case in full (`server`'s table, or every one), with its verdicts; None when no case has
         that id. With `commit` and `is_changed`, staleness also compares its cited lines with `commit`."""
-        where = f"id = {sql_string(memory_id)}"
+        where = case_filter(memory_id)
         for table in self._tables_for(server):
             rows = fetch_rows(table.search().where(where), 1)
             if rows:
@@ -399,9 +398,3 @@ def _on_lance_loop(work: Coroutine[Any, Any, T]) -> T:
     """Run `work` on LanceDB's event loop, where its async API runs, and wait for the result."""
     result: T = LOOP.run(work)  # type: ignore[no-untyped-call]  # lancedb's loop is untyped
     return result
-
-
-def _case_where(analysis_id: str, tenant: str | None) -> str:
-    """The filter of one case by id, and of that tenant's only when `tenant` is given."""
-    where = f"id = {sql_string(analysis_id)}"
-    return where if tenant is None else f"{where} AND tenant = {sql_string(tenant)}"

@@ -39,6 +39,12 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def case_filter(case_id: str, tenant: str | None = None) -> str:
+    """The filter of one case by id, and of that tenant's only when `tenant` is given."""
+    where = f"id = {sql_string(case_id)}"
+    return where if tenant is None else f"{where} AND tenant = {sql_string(tenant)}"
+
+
 def sql_float(value: float) -> str:
     """A SQL float literal; refuses NaN and infinities."""
     if not math.isfinite(value):

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from store.config import TrustWeights
 from store.record import Judged, Verdict, VerdictEntry
-from store.scope import TABLE_PREFIX, sql_string
+from store.scope import TABLE_PREFIX, case_filter, sql_string
 
 __all__ = ["VerdictFold", "append_verdict", "fold_verdicts", "forget_verdicts", "judge", "read_verdicts",
            "verdict_schema", "verdict_table"]
@@ -88,10 +88,11 @@ def _after(trust: float, unreviewed: float, verdict: Verdict, weights: TrustWeig
 
 
 def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weights: TrustWeights, *,
-          retry: Retry, rounds: int, verdict_id: str = "") -> Judged:
+          retry: Retry, rounds: int, verdict_id: str = "", tenant: str | None = None) -> Judged:
     """Append a verdict on case `memory_id` of memory `table` to its log, then bring the case row to the
-    fold of the log. UNKNOWN when the table holds no such case. A `verdict_id` the log already holds is
-    not appended again (a redelivered feedback message: DUPLICATE); the row is still brought to the fold.
+    fold of the log. UNKNOWN when the table holds no such case (of `tenant`, when given). A `verdict_id`
+    the log already holds is not appended again (a redelivered feedback message: DUPLICATE); the row is
+    still brought to the fold.
 
     Why the row ends right when replicas judge one case at once: a writer appends its verdict before it
     writes the row, writes nothing but a fold of the log, and after every write re-reads log and row at
@@ -107,7 +108,7 @@ def judge(db: Any, table: Any, memory_id: str, verdict: Verdict, note: str, weig
     or the row's when the log was empty, read before the log so no verdict had touched it), so the fold
     starts from it whatever the writers' clocks; `trust_after` is this writer's fold at the time.
     """
-    where = f"id = {sql_string(memory_id)}"
+    where = case_filter(memory_id, tenant)
     row = _case_row(table, where)
     if row is None:
         return Judged.UNKNOWN
