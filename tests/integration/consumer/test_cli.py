@@ -311,7 +311,9 @@ class TestOtherCommands:
     def test_argument_errors_are_one_line(self) -> None:
         """A missing argument, an unknown flag or command: one line naming it and where help is, exit 2."""
         for argv, said in ((["memory", "show"], "logagent memory show: error: the following arguments are required"),
-                           (["fingerprint", "--nope"], "unrecognized arguments: --nope"),
+                           (["fingerprint", "--nope"],
+                            "unrecognized arguments: --nope (see logagent fingerprint --help)"),
+                           (["--nope"], "logagent: error: unrecognized arguments: --nope"),
                            (["memorise"], "invalid choice: 'memorise'")):
             assert said in _one_error_line(logagent(*argv)), argv
 
