@@ -189,6 +189,7 @@ class TestMemoryShow:
         assert "marked wrong" in plain and '"price is optional"' in plain
         assert re.search(r"0\.70\s+stored \(llm analysis\)", plain) and re.search(r"0\.35\s+verdict wrong", plain)
         assert "fresh:" in plain and "root cause of key-price" in plain
+        assert "it cites no code lines, so only its age can make it stale" in plain  # it was "unchanged"
 
     def test_staleness_against_a_repository(self, data_dir: Path, embedder: OnnxEmbedder, tmp_path: Path) -> None:
         """With --repo, a case whose cited line changed since its commit is stale, and says which lines."""
@@ -202,6 +203,7 @@ class TestMemoryShow:
         (fresh,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), "--commit", old,
                                        data_dir=data_dir))
         assert fresh["stale"] is False and fresh["checked_against"] == old
+        assert fresh["cited_files"] == [{"path": "app/shop.py", "start_line": line, "end_line": line, "blob_sha": ""}]
         (stale,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), data_dir=data_dir))
         assert stale["stale"] is True and stale["stale_reasons"] == [f"changed app/shop.py:{line}-{line}"]
         other = GitRepo(tmp_path / "billing")
