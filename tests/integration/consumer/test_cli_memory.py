@@ -122,6 +122,14 @@ class TestMemoryList:
             assert f"no memory at {tmp_path / 'nowhere' / 'memory'}" in proc.stderr.decode()
         assert not (tmp_path / "nowhere").exists()
 
+    def test_an_id_in_a_missing_memory_is_one_line_exit_1(self, tmp_path: Path) -> None:
+        """`show`, `forget` and `feedback` of an id where no memory exists: the one line says there is no
+        memory there (forget and feedback added a second, "no analysis"), exit 1 as for any unknown id."""
+        for action in (("memory", "show", "x"), ("memory", "forget", "x"), ("feedback", "x", "--verdict", "wrong")):
+            line = one_error_line(logagent(*action, data_dir=tmp_path / "nowhere"), 1)
+            assert line.startswith(f"logagent: no memory at {tmp_path / 'nowhere' / 'memory'}"), action
+        assert not (tmp_path / "nowhere").exists()
+
     def test_every_server_without_server_and_the_culprit_and_root_cause(self, data_dir: Path,
                                                                          embedder: OnnxEmbedder) -> None:
         """Without --server every server's cases are listed; each row has the root cause's first line and
