@@ -61,3 +61,20 @@ class TestArgumentErrors:
         """Required arguments given are accepted: the parse reaches the command (here, a usage error of its own)."""
         assert main(["memory", "show", "an-id", "--commit", "HEAD"]) == 2
         assert capsys.readouterr().err.strip() == "logagent: --commit needs --repo"
+
+
+class TestArgumentValues:
+    @pytest.mark.parametrize(("argv", "said"), [
+        (("demo", "--timeout", "-1"), "logagent demo: error: argument --timeout: must be more than 0 seconds"),
+        (("demo", "--timeout", "nan"), "logagent demo: error: argument --timeout: must be more than 0 seconds"),
+        (("demo", "--timeout", "soon"), "logagent demo: error: argument --timeout: 'soon' is not a number of seconds"),
+        (("memory", "list", "--limit", "many"), "logagent memory list: error: argument --limit: 'many' is not a whole "
+                                                "number"),
+        (("demo", "--events", "0"), "logagent demo: error: argument --events: must be at least 1"),
+    ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else "")
+    def test_a_value_out_of_its_range_is_refused_in_the_users_words(
+        self, argv: tuple[str, ...], said: str, capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """A timeout of 0 or less is refused before the demo starts (it ran, then exited 1 without a word);
+        a word where a number goes is named as such, not as an "invalid positive_int value"."""
+        assert _refused(capsys, *argv).startswith(said)
