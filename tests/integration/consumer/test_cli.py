@@ -146,7 +146,8 @@ class TestAnalyze:
         repo = str(services["orders-service"].repo)
         line = _one_error_line(logagent("analyze", "--repo", repo, "--offline",
                                         stdin=b'{"message": "a"}\n{"message": "b"}\n'))
-        assert line == "logagent: stdin holds 2 JSON lines: analyze reads one event (pick one line, e.g. with sed -n 1p)"
+        assert line == ("logagent: stdin holds 2 JSON lines: analyze reads one event "
+                        "(pick one line, e.g. with sed -n 1p)")
 
     def test_an_empty_event_is_named_empty(self, services: dict[str, SampleService], tmp_path: Path) -> None:
         """Nothing on stdin, an empty file, or an empty --event name: one line saying so, exit code 2."""

@@ -5,10 +5,8 @@ is accepted."""
 from __future__ import annotations
 
 import os
-import types
 import typing
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,24 +14,10 @@ from pydantic import BaseModel
 
 from consumer.cli import main
 from consumer.cli.config import load_settings
+from consumer.cli.settings_tree import kinds
 from consumer.settings import ConfigError, Settings
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No LOGAGENT_* variable of the machine leaks in; the data dir is a throwaway one."""
-    for name in list(os.environ):
-        if name.upper().startswith("LOGAGENT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("LOGAGENT_DATA_DIR", str(tmp_path / "data"))
-
-
-def _origins(annotation: Any) -> set[Any]:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return {o for arg in typing.get_args(annotation) if arg is not type(None) for o in _origins(arg)}
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _origins(typing.get_args(annotation)[0])
-    return {typing.get_origin(annotation) or annotation}
+pytestmark = pytest.mark.usefixtures("settings_env")
 
 
 def _walk(model: type[BaseModel], prefix: str = "LOGAGENT_") -> Iterator[tuple[str, Any]]:
@@ -48,18 +32,18 @@ def _walk(model: type[BaseModel], prefix: str = "LOGAGENT_") -> Iterator[tuple[s
 def _wrong_values(annotation: Any) -> list[str]:
     """Values no setting of this kind accepts: a list where an object goes and the other way round, an
     item or field that no scalar, record or list accepts (a list of lists), a word for a bool or number."""
-    kinds = _origins(annotation)
+    found = kinds(annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return ["[1]", '{"%s": [[1]]}' % next(iter(annotation.model_fields))]  # noqa: UP031 - JSON braces
-    if dict in kinds:
+    if dict in found:
         return ["[1]", '{"shop": [[1]]}']
-    if kinds & {list, tuple}:
+    if found & {list, tuple}:
         return ['{"a": 1}', "[[[1]]]"]
-    if bool in kinds:
+    if bool in found:
         return ["maybe"]
-    if kinds & {int, float}:
+    if found & {int, float}:
         return ["abc"]
-    if typing.Literal in kinds or any(typing.get_origin(arg) is typing.Literal
+    if typing.Literal in found or any(typing.get_origin(arg) is typing.Literal
                                       for arg in typing.get_args(annotation)):
         return ["nope"]
     return []
