@@ -24,6 +24,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Leaf:
+    """One setting (no group): its path from Settings and its field."""
+
     path: tuple[str, ...]
     field: FieldInfo
 
@@ -33,6 +35,7 @@ class Leaf:
 
 
 def value_at(settings: Settings, leaf: Leaf) -> Any:
+    """The value of `leaf` in `settings`."""
     value: Any = settings
     for part in leaf.path:
         value = getattr(value, part)
@@ -40,6 +43,7 @@ def value_at(settings: Settings, leaf: Leaf) -> Any:
 
 
 def model_of(annotation: Any) -> type[BaseModel] | None:
+    """The group (a pydantic model) an annotation is, else None."""
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
@@ -53,6 +57,7 @@ def kinds(annotation: Any) -> set[Any]:
 
 
 def leaves(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[Leaf]:
+    """Every setting below `model`, groups walked through."""
     for name, field in model.model_fields.items():
         nested = model_of(field.annotation)
         if nested is not None:
@@ -62,6 +67,7 @@ def leaves(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[Lea
 
 
 def groups(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The path of every group below `model`."""
     for name, field in model.model_fields.items():
         nested = model_of(field.annotation)
         if nested is not None:
@@ -171,7 +177,7 @@ def json_shape(annotation: Any) -> str | None:
 
 def example(path: tuple[str, ...]) -> str:
     """`e.g. NAME='...'` for a JSON setting: its documented example, else its default, else its shape."""
-    name, value = env_name(*path), sample(annotation_at(path))
+    name, value = env_name(*path), _sample(annotation_at(path))
     field = _field_at(path)
     if field is not None and field.examples:
         value = field.examples[0]
@@ -187,23 +193,24 @@ def _field_at(path: tuple[str, ...]) -> FieldInfo | None:
     return model.model_fields.get(path[-1]) if model is not None else None
 
 
-def sample(annotation: Any) -> Any:
-    """A small value of this type, for an example: a group or record shows its first required field."""
+def _sample(annotation: Any) -> Any:
+    """A small value of this type, for an example: a group or record shows its first required field, else
+    its first field with a plain default."""
     annotation = _unwrapped(annotation)
     model = model_of(annotation)
     if model is not None:
         fields = model.model_fields
         required = [name for name, field in fields.items() if field.is_required()]
         if required:
-            return {required[0]: sample(fields[required[0]].annotation)}
+            return {required[0]: _sample(fields[required[0]].annotation)}
         defaults = {name: field.get_default(call_default_factory=True) for name, field in fields.items()}
         return next(({name: value} for name, value in defaults.items() if isinstance(value, str | int | float)),
                     dict([next(iter(defaults.items()))]))
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is dict:
-        return {"key": sample(args[1])}
+        return {"key": _sample(args[1])}
     if origin in (list, tuple, set, frozenset):
-        return [sample(args[0])]
+        return [_sample(args[0])]
     if origin is typing.Literal:
         return args[0]
     return {bool: True, int: 1, float: 1.5}.get(annotation, "value")
