@@ -181,7 +181,8 @@ class InputSettings(BaseModel):
     max_message_bytes: int = Field(1_048_576, ge=1024)
     max_depth: int = Field(64, ge=2)
     commit_field: str | None = Field(None, description="Extra dotted field naming the deployed commit.")
-    in_app_prefixes: list[str] = Field(default_factory=list, description="Module/package prefixes in-app.")
+    in_app_prefixes: list[str] = Field(default_factory=list, description="Module/package prefixes in-app.",
+                                       examples=[["com.acme"]])
     server_id_fields: list[str] = Field(
         default_factory=lambda: list(DEFAULT_SERVER_ID_FIELDS),
         description="Fields naming the server when `server_id` is absent, first match wins (JSON list).",

@@ -42,7 +42,8 @@ def case_detail(row: Mapping[str, Any], verdicts: Sequence[VerdictEntry], config
     whether the lines it cites changed between its commit and `commit`."""
     summary = case_summary(row)
     max_age_s = config.max_age_for(summary.scope)
-    freshness = assess(cited_ranges(row), case_commit=summary.commit, current_commit=commit,
+    cited = cited_ranges(row)
+    freshness = assess(cited, case_commit=summary.commit, current_commit=commit,
                        is_changed=is_changed, age_s=now - summary.created_at, max_age_s=max_age_s)
     return CaseDetail(
         summary=summary, error_text=str(row.get("error_text") or ""), analysis=row_analysis(row),
@@ -50,7 +51,7 @@ def case_detail(row: Mapping[str, Any], verdicts: Sequence[VerdictEntry], config
                                                                 summary.trust, verdicts),
         age_s=now - summary.created_at, max_age_s=max_age_s, expired=summary.expires_at <= now,
         stale=freshness.stale, stale_reasons=freshness.reasons,
-        checked_against=commit if is_changed is not None and commit else None,
+        checked_against=commit if is_changed is not None and commit else None, cited_files=cited,
     )
 
 

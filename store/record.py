@@ -220,6 +220,8 @@ class CaseDetail:
     stale_reasons: tuple[str, ...] = ()
     checked_against: str | None = None
     """The commit the cited lines were compared with; None when they were not compared."""
+    cited_files: tuple[CitedRange, ...] = ()
+    """The line ranges the case rests on; none for a case that cites no code (only its age can stale it)."""
 
 
 @dataclass(frozen=True, slots=True)

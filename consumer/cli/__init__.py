@@ -50,10 +50,36 @@ def _fail(message: str) -> int:
 
 class _Parser(argparse.ArgumentParser):
     """Argument errors are one line too (`logagent memory show: error: ...`, exit 2), not usage plus error;
-    subcommand parsers are of the same class, as argparse makes them."""
+    subcommand parsers are of the same class, as argparse makes them, so each names its own --help."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]  # typeshed overloads it by namespace type; this is one
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Unknown arguments are refused by the parser they were given to, before any missing one: argparse
+        checks required arguments first (`logagent --bogus` said COMMAND was missing) and leaves unknown
+        ones to the top parser (`logagent fingerprint --bogus` pointed to `logagent --help`)."""
+        required = [action for action in self._actions if action.required]
+        for action in required:
+            action.required = False
+        try:
+            parsed, unknown = super().parse_known_args(args, namespace)
+        finally:
+            for action in required:
+                action.required = True
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        missing = [_action_name(action) for action in required if getattr(parsed, action.dest, None) is None]
+        if missing:
+            self.error(f"the following arguments are required: {', '.join(missing)}")
+        return parsed, unknown
+
+
+def _action_name(action: argparse.Action) -> str:
+    """How argparse names an argument in its errors: its flags, else its metavar, else its dest."""
+    return "/".join(action.option_strings) or str(action.metavar or action.dest)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from analysis.code.filemap import FileIndex
 from analysis.code.linemap import Hunk, file_hunks, map_line
 from analysis.code.localiser import localise
@@ -50,10 +52,23 @@ def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
     try:
         events = decode_message(raw.strip(), config)
     except BadInput as bad:
-        raise UsageError(f"not a valid event ({bad.reason})") from bad
+        lines = raw.strip().splitlines()
+        if bad.reason == "not_json" and len(lines) > 1 and _all_json(lines):
+            raise UsageError(f"{'stdin' if name == '-' else name} holds {len(lines)} JSON lines: analyze reads one "
+                             "event (pick one line, e.g. with sed -n 1p)") from bad
+        raise UsageError(f"not a valid event ({bad})") from bad
     if not events:
         raise UsageError("the event carries no log record")
     return events[0]
+
+
+def _all_json(lines: list[bytes]) -> bool:
+    try:
+        for line in lines:
+            orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _checkout(repo: Path, commit: str | None, event_commit: str | None) -> Checkout:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "UsageError", "add_command", "add_output_flags", "decode_config", "first_line", "open_binary",
-    "positive_int", "readable", "say", "terminal",
+    "positive_int", "positive_seconds", "readable", "say", "terminal",
 ]  # fmt: skip
 
 
@@ -73,10 +73,24 @@ def say(message: str) -> None:
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    value = int(text)
+    """An argparse type: an integer of at least 1 (argparse would name the function in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0 (a timeout of 0 or less would end before it began)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
     return value
 
 

@@ -14,16 +14,13 @@ import difflib
 import os
 import re
 import sys
-import types
-import typing
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, SecretStr, ValidationError
-from pydantic.fields import FieldInfo
 
+from consumer.cli import settings_tree as tree
 from consumer.cli.common import add_command, add_output_flags, readable
 from consumer.settings import ConfigError, Settings, env_name, masked_url
 from consumer.url import http_url
@@ -73,106 +70,37 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     return settings
 
 
-# --- the settings tree ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Leaf:
-    path: tuple[str, ...]
-    field: FieldInfo
-
-    @property
-    def env(self) -> str:
-        return env_name(*self.path)
-
-
-def _value(settings: Settings, leaf: _Leaf) -> Any:
-    value: Any = settings
-    for part in leaf.path:
-        value = getattr(value, part)
-    return value
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-
-
-def _kinds(annotation: Any) -> set[Any]:
-    """The origins of an annotation, `X | None` unwrapped: {list}, {dict}, {str}, ..."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return {kind for arg in typing.get_args(annotation) if arg is not type(None) for kind in _kinds(arg)}
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _kinds(typing.get_args(annotation)[0])
-    return {typing.get_origin(annotation) or annotation}
-
-
-def _leaves(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[_Leaf]:
-    for name, field in model.model_fields.items():
-        nested = _model_of(field.annotation)
-        if nested is not None:
-            yield from _leaves(nested, (*prefix, name))
-        else:
-            yield _Leaf((*prefix, name), field)
-
-
-def _groups(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    for name, field in model.model_fields.items():
-        nested = _model_of(field.annotation)
-        if nested is not None:
-            yield (*prefix, name)
-            yield from _groups(nested, (*prefix, name))
-
-
-def _target(parts: list[str]) -> tuple[tuple[str, ...], Any] | None:
-    """The setting an env var sets (its path and annotation), or None when it names none. Keys below a
-    mapping setting (LOGAGENT_MEMORY__TTL_S__DEFAULT) belong to that setting."""
-    model: type[BaseModel] = Settings
-    path: tuple[str, ...] = ()
-    for index, part in enumerate(parts):
-        field = model.model_fields.get(part)
-        if field is None:
-            return None
-        path = (*path, part)
-        nested = _model_of(field.annotation)
-        if nested is not None:
-            model = nested
-            if index == len(parts) - 1:
-                return path, nested
-            continue
-        if dict in _kinds(field.annotation) or index == len(parts) - 1:
-            return path, field.annotation
-        return None
-    return None
-
-
 # --- checks --------------------------------------------------------------------------------------
 
 
 def _check_json(ours: Mapping[str, str]) -> None:
     """Lists, mappings and whole groups are JSON; say so before pydantic-settings fails without a name."""
     for name, value in ours.items():
-        target = _target(name.removeprefix(_PREFIX).lower().split("__"))
+        target = tree.target(name.removeprefix(_PREFIX).lower().split("__"))
         if target is None or len(target[0]) != len(name.removeprefix(_PREFIX).split("__")):
             continue
-        kinds = _kinds(target[1])
-        if _model_of(target[1]) is not None or dict in kinds:
-            shape, example = "object", '{"key": "value"}'
-        elif kinds & {list, tuple, set, frozenset}:
-            shape, example = "list", '["com.acme"]'
-        else:
+        shape = tree.json_shape(target[1])
+        if shape is None:
             continue
         try:
-            orjson.loads(value)
+            parsed = orjson.loads(value)
         except orjson.JSONDecodeError:
-            raise ConfigError(f"{name} is not JSON: write a JSON {shape}, e.g. {name}='{example}'") from None
+            raise ConfigError(f"{name} is not JSON: write a JSON {shape}, {tree.example(target[0])}") from None
+        group = tree.model_of(target[1])
+        unknown = tree.unknown_key(group, parsed) if group is not None else None
+        if unknown is not None:  # pydantic ignores it, so a misspelt key would leave its default in force
+            where, known = unknown
+            close = difflib.get_close_matches(where[-1].lower(), known, n=1, cutoff=0.75)
+            hint = f"did you mean {tree.json_path((*where[:-1], close[0]))}?" if close else "see `logagent config`"
+            raise ConfigError(f"{name} is invalid at {tree.json_path(where)}: no such setting; {hint}")
 
 
 def _check_urls(settings: Settings) -> None:
     """Every URL setting (`url`, `*_url`) that is set holds an http(s) URL with a host (`consumer.url`)."""
-    for leaf in _leaves(Settings):
+    for leaf in tree.leaves(Settings):
         if leaf.path[-1] != "url" and not leaf.path[-1].endswith("_url"):
             continue
-        value = _value(settings, leaf)
+        value = tree.value_at(settings, leaf)
         text = value.get_secret_value() if isinstance(value, SecretStr) else value
         if not isinstance(text, str) or (not text and leaf.field.default is None):  # unset
             continue
@@ -183,9 +111,9 @@ def _check_urls(settings: Settings) -> None:
 
 
 def _refuse_unknown(ours: Mapping[str, str], allowed: set[str]) -> None:
-    known = [leaf.env for leaf in _leaves(Settings)] + [env_name(*group) for group in _groups(Settings)]
+    known = [leaf.env for leaf in tree.leaves(Settings)] + [env_name(*group) for group in tree.groups(Settings)]
     for name in sorted(ours):
-        if name in allowed or _target(name.removeprefix(_PREFIX).lower().split("__")) is not None:
+        if name in allowed or tree.target(name.removeprefix(_PREFIX).lower().split("__")) is not None:
             continue
         # Compared without the prefix every name shares, which would make anything look close.
         close = difflib.get_close_matches(name.removeprefix(_PREFIX), [k.removeprefix(_PREFIX) for k in known],
@@ -195,22 +123,42 @@ def _refuse_unknown(ours: Mapping[str, str], allowed: set[str]) -> None:
 
 
 def describe_error(error: ValidationError, ours: Mapping[str, str]) -> str:
-    """One line for the first validation error: the variable, the value given (never a secret's) and what
-    is expected."""
+    """One line for the first validation error: the variable set, where in its JSON the mistake is, the value
+    given (never a secret's) and what is expected (with an example for a JSON setting)."""
     first = error.errors()[0]
-    message = str(first["msg"]).removeprefix("Value error, ")
+    message = _HINTS.get(first["type"], str(first["msg"]).removeprefix("Value error, "))
     loc = tuple(str(part) for part in first["loc"])
-    target = _target(list(loc)) if loc else None
-    if target is None or _model_of(target[1]) is not None:
+    setting = tree.setting_of(loc)
+    if setting is None or (setting == loc and tree.model_of(tree.annotation_at(loc)) is not None
+                           and first["type"] == "value_error"):
         # A combination check: name its group unless the text names the variables already.
         group = env_name(*loc) + "__*" if loc else ""
         return message if "LOGAGENT_" in message or not group else f"{group}: {message}"
-    path, annotation = target
-    name = env_name(*path)
+    # The variable given: the deepest one set on the way to the mistake (a group's JSON, a setting, or a
+    # key below a mapping setting), else the setting itself (its default is what fails).
+    depth = next((end for end in range(len(loc), 0, -1) if env_name(*loc[:end]) in ours), len(setting))
+    name, inner = env_name(*loc[:depth]), loc[depth:]
     given = first.get("input")
-    if SecretStr in _kinds(annotation) or not isinstance(given, str | int | float) or name not in ours:
-        return f"{name} is invalid: {_lower_first(message)}"
-    return f"{name}={str(given)[:_MAX_VALUE_CHARS]} is invalid: {_lower_first(message)}"
+    if isinstance(given, str):
+        given = masked_url(given)[:_MAX_VALUE_CHARS]
+    shown = (isinstance(given, str | int | float) and first["type"] != "missing"
+             and not tree.holds_secret(tree.annotation_at(loc)))
+    expected = _lower_first(message)
+    if tree.json_shape(tree.annotation_at(loc[:depth])):
+        expected += f"; {tree.example(loc[:depth])}"
+    if inner:
+        value = f" ({orjson.dumps(given).decode()})" if shown else ""
+        return f"{name} is invalid at {tree.json_path(inner)}{value}: {expected}"
+    if not shown or name not in ours:
+        return f"{name} is invalid: {expected}"
+    return f"{name}={given} is invalid: {expected}"
+
+
+# pydantic's words where they do not say what would be accepted.
+_HINTS = {"bool_parsing": "input should be true or false", "bool_type": "input should be true or false",
+          "model_type": "input should be a JSON object", "model_attributes_type": "input should be a JSON object",
+          "dict_type": "input should be a JSON object", "list_type": "input should be a JSON list",
+          "tuple_type": "input should be a JSON list"}
 
 
 def _lower_first(text: str) -> str:
@@ -225,13 +173,13 @@ def effective_settings(settings: Settings, environ: Mapping[str, str]) -> list[d
     was derived from."""
     given = {name.upper() for name in environ}
     rows: list[dict[str, str]] = []
-    for leaf in _leaves(Settings):
-        value = settings.repo_servers() if leaf.path == ("repo", "servers") else _value(settings, leaf)
+    for leaf in tree.leaves(Settings):
+        value = settings.repo_servers() if leaf.path == ("repo", "servers") else tree.value_at(settings, leaf)
         rows.append({"setting": leaf.env, "value": _show(value), "source": _source(leaf, given)})
     return rows
 
 
-def _source(leaf: _Leaf, given: set[str]) -> str:
+def _source(leaf: tree.Leaf, given: set[str]) -> str:
     if leaf.env in given:
         return "env"
     if any(name.startswith(leaf.env + "__") for name in given):

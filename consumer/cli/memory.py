@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 _NOT_FOUND = 1
+_RUST_SOURCE = re.compile(r",? /\S+\.rs:\d+:\d+")  # where in LanceDB's Rust source an error was raised
 _WHERE = ("Reads the memory under LOGAGENT_DATA_DIR (or LOGAGENT_MEMORY__URI). On a terminal the output is "
           "readable; --json (or a pipe) gives JSON. ")
 
@@ -148,8 +150,8 @@ def _store_errors() -> Iterator[None]:
 
     try:
         yield
-    except (StoreError, OSError, ValueError) as exc:
-        raise UsageError(f"memory error: {first_line(exc)}") from exc
+    except (StoreError, OSError, ValueError, RuntimeError) as exc:  # LanceDB's I/O faults are RuntimeErrors
+        raise UsageError(f"memory error: {_RUST_SOURCE.sub('', first_line(exc))}") from exc
 
 
 def _json_lines(rows: Sequence[Any]) -> None:
@@ -264,8 +266,10 @@ def _memory_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _memory_forget(args: argparse.Namespace, settings: Settings) -> int:
+    if _missing(settings):  # its line says why no case is found: one line, as for every miss
+        return _NOT_FOUND
     with _store_errors():
-        deleted = 0 if _missing(settings) else _open_memory(settings).forget(args.analysis_id, server=args.server)
+        deleted = _open_memory(settings).forget(args.analysis_id, server=args.server)
     if not deleted:
         return _not_found(settings, args.analysis_id)
     _result(args, {"analysis_id": args.analysis_id, "forgotten": deleted},
@@ -288,9 +292,9 @@ def _feedback(args: argparse.Namespace, settings: Settings) -> int:
     args.note = Redactor(settings.redaction).redact(args.note or "")  # stored, shown and sent: secrets go first
     if args.via_kafka:
         return _publish_feedback(args, settings)
+    if _missing(settings):
+        return _NOT_FOUND
     with _store_errors():
-        if _missing(settings):
-            return _not_found(settings, args.analysis_id)
         memory = _open_memory(settings)
         if not memory.feedback(args.server, args.analysis_id, args.verdict, args.note, tenant=args.tenant):
             return _not_found(settings, args.analysis_id)

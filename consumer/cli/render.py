@@ -319,8 +319,14 @@ def _stored_analysis(analysis: Mapping[str, Any]) -> RenderableType:
 def _freshness(detail: CaseDetail) -> Text:
     if detail.stale:
         return _line(("STALE: ", "bold yellow"), "; ".join(detail.stale_reasons))
-    against = (f"its cited lines are unchanged at {detail.checked_against[:12]}" if detail.checked_against
-               else "its cited lines were not compared with the code (--repo compares them)")
+    if not detail.cited_files:
+        against = "it cites no code lines, so only its age can make it stale"
+    elif not detail.summary.commit:
+        against = "its cited lines cannot be compared with the code: the case records no commit"
+    elif detail.checked_against:
+        against = f"its cited lines are unchanged at {detail.checked_against[:12]}"
+    else:
+        against = "its cited lines were not compared with the code (--repo compares them)"
     return _line(("fresh: ", "bold green"),
                  f"{_duration(detail.age_s)} old, stale past {_duration(detail.max_age_s)}; {against}")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from consumer.cli.common import UsageError, add_command, positive_int
+from consumer.cli.common import UsageError, add_command, positive_int, positive_seconds
 from consumer.settings import Settings
 
 __all__ = ["register", "setting_groups"]
@@ -67,7 +67,7 @@ def register(commands: Any) -> None:
                   "LOGAGENT_DATA_DIR=./demo-run logagent memory servers"])
     demo.add_argument("--events", type=positive_int, default=3_000, help="events to produce (default 3000)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the generated stream (default 7)")
-    demo.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the drain")
+    demo.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds to wait for the drain")
     demo.add_argument("--keep", type=Path, metavar="DIR",
                       help="build in DIR and keep it: sample repositories, event files, memory")
     demo.set_defaults(handler=_demo)

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 
 from analysis.intake.redact import Redactor, redact_value
 from consumer.http import serve_http
-from consumer.kafka import EventSink, make_producer, start_with_retry
+from consumer.kafka import EventSink, make_producer, start_client
 from consumer.logs import configure_logging, log_fields
 from consumer.notify.github import GitHubApi
 from consumer.notify.gitlab import GitLabApi
@@ -29,7 +29,6 @@ from consumer.notify.tracker import IssueSink
 from consumer.notify.transport import new_client
 from consumer.notify.webhook import WebhookSink
 from consumer.notify_settings import NotifySettings
-from consumer.retry import Backoff
 from consumer.settings import Settings
 
 __all__ = ["NotifyConfigError", "NotifyService", "run_notify", "source_links"]
@@ -155,9 +154,9 @@ class NotifyService:
         async with AsyncExitStack() as stack:
             sinks = _build_sinks(settings.notify, source_links(settings), stack)
             producer = make_producer(settings.kafka)
-            backoff = Backoff(settings.notify.retry_initial_s, settings.notify.retry_max_s, 0)
-            if not await start_with_retry(producer, stop, backoff, "DLQ producer"):
-                return
+            # A broker it cannot reach at start is one line naming the setting, exit 2, as for `logagent run`
+            # (it used to retry silently for ever); the lanes' consumers ride out later outages.
+            await start_client(producer, settings.kafka)
             stack.push_async_callback(producer.stop)
             dlq = EventSink(producer)
             redactor = Redactor(settings.redaction)

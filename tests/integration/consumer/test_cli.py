@@ -140,6 +140,15 @@ class TestAnalyze:
         line = _one_error_line(logagent("analyze", "--repo", repo, "--offline", stdin=b"{not json"))
         assert "not_json" in line
 
+    def test_several_events_are_named_as_such(self, services: dict[str, SampleService]) -> None:
+        """JSON lines (what `fingerprint` reads) are not one event: the line says how many and how to pick one
+        (it said `not_json`, of valid JSON)."""
+        repo = str(services["orders-service"].repo)
+        line = _one_error_line(logagent("analyze", "--repo", repo, "--offline",
+                                        stdin=b'{"message": "a"}\n{"message": "b"}\n'))
+        assert line == ("logagent: stdin holds 2 JSON lines: analyze reads one event "
+                        "(pick one line, e.g. with sed -n 1p)")
+
     def test_an_empty_event_is_named_empty(self, services: dict[str, SampleService], tmp_path: Path) -> None:
         """Nothing on stdin, an empty file, or an empty --event name: one line saying so, exit code 2."""
         repo = str(services["orders-service"].repo)
@@ -311,7 +320,9 @@ class TestOtherCommands:
     def test_argument_errors_are_one_line(self) -> None:
         """A missing argument, an unknown flag or command: one line naming it and where help is, exit 2."""
         for argv, said in ((["memory", "show"], "logagent memory show: error: the following arguments are required"),
-                           (["fingerprint", "--nope"], "unrecognized arguments: --nope"),
+                           (["fingerprint", "--nope"],
+                            "unrecognized arguments: --nope (see logagent fingerprint --help)"),
+                           (["--nope"], "logagent: error: unrecognized arguments: --nope"),
                            (["memorise"], "invalid choice: 'memorise'")):
             assert said in _one_error_line(logagent(*argv)), argv
 

@@ -122,6 +122,14 @@ class TestMemoryList:
             assert f"no memory at {tmp_path / 'nowhere' / 'memory'}" in proc.stderr.decode()
         assert not (tmp_path / "nowhere").exists()
 
+    def test_an_id_in_a_missing_memory_is_one_line_exit_1(self, tmp_path: Path) -> None:
+        """`show`, `forget` and `feedback` of an id where no memory exists: the one line says there is no
+        memory there (forget and feedback added a second, "no analysis"), exit 1 as for any unknown id."""
+        for action in (("memory", "show", "x"), ("memory", "forget", "x"), ("feedback", "x", "--verdict", "wrong")):
+            line = one_error_line(logagent(*action, data_dir=tmp_path / "nowhere"), 1)
+            assert line.startswith(f"logagent: no memory at {tmp_path / 'nowhere' / 'memory'}"), action
+        assert not (tmp_path / "nowhere").exists()
+
     def test_every_server_without_server_and_the_culprit_and_root_cause(self, data_dir: Path,
                                                                          embedder: OnnxEmbedder) -> None:
         """Without --server every server's cases are listed; each row has the root cause's first line and
@@ -189,6 +197,7 @@ class TestMemoryShow:
         assert "marked wrong" in plain and '"price is optional"' in plain
         assert re.search(r"0\.70\s+stored \(llm analysis\)", plain) and re.search(r"0\.35\s+verdict wrong", plain)
         assert "fresh:" in plain and "root cause of key-price" in plain
+        assert "it cites no code lines, so only its age can make it stale" in plain  # it was "unchanged"
 
     def test_staleness_against_a_repository(self, data_dir: Path, embedder: OnnxEmbedder, tmp_path: Path) -> None:
         """With --repo, a case whose cited line changed since its commit is stale, and says which lines."""
@@ -202,6 +211,7 @@ class TestMemoryShow:
         (fresh,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), "--commit", old,
                                        data_dir=data_dir))
         assert fresh["stale"] is False and fresh["checked_against"] == old
+        assert fresh["cited_files"] == [{"path": "app/shop.py", "start_line": line, "end_line": line, "blob_sha": ""}]
         (stale,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), data_dir=data_dir))
         assert stale["stale"] is True and stale["stale_reasons"] == [f"changed app/shop.py:{line}-{line}"]
         other = GitRepo(tmp_path / "billing")

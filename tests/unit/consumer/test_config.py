@@ -13,16 +13,7 @@ from consumer.cli import main
 from consumer.cli.config import effective_settings, load_settings
 from consumer.settings import ConfigError, Settings
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No LOGAGENT_* variable of the machine leaks in; the data dir is a throwaway one."""
-    import os
-
-    for name in list(os.environ):
-        if name.upper().startswith("LOGAGENT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("LOGAGENT_DATA_DIR", str(tmp_path / "data"))
+pytestmark = pytest.mark.usefixtures("settings_env")
 
 
 def _refused(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **env: str) -> str:

@@ -74,6 +74,19 @@ class TestMistakes:
         assert code == 2 and str(missing) in err and len(err.strip().splitlines()) == 1
 
 
+    def test_an_unreachable_broker_is_one_line_not_a_silent_wait(self, tmp_path: Path) -> None:
+        """With a sink enabled and no broker at the address, `logagent notify` exits 2 with one line naming
+        the setting, as `logagent run` does (it used to retry for ever, its only output JSON log lines)."""
+        with SlackWebhook() as slack:
+            env = _env(KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1", HTTP__PORT=str(_free_port()),
+                       NOTIFY__SLACK__ENABLED="true", NOTIFY__SLACK__WEBHOOK_URL=slack.webhook_url)
+            proc = subprocess.run([sys.executable, "-m", "consumer.cli", "notify"], env=env, cwd=PROJECT_ROOT,
+                                  capture_output=True, timeout=60, check=False)
+        lines = proc.stderr.decode().strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("logagent: cannot connect to Kafka at LOGAGENT_KAFKA__BOOTSTRAP_SERVERS=127.0.0.1:1")
+
+
 class TestPreview:
     def test_preview_of_analyze_output(self, run_cli: Callable[..., tuple[int, str, str]]) -> None:
         """A bare analysis on stdin (what `logagent analyze` prints) previews as text, or as Block Kit JSON."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from analysis.report import (
@@ -16,7 +17,9 @@ from analysis.report import (
     Suspect,
     SuspectCommit,
 )
-from consumer.cli.render import CodeLines, excerpt_of, print_analysis
+from consumer.cli.render import CodeLines, excerpt_of, print_analysis, print_case
+from store import CitedRange
+from store.record import CaseDetail, CaseSummary
 
 ESCAPE = "\x1b]0;pwned\x07\x1b[2J"
 
@@ -96,3 +99,34 @@ class TestAnalysisView:
         assert text.count("Code at app.py") == 0
         excerpt = excerpt_of(root_cause)
         assert excerpt is not None and (excerpt.first, len(excerpt.lines)) == (2, 2)
+
+
+def _case(*, cited: tuple[CitedRange, ...], commit: str | None, checked_against: str | None) -> CaseDetail:
+    summary = CaseSummary(memory_id="m-1", server="shop", tenant="acme", scope="default", fingerprint="f" * 16,
+                          exception_type="KeyError", status="analyzed", analyzer="llm", trust=0.7, feedback=0.0,
+                          created_at=1_750_000_000.0, expires_at=1_760_000_000.0, commit=commit)
+    return CaseDetail(summary=summary, error_text="KeyError: 'price'", analysis={}, verdicts=(),
+                      trust_history=(), age_s=60.0, max_age_s=90 * 86_400.0, expired=False, stale=False,
+                      checked_against=checked_against, cited_files=cited)
+
+
+class TestCaseFreshness:
+    @pytest.mark.parametrize(("cited", "commit", "against", "said"), [
+        ((), "a" * 40, "b" * 40, "it cites no code lines, so only its age can make it stale"),
+        ((), "a" * 40, None, "it cites no code lines, so only its age can make it stale"),
+        ((CitedRange("app/shop.py", 3, 4),), "a" * 40, "b" * 40, "its cited lines are unchanged at bbbbbbbbbbbb"),
+        ((CitedRange("app/shop.py", 3, 4),), "a" * 40, None,
+         "its cited lines were not compared with the code (--repo compares them)"),
+        ((CitedRange("app/shop.py", 3, 4),), None, "b" * 40,
+         "its cited lines cannot be compared with the code: the case records no commit"),
+    ], ids=["message-only, with --repo", "message-only", "compared", "not compared", "no commit"])
+    def test_the_freshness_line_says_what_was_checked(
+        self, cited: tuple[CitedRange, ...], commit: str | None, against: str | None, said: str,
+    ) -> None:
+        """A case that cites no code is never said to have unchanged cited lines (it was, with --repo), nor
+        one whose lines could not be compared for want of a commit."""
+        out = io.StringIO()
+        print_case(Console(file=out, force_terminal=False, width=200), _case(cited=cited, commit=commit,
+                                                                            checked_against=against))
+        (line,) = [line for line in out.getvalue().splitlines() if "freshness" in line]
+        assert line.split("freshness", 1)[1].strip() == f"fresh: 1m 00s old, stale past 90.0 days; {said}"
