@@ -291,8 +291,14 @@ class RepoSync:
             # Fetches pass the configured URL each time; the stored one never keeps credentials.
             cfg.set_value('remote "origin"', "url", redact_secret(spec.url, ()))
         # Rename into place last so a half-done clone is never mistaken for a usable one.
-        (staging / "git").rename(repo_dir)
-        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            (staging / "git").rename(repo_dir)
+        except OSError:
+            # Another process sharing this cache put its clone there first: use that one.
+            if not (repo_dir / "HEAD").exists():
+                raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def _fetch_due(self, server_id: str) -> bool:
         last = self._last_fetch.get(server_id)

@@ -132,6 +132,18 @@ class TestCheckout:
         listed = git(sync.repo_dir("orders"), "worktree", "list")
         assert shas[0] not in listed and shas[3] in listed
 
+    def test_a_clone_that_lost_the_race_to_another_replica_uses_the_winners(self, tmp_path: Path,
+                                                                            upstream: GitRepo) -> None:
+        """Two replicas sharing one cache both clone a server they found missing: the second rename finds the
+        first's clone in place, and its checkout reads that clone instead of failing."""
+        spec = RepoSpec(url=str(upstream.path))
+        first, second = make_sync(tmp_path, spec), make_sync(tmp_path, spec)
+        first.checkout("orders", None)
+        second._clone("orders", spec, None)  # its clone finished after the first's rename
+        checkout = second.checkout("orders", upstream.head())
+        assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
+        assert [p.name for p in checkout.repo_dir.parent.iterdir() if p.name.startswith(".clone-")] == []
+
 
 class TestFetchFailures:
     """Fetch failures do not lose the burst and never leak the token."""
