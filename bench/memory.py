@@ -3,10 +3,12 @@
 Both stores get the same clustered 384-d vectors, ten tenants per server (so the tenant filter keeps
 10% of the rows) and the same queries. LanceDB is populated in bulk with the store's own row format,
 then `maintain()` builds whatever index the service would build at that size. Measured per size, with
-the three contenders taking turns every 20 queries (so a busy moment of the machine hits them alike):
+the four contenders taking turns every 20 queries (so a busy moment of the machine hits them alike):
 the latency (wall clock: a caller waits for it) of the product's whole `store.recall` (two queries,
-post-filter, ranking, freshness and contamination checks), of ChromaDB's filtered top-10 query, and of
-the bare LanceDB top-10 query that returns ids only; recall@10 of both bare queries against exact
+post-filter, ranking, freshness and contamination checks), of ChromaDB's filtered top-10 query, of
+the bare LanceDB top-10 query that returns ids only, and of recall's LanceDB reads alone
+(`store.candidates`: its two queries and the take of the candidates' columns, no ranking: the least any
+recall on LanceDB reading those rows costs); recall@10 of both bare queries against exact
 search; insert latency of one more case (`MemoryStore.remember` vs `collection.add`). Each contender
 first answers 30 untimed queries: a service's caches are warm, and ChromaDB loads its index at the first.
 Target at 100k rows: `store.recall` p99 under 30 ms and at least 3x better than ChromaDB's p99.
@@ -18,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +28,13 @@ import lancedb
 import numpy as np
 import orjson
 import pyarrow as pa
+from lancedb.background_loop import LOOP
 
 from bench.stats import Latency, latency
 from bench.timing import load_average
 from consumer.runner import configure_gc
 from store import CitedRange, MemoryConfig, MemoryStore, NewCase, RecallQuery
+from store.candidates import CandidateSearch, candidate_rows
 from store.scope import scope_filter, table_name
 from store.table import NEW_TABLE_OPTIONS, case_row, memory_schema
 
@@ -71,6 +76,7 @@ class MemoryResult:
     lance_recall_at_10: float
     chroma_recall_at_10: float
     store_recall: Latency
+    recall_reads: Latency
     indexed: bool
     index_build_s: float
 
@@ -84,7 +90,9 @@ class MemoryResult:
         return (f"{self.rows // 1000}k rows: store.recall p50 {ours.p50_ms:.1f} / p99 {ours.p99_ms:.1f} ms vs "
                 f"chromadb p50 {theirs.p50_ms:.1f} / p99 {theirs.p99_ms:.1f} ms = {better:.1f}x better p99"
                 f"{target}; bare lancedb query p50 {self.lance_search.p50_ms:.1f} / p99 "
-                f"{self.lance_search.p99_ms:.1f} ms, recall@10 {self.lance_recall_at_10:.2f} vs chromadb "
+                f"{self.lance_search.p99_ms:.1f} ms; recall's lancedb reads alone p50 "
+                f"{self.recall_reads.p50_ms:.1f} / p99 {self.recall_reads.p99_ms:.1f} ms; recall@10 "
+                f"{self.lance_recall_at_10:.2f} vs chromadb "
                 f"{self.chroma_recall_at_10:.2f}; insert p50 {self.lance_insert.p50_ms:.1f} ms vs "
                 f"{self.chroma_insert.p50_ms:.1f} ms{'; IVF index' if self.indexed else ''} "
                 f"({ours.count} queries, in blocks of {_BLOCK} taking turns)")
@@ -138,7 +146,7 @@ def run(rows: int, queries: int = 100, inserts: int = 50, seed: int = 11, warm_u
         store, embedder, table, lance_inserts, indexed, index_s = _build_lance(Path(tmp) / "lance", work)
         collection, chroma_inserts = _build_chroma(Path(tmp) / "chroma", work)
         contenders = {"store.recall": _store_recall(store, embedder, work), "lance": _lance_search(table, work),
-                      "chroma": _chroma_search(collection, work)}
+                      "chroma": _chroma_search(collection, work), "reads": _recall_reads(Path(tmp) / "lance", work)}
         configure_gc()  # as `logagent run` does: what start-up built is frozen out of every collection
         times: dict[str, list[float]] = {name: [] for name in contenders}
         found: dict[str, list[set[int]]] = {name: [] for name in contenders}
@@ -160,7 +168,7 @@ def run(rows: int, queries: int = 100, inserts: int = 50, seed: int = 11, warm_u
               for name in ("lance", "chroma")}
     return MemoryResult(rows, latency(lance_inserts), latency(chroma_inserts), latency(times["lance"]),
                         latency(times["chroma"]), recall["lance"], recall["chroma"], latency(times["store.recall"]),
-                        indexed, index_s)
+                        latency(times["reads"]), indexed, index_s)
 
 
 Search = Callable[[int], set[int]]
@@ -242,6 +250,23 @@ def _lance_search(table: Any, work: _Workload) -> Search:
         found = (table.search(work.queries[i]).distance_type("cosine").where(where, prefilter=True)
                  .nprobes(nprobes).select(["id", "_distance"]).limit(10).to_list())
         return {int(str(row["id"]).split("-")[1]) for row in found}
+
+    return search
+
+
+def _recall_reads(path: Path, work: _Workload) -> Search:
+    """Recall's LanceDB reads for query `i` alone (`store.candidates.candidate_rows`, with the store's pool,
+    probes and pre-filter), through a reader of its own."""
+    config = MemoryConfig()
+    db = LOOP.run(lancedb.connect_async(str(path), read_consistency_interval=timedelta(0)))  # type: ignore[no-untyped-call]
+    reader = LOOP.run(db.open_table(table_name(SERVER)))  # type: ignore[no-untyped-call]
+
+    def search(i: int) -> set[int]:
+        where = scope_filter(server=None, tenant=f"t{int(work.query_tenants[i])}", scope=SCOPE, now=None)
+        wanted = CandidateSearch(work.queries[i].tolist(), where, f"fp{i}", config.ranking.candidate_pool,
+                                 config.ranking.top_k, config.nprobes)
+        rows = LOOP.run(candidate_rows(reader, wanted))  # type: ignore[no-untyped-call]
+        return {int(str(row["id"]).split("-")[1]) for row in rows}
 
     return search
 

@@ -85,15 +85,29 @@ def simple_type_name(exception_type: str) -> str:
 
 def lexical_score(query: RankQuery, candidate: Candidate) -> float:
     """Exact identifier overlap in 0..1: half for the same exception type, half for frame identifiers."""
-    wanted_type = simple_type_name(query.exception_type)
-    type_match = 1.0 if wanted_type and wanted_type == simple_type_name(candidate.exception_type) else 0.0
-    wanted: set[str] = set()
-    for identifier in query.identifiers:
-        wanted.update(p.lower() for p in _PART_SEPARATORS.split(identifier) if len(p) >= _MIN_PART_LEN)
-    if not wanted:
+    return _lexical(_Wanted.of(query), candidate)
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What `lexical_score` compares of the query, worked out once per ranking rather than per candidate."""
+
+    type_name: str
+    parts: frozenset[str]
+
+    @classmethod
+    def of(cls, query: RankQuery) -> _Wanted:
+        parts = {p.lower() for identifier in query.identifiers for p in _PART_SEPARATORS.split(identifier)
+                 if len(p) >= _MIN_PART_LEN}
+        return cls(simple_type_name(query.exception_type), frozenset(parts))
+
+
+def _lexical(wanted: _Wanted, candidate: Candidate) -> float:
+    type_match = 1.0 if wanted.type_name and wanted.type_name == simple_type_name(candidate.exception_type) else 0.0
+    if not wanted.parts:
         return type_match
     present = identifier_parts(candidate.error_text) | identifier_parts(candidate.exception_type)
-    return 0.5 * type_match + 0.5 * len(wanted & present) / len(wanted)
+    return 0.5 * type_match + 0.5 * len(wanted.parts & present) / len(wanted.parts)
 
 
 def cosine(a: Vector, b: Vector) -> float:
@@ -113,11 +127,12 @@ def recency(created_at: float, now: float, half_life_s: float) -> float:
 
 def score_candidate(query: RankQuery, candidate: Candidate, config: RankingConfig) -> Ranked:
     """Score one candidate (no threshold applied)."""
-    return _scored(query, candidate, cosine(query.vector, candidate.vector), config)
+    return _scored(query, _Wanted.of(query), candidate, cosine(query.vector, candidate.vector), config)
 
 
-def _scored(query: RankQuery, candidate: Candidate, semantic: float, config: RankingConfig) -> Ranked:
-    lexical = lexical_score(query, candidate)
+def _scored(query: RankQuery, wanted: _Wanted, candidate: Candidate, semantic: float,
+            config: RankingConfig) -> Ranked:
+    lexical = _lexical(wanted, candidate)
     score = (
         config.w_semantic * semantic
         + config.w_lexical * lexical
@@ -152,10 +167,13 @@ class _Cosines:
                          else np.zeros(len(candidates)))
         self.to_query[~self._valid] = 0.0
 
-    def similar_to_any(self, i: int, others: Sequence[int], threshold: float) -> bool:
-        """True when candidate `i` has a cosine above `threshold` with one of `others` (rows of invalid
-        vectors are zero, so their cosines are 0 like `cosine`'s)."""
-        return bool(others) and float((self._unit[others] @ self._unit[i]).max()) > threshold
+    def close_pairs(self, threshold: float) -> npt.NDArray[np.bool_]:
+        """`close[i, k]`: candidates `i` and `k` have a cosine above `threshold` (rows of invalid vectors are
+        zero, so their cosines are 0 like `cosine`'s)."""
+        # Every pair in one product: one product per candidate checked cost 0.35 of the 1.0 ms `rank`
+        # took on the memory bench's 55 candidates.
+        close: npt.NDArray[np.bool_] = (self._unit @ self._unit.T) > threshold
+        return close
 
 
 def _explanation(candidate: Candidate) -> tuple[str, str] | None:
@@ -178,22 +196,24 @@ def rank(query: RankQuery, candidates: Iterable[Candidate], config: RankingConfi
             seen.add(candidate.memory_id)
             unique.append(candidate)
     cosines = _Cosines(query.vector, unique)
+    wanted = _Wanted.of(query)
     scored: list[tuple[Ranked, int]] = []
     for i, candidate in enumerate(unique):
-        ranked = _scored(query, candidate, float(cosines.to_query[i]), config)
+        ranked = _scored(query, wanted, candidate, float(cosines.to_query[i]), config)
         if ranked.exact_fingerprint or ranked.score >= config.min_score:
             scored.append((ranked, i))
     scored.sort(key=lambda pair: (not pair[0].exact_fingerprint, -pair[0].score,
                                   -pair[0].candidate.created_at, pair[0].candidate.memory_id))
     kept: list[Ranked] = []
-    kept_rows: list[int] = []
+    close = cosines.close_pairs(config.dedup_cosine)
+    shadowed = np.zeros(len(unique), dtype=bool)  # close to a candidate already kept
     explanations: set[tuple[str, str]] = set()
     for ranked, i in scored:
         explanation = _explanation(ranked.candidate)
-        if explanation in explanations or cosines.similar_to_any(i, kept_rows, config.dedup_cosine):
+        if explanation in explanations or shadowed[i]:
             continue
         kept.append(ranked)
-        kept_rows.append(i)
+        shadowed |= close[:, i]
         if explanation is not None:
             explanations.add(explanation)
     return kept
