@@ -27,7 +27,7 @@ from bench.workload import WorkloadEvent, WorkloadSpec, generate
 from consumer.keying import KeyReader
 from consumer.runner import configure_gc
 from consumer.settings import WindowSettings
-from consumer.window import BurstWindow
+from consumer.window import BuildSamples, BurstWindow
 from consumer.window_stage import sample_builder
 
 _TP = ("errors", 0)
@@ -69,15 +69,16 @@ class GroupingResult:
                 f"{self.drain3_clusters} templates; {self.bursts} bursts)")
 
 
-def run_logagent(lines: Sequence[bytes]) -> tuple[int, int]:
+def run_logagent(lines: Sequence[bytes], build_samples: BuildSamples | None = None) -> tuple[int, int]:
     """What the service does per event: the key stage's read (`KeyReader.read_sightings`: the quick key,
-    redaction included) and the window's count; returns the bursts closed and the distinct signatures."""
+    redaction included) and the window's count, with its samples built at close (by `build_samples`, the
+    service's own builder unless given); returns the bursts closed and the distinct signatures."""
     window_settings = WindowSettings()
     config = DecodeConfig()
     redactor = Redactor(RedactionConfig())
     reader = KeyReader(config, redactor)
     window = BurstWindow(window_settings.quiet_s, window_settings.max_length_s, window_settings.max_open,
-                         window_settings.max_samples, sample_builder(config, redactor))
+                         window_settings.max_samples, build_samples or sample_builder(config, redactor))
     keys: set[tuple[str, str]] = set()
     closed = 0
     for offset, raw in enumerate(lines):
