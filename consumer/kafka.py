@@ -16,7 +16,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 from aiokafka.helpers import create_ssl_context
+from aiokafka.partitioner import DefaultPartitioner, murmur2
 
+from analysis.cache import memoize
 from consumer.retry import Backoff, sleep_unless
 from consumer.settings import ConfigError, KafkaSettings, RepartitionSettings, env_name
 from consumer.window import PartitionKey
@@ -37,6 +39,7 @@ __all__ = [
     "make_forward_producer",
     "make_producer",
     "measure_lag",
+    "partition_by_key",
     "poll",
     "start_client",
     "start_with_retry",
@@ -112,6 +115,20 @@ def make_producer(kafka: KafkaSettings) -> AIOKafkaProducer:
     )
 
 
+@memoize("kafka.key_hash", 2048, 512 << 10)  # keys are (server, fingerprint): a few hundred
+def _key_hash(key: bytes) -> int:
+    return int(murmur2(key)) & 0x7FFFFFFF
+
+
+def partition_by_key(key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]) -> int:
+    """aiokafka's default partitioner (Kafka's: murmur2 of the key, made positive, modulo the partition
+    count; no key: any available partition), remembering each key's hash. aiokafka's murmur2 is pure
+    Python, 11.7 us for a 55-byte key: paid for every forward, whose keys are (server, fingerprint), few."""
+    if key is None:
+        return int(DefaultPartitioner()(key, all_partitions, available))
+    return all_partitions[_key_hash(key) % len(all_partitions)]
+
+
 def forward_max_bytes(max_message_bytes: int) -> int:
     """The largest repartition record: the largest accepted input message, plus its headers."""
     return max(1_048_576, max_message_bytes + 262_144)
@@ -130,6 +147,7 @@ def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings
         linger_ms=repartition.linger_ms,
         compression_type=None if repartition.compression == "none" else repartition.compression,
         max_request_size=forward_max_bytes(max_message_bytes),
+        partitioner=partition_by_key,
         **_security(kafka),
     )
 

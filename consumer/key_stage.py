@@ -10,7 +10,7 @@ Every `repartition.watermark_interval_ms` it also sends every repartition partit
 how far it has read each input partition it owns (`consumer.watermark`), which lets the windows close
 bursts.
 
-With `input.keyed_by_server` the stage forwards nothing: it hands the sightings straight to the window
+With `input.keyed_by_server` the stage forwards nothing: `key` hands the sightings straight to the window
 stage in this process (`Keyed`), and the input offsets are then held by the bursts themselves.
 """
 
@@ -22,8 +22,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -53,11 +52,11 @@ SETTLE_WAIT_S = 10.0
 _IDLE_MARK_EVERY_S = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class Keyed:
-    """A message whose records go to this process's own window (input keyed by server)."""
+class Keyed(NamedTuple):
+    """An input message's sightings (one per record, in order), its bytes and its broker time. A named tuple:
+    built for every message, it costs 0.2 us where a frozen dataclass costs 0.85."""
 
-    records: tuple[tuple[int, Sighting], ...]
+    sightings: list[Sighting]
     raw: bytes
     broker_time: float
 
@@ -147,45 +146,37 @@ class KeyStage:
         """Forwards not yet acknowledged."""
         return len(self._acks)
 
-    async def ingest(self, tp: PartitionKey, message: Any) -> Keyed | None:
-        """Key one input message: forward it (None), hand it back for this window (`Keyed`, keyed input),
-        or send it to the DLQ (None). Never raises on input."""
-        self._stats.events_in += 1
+    def key(self, tp: PartitionKey, message: Any) -> Keyed | None:
+        """Key one input message for this process's own window (input keyed by server); None when it went
+        to the DLQ. Never raises on input."""
+        keyed = self._read(tp, message)
+        if keyed is not None:
+            self._accepted.inc()
+        return keyed
+
+    async def ingest(self, tp: PartitionKey, message: Any) -> None:
+        """Key one input message and forward it to the owner of its burst key, or send it to the DLQ. Never
+        raises on input."""
+        keyed = self._read(tp, message)
+        if keyed is None:
+            return
+        sightings, raw, received = keyed
         offset: int = message.offset
-        self._offsets.received(tp, offset)
-        raw: bytes = message.value if message.value is not None else b""
-        received = broker_time(message)
-        self._last_read = self._clock()
-        try:
-            sightings = self._reader.read_sightings(raw, received_at=received)
-        except BadInput as bad:
+        groups = group_sightings(sightings)
+        values = forwarded_values(raw, groups)
+        records = [(group.partition_key, value,
+                    repartition_record(group, index, tp, offset, value is not raw, received))
+                   for index, (group, value) in enumerate(zip(groups, values, strict=True))]
+        # The headers repeat each record's message, so an accepted input can make a forward the producer
+        # refuses (it raised here, and the restart replayed the same message): the DLQ takes it instead.
+        largest = max((DefaultRecordBatchBuilder.estimate_size_in_bytes(*r) for r in records), default=0)
+        if largest > self._max_forward_bytes:
             self._dlq.inc()
-            self._dead_letters.send(tp, message, bad.reason, str(bad))
-            return None
-        except Exception as error:  # a decoder bug must not crash-loop the service on one message
-            log.exception("decoding failed unexpectedly",
-                          extra=log_fields(topic=tp[0], partition=tp[1], offset=offset))
-            self._dlq.inc()
-            self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
-            return None
-        if self._forward:
-            groups = group_sightings(sightings)
-            values = forwarded_values(raw, groups)
-            records = [(group.partition_key, value,
-                        repartition_record(group, index, tp, offset, value is not raw, received))
-                       for index, (group, value) in enumerate(zip(groups, values, strict=True))]
-            # The headers repeat each record's message, so an accepted input can make a forward the producer
-            # refuses (it raised here, and the restart replayed the same message): the DLQ takes it instead.
-            largest = max((DefaultRecordBatchBuilder.estimate_size_in_bytes(*r) for r in records), default=0)
-            if largest > self._max_forward_bytes:
-                self._dlq.inc()
-                self._dead_letters.send(tp, message, "too_large_to_forward", f"a forward of {largest} bytes "
-                                        f"with its headers, over {self._max_forward_bytes}")
-                return None
+            self._dead_letters.send(tp, message, "too_large_to_forward", f"a forward of {largest} bytes "
+                                    f"with its headers, over {self._max_forward_bytes}")
+            return
         self._accepted.inc()
         self.progress.read(tp, received)  # events only: a record that is not one moves nothing
-        if not self._forward:
-            return Keyed(tuple(enumerate(sightings)), raw, received)
         token = ("forward", tp, offset)
         self._offsets.hold(tp, offset, token)
         acks = [await self._sink.enqueue(self._repartition_topic, key, value, headers)
@@ -208,7 +199,28 @@ class KeyStage:
         for ack in acks:
             ack.add_done_callback(acknowledged)
         self._acks += acks
-        return None
+
+    def _read(self, tp: PartitionKey, message: Any) -> Keyed | None:
+        """The sightings of one input message; None once it went to the DLQ."""
+        self._stats.events_in += 1
+        offset: int = message.offset
+        self._offsets.received(tp, offset)
+        raw: bytes = message.value if message.value is not None else b""
+        received = broker_time(message)
+        self._last_read = self._clock()
+        try:
+            sightings = self._reader.read_sightings(raw, received_at=received)
+        except BadInput as bad:
+            self._dlq.inc()
+            self._dead_letters.send(tp, message, bad.reason, str(bad))
+            return None
+        except Exception as error:  # a decoder bug must not crash-loop the service on one message
+            log.exception("decoding failed unexpectedly",
+                          extra=log_fields(topic=tp[0], partition=tp[1], offset=offset))
+            self._dlq.inc()
+            self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
+            return None
+        return Keyed(sightings, raw, received)
 
     async def send_marks(self, input_topic: str, owned: Collection[PartitionKey],
                          caught_up: Callable[[PartitionKey], bool]) -> None:

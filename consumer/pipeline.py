@@ -218,7 +218,10 @@ class Service:
                         consumer.seek(as_topic_partition(tp), message.offset)
                         break
                     read += 1
-                    await self._ingest(key_stage, tp, message)
+                    if self._forward:
+                        await key_stage.ingest(tp, message)
+                    elif (keyed := key_stage.key(tp, message)) is not None:  # this window owns its bursts
+                        window_stage.count_keyed(keyed, (tp, message.offset))
             key_stage.check()
             await self._dead_letters.settle()
             await self._measure_lag(consumer)
@@ -235,13 +238,6 @@ class Service:
             if self._clock() >= next_commit:
                 await self._commit()
                 next_commit = self._clock() + self._settings.kafka.commit_interval_s
-
-    async def _ingest(self, key_stage: KeyStage, tp: PartitionKey, message: Any) -> None:
-        """One input message through the key stage (and, input keyed by server, into this window)."""
-        keyed = await key_stage.ingest(tp, message)
-        if keyed is not None:  # input keyed by server: this window owns its bursts
-            self.stats.records_in += 1
-            self._window_stage.count_keyed(keyed.records, keyed.raw, (tp, message.offset), keyed.broker_time)
 
     def _enqueue(self, closed: ClosedBurst) -> None:
         self._workers.put(closed)

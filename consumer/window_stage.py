@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ from analysis.errors import BadInput
 from analysis.event import ErrorEvent, new_event, new_exception
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.redact import Redactor, redact_event
-from consumer.key_stage import DeadLetters
+from consumer.key_stage import DeadLetters, Keyed
 from consumer.keying import read_repartitioned
 from consumer.logs import log_event
 from consumer.offsets import OffsetTracker
@@ -136,7 +136,7 @@ class WindowStage:
         self.count(forwarded.records, message.value or b"", (tp, offset), arrival)
         return True
 
-    def count(self, records: Sequence[tuple[int, Sighting]], raw: bytes, position: Position, arrival: float) -> None:
+    def count(self, records: Iterable[tuple[int, Sighting]], raw: bytes, position: Position, arrival: float) -> None:
         """Count the records of one message (sharing its bytes as their samples) into their bursts;
         `arrival` is the broker time of the input record they came in."""
         add = self.window.add
@@ -144,11 +144,12 @@ class WindowStage:
             for closed in add(sighting, (raw, index, sighting.timestamp), position, arrival):
                 self._on_closed(closed)
 
-    def count_keyed(self, records: Sequence[tuple[int, Sighting]], raw: bytes, position: Position,
-                    arrival: float) -> None:
+    def count_keyed(self, keyed: Keyed, position: Position) -> None:
         """Count an input message this window reads itself (input keyed by server)."""
+        self._stats.records_in += 1
+        sightings, raw, arrival = keyed
         self._progress.read(position[0], arrival)
-        self.count(records, raw, position, arrival)
+        self.count(enumerate(sightings), raw, position, arrival)
 
     def expire(self, now: float, caught_up: Callable[[PartitionKey], bool], input_partitions: Collection[int] | None,
                until: float | None = None) -> None:
