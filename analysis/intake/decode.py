@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, ExceptionInfo, Shape, new_event
-from analysis.intake.field import get_path, identifier, level, require, text, text_chain, timestamp
+from analysis.intake.field import MAX_ID_CHARS, get_path, identifier, level, require, text, text_chain, timestamp
 from analysis.intake.otlp import decode_otlp
 from analysis.intake.stacktrace import parse_trace
 from analysis.intake.structured import structured_chain
@@ -33,7 +33,7 @@ Chain = tuple[ExceptionInfo, ...]
 
 BAD_INPUT_REASONS = (
     "too_large", "invalid_utf8", "not_json", "not_object", "too_deep", "wrong_type", "no_error",
-    "missing_server",
+    "missing_server", "id_too_long",
 )  # fmt: skip
 """Every reason `decode_message` can raise; the DLQ metric's `reason` label takes only these values."""
 
@@ -221,7 +221,7 @@ def _decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float,
         server_field, server_id = server_id_of(doc, servers)
     if not server_id:
         server_id = config.default_server_id
-    if not message or not server_id:
+    if not message or not server_id or len(server_id) > MAX_ID_CHARS:
         message = require(shape, server_id, message, chain)
     if config.commit_field:
         commit = get_path(doc, config.commit_field)

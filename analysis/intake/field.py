@@ -39,11 +39,18 @@ def text(value: Any, field: str) -> str:
     raise BadInput("wrong_type", f"{field} is {type(value).__name__}, expected string")
 
 
+MAX_ID_CHARS = 256
+"""The longest server id, tenant or commit: each goes into every analysis, key and metric label, so one
+of 300k characters made an analysis event over the broker's limit, and its publish failed for ever."""
+
+
 def identifier(value: Any, field: str) -> str:
-    """Tenant and commit fields: strings, or integers some producers use for ids."""
-    if type(value) is int:
-        return str(value)
-    return text(value, field)
+    """Tenant and commit fields: strings, or integers some producers use for ids; `id_too_long` past
+    `MAX_ID_CHARS`."""
+    found = str(value) if type(value) is int else text(value, field)
+    if len(found) > MAX_ID_CHARS:
+        raise BadInput("id_too_long", f"{field} is {len(found)} characters, over {MAX_ID_CHARS}")
+    return found
 
 
 def timestamp(value: Any, fallback: float) -> float:
@@ -125,6 +132,8 @@ def require(shape: Shape, server_id: str, message: str, chain: tuple[ExceptionIn
         raise BadInput("no_error", "no message and no exception")
     if not server_id:
         raise BadInput("missing_server", f"{shape} event without a server id")
+    if len(server_id) > MAX_ID_CHARS:
+        raise BadInput("id_too_long", f"server id is {len(server_id)} characters, over {MAX_ID_CHARS}")
     return message or summary(chain)
 
 

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from consumer.cli import analyze, config, fingerprint, notify, redact, service
 from consumer.cli import memory as memory_commands
-from consumer.cli.common import UsageError
+from consumer.cli.common import UsageError, one_line
 from consumer.settings import ConfigError, Settings
 
 __all__ = ["UsageError", "main"]
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"logagent: {message}", file=sys.stderr)
+    print(f"logagent: {one_line(message)}", file=sys.stderr)
     return _USER_ERROR
 
 
@@ -53,7 +53,7 @@ class _Parser(argparse.ArgumentParser):
     subcommand parsers are of the same class, as argparse makes them, so each names its own --help."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(_USER_ERROR, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
     def parse_known_args(  # type: ignore[override]  # typeshed overloads it by namespace type; this is one
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
@@ -61,20 +61,41 @@ class _Parser(argparse.ArgumentParser):
         """Unknown arguments are refused by the parser they were given to, before any missing one: argparse
         checks required arguments first (`logagent --bogus` said COMMAND was missing) and leaves unknown
         ones to the top parser (`logagent fingerprint --bogus` pointed to `logagent --help`)."""
-        required = [action for action in self._actions if action.required]
-        for action in required:
-            action.required = False
+        required = self._relaxed = [action for action in self._actions if action.required]
         try:
+            _set_required(required, False)
             parsed, unknown = super().parse_known_args(args, namespace)
         finally:
-            for action in required:
-                action.required = True
+            _set_required(required, True)
+            self._relaxed = ()
         if unknown:
             self.error(f"unrecognized arguments: {' '.join(unknown)}")
         missing = [_action_name(action) for action in required if getattr(parsed, action.dest, None) is None]
         if missing:
             self.error(f"the following arguments are required: {', '.join(missing)}")
         return parsed, unknown
+
+
+    _relaxed: Sequence[argparse.Action] = ()  # the required ones parse_known_args relaxed: --help shows them so
+
+    def format_usage(self) -> str:
+        return self._as_declared(super().format_usage)
+
+    def format_help(self) -> str:
+        return self._as_declared(super().format_help)
+
+    def _as_declared(self, formatted: Callable[[], str]) -> str:
+        relaxed = self._relaxed
+        _set_required(relaxed, True)
+        try:
+            return formatted()
+        finally:
+            _set_required(relaxed, False)
+
+
+def _set_required(actions: Sequence[argparse.Action], required: bool) -> None:
+    for action in actions:
+        action.required = required
 
 
 def _action_name(action: argparse.Action) -> str:

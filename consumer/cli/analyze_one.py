@@ -52,7 +52,7 @@ def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
     try:
         events = decode_message(raw.strip(), config)
     except BadInput as bad:
-        lines = raw.strip().splitlines()
+        lines = [line for line in raw.splitlines() if line.strip()]
         if bad.reason == "not_json" and len(lines) > 1 and _all_json(lines):
             raise UsageError(f"{'stdin' if name == '-' else name} holds {len(lines)} JSON lines: analyze reads one "
                              "event (pick one line, e.g. with sed -n 1p)") from bad

@@ -4,6 +4,7 @@ decoder limits."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
-    "UsageError", "add_command", "add_output_flags", "decode_config", "first_line", "open_binary",
+    "UsageError", "add_command", "add_output_flags", "decode_config", "first_line", "one_line", "open_binary",
     "positive_int", "positive_seconds", "readable", "say", "terminal",
 ]  # fmt: skip
 
@@ -70,6 +71,15 @@ def terminal(stream: TextIO | None = None) -> Console:
 def say(message: str) -> None:
     """A one-line remark on stderr that is no error (an empty result, say); stdout stays data only."""
     print(f"logagent: {message}", file=sys.stderr)
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def one_line(text: str) -> str:
+    """`text` with control characters (terminal escapes, line breaks, bidi overrides) shown, not obeyed: an
+    error can quote a value from the environment or the command line."""
+    return _UNPRINTABLE.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
 
 
 def positive_int(text: str) -> int:

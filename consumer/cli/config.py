@@ -92,7 +92,8 @@ def _check_json(ours: Mapping[str, str]) -> None:
             where, known = unknown
             close = difflib.get_close_matches(where[-1].lower(), known, n=1, cutoff=0.75)
             hint = f"did you mean {tree.json_path((*where[:-1], close[0]))}?" if close else "see `logagent config`"
-            raise ConfigError(f"{name} is invalid at {tree.json_path(where)}: no such setting; {hint}")
+            shown = tree.json_path(tuple(map(masked_url, where)))[:_MAX_VALUE_CHARS]  # a key too is input
+            raise ConfigError(f"{name} is invalid at {shown}: no such setting; {hint}")
 
 
 def _check_urls(settings: Settings) -> None:
@@ -147,7 +148,7 @@ def describe_error(error: ValidationError, ours: Mapping[str, str]) -> str:
     if tree.json_shape(tree.annotation_at(loc[:depth])):
         expected += f"; {tree.example(loc[:depth])}"
     if inner:
-        value = f" ({orjson.dumps(given).decode()})" if shown else ""
+        value = f" ({_json(given)[:_MAX_VALUE_CHARS]})" if shown else ""
         return f"{name} is invalid at {tree.json_path(inner)}{value}: {expected}"
     if not shown or name not in ours:
         return f"{name} is invalid: {expected}"
@@ -159,6 +160,14 @@ _HINTS = {"bool_parsing": "input should be true or false", "bool_type": "input s
           "model_type": "input should be a JSON object", "model_attributes_type": "input should be a JSON object",
           "dict_type": "input should be a JSON object", "list_type": "input should be a JSON list",
           "tuple_type": "input should be a JSON list"}
+
+
+def _json(value: str | int | float) -> str:
+    """`value` as JSON, or as Python writes it when orjson cannot (an integer past 64 bits)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return str(value)
 
 
 def _lower_first(text: str) -> str:

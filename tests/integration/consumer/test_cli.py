@@ -144,10 +144,10 @@ class TestAnalyze:
         """JSON lines (what `fingerprint` reads) are not one event: the line says how many and how to pick one
         (it said `not_json`, of valid JSON)."""
         repo = str(services["orders-service"].repo)
-        line = _one_error_line(logagent("analyze", "--repo", repo, "--offline",
-                                        stdin=b'{"message": "a"}\n{"message": "b"}\n'))
-        assert line == ("logagent: stdin holds 2 JSON lines: analyze reads one event "
-                        "(pick one line, e.g. with sed -n 1p)")
+        for stdin in (b'{"message": "a"}\n{"message": "b"}\n', b'{"message": "a"}\n\n{"message": "b"}\n'):
+            line = _one_error_line(logagent("analyze", "--repo", repo, "--offline", stdin=stdin))
+            assert line == ("logagent: stdin holds 2 JSON lines: analyze reads one event "
+                            "(pick one line, e.g. with sed -n 1p)")
 
     def test_an_empty_event_is_named_empty(self, services: dict[str, SampleService], tmp_path: Path) -> None:
         """Nothing on stdin, an empty file, or an empty --event name: one line saying so, exit code 2."""

@@ -299,6 +299,18 @@ class TestBadInput:
         assert reason(orjson.dumps({"@timestamp": "2024-05-02T10:14:03Z", "log.level": "error",
                                     "message": "m"})) == "missing_server"  # fmt: skip
 
+    def test_an_identity_over_256_characters(self) -> None:
+        """A server id, tenant or commit of 300k characters would make an analysis event over the broker's
+        limit (its publish then failed for ever): the DLQ takes it; 256 characters still pass."""
+        long = "é" * 300_000
+        cases = [{"server_id": long, "message": "m"}, {"server_id": "s", "tenant": long, "message": "m"},
+                 {"server_id": "s", "commit": long, "message": "m"},
+                 {"@timestamp": "2024-05-02T10:14:03Z", "service.name": long, "message": "m"},
+                 {"resourceLogs": [{"resource": {"attributes": [{"key": "service.name", "value": {
+                     "stringValue": long}}]}, "scopeLogs": [{"logRecords": [{"body": {"stringValue": "m"}}]}]}]}]
+        assert [reason(orjson.dumps(case)) for case in cases] == ["id_too_long"] * len(cases)
+        assert decode_one({"server_id": "s" * 256, "tenant": "t" * 256, "commit": "c" * 256, "message": "m"})
+
     def test_cached_structured_frames_never_hide_a_wrong_type(self) -> None:
         """A frame list equal to a cached one except `lineno: 1.0` (== 1 in Python) is still wrong_type."""
         frames = [{"function": "f", "filename": "a.py", "lineno": 1}]

@@ -78,3 +78,16 @@ class TestArgumentValues:
         """A timeout of 0 or less is refused before the demo starts (it ran, then exited 1 without a word);
         a word where a number goes is named as such, not as an "invalid positive_int value"."""
         assert _refused(capsys, *argv).startswith(said)
+
+
+class TestHelp:
+    @pytest.mark.parametrize(("argv", "shown"), [(("analyze", "-h"), " --repo REPO "),
+                                                 (("feedback", "--help"), " --verdict {correct,wrong}\n")])
+    def test_required_options_are_shown_required(self, argv: tuple[str, ...], shown: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+        """Parsing relaxes required arguments (to report an unknown flag first); --help still shows them
+        without brackets."""
+        with pytest.raises(SystemExit) as exited:
+            main(list(argv))
+        usage = capsys.readouterr().out.split("\n\n")[0] + "\n"
+        assert exited.value.code == 0 and shown in usage and "[" + shown.strip() not in usage

@@ -172,3 +172,29 @@ class TestMappingSettings:
         assert _error({"LOGAGENT_NOTIFY": '{"slack": {"enabeld": true}}'}) == (
             "LOGAGENT_NOTIFY is invalid at .slack.enabeld: no such setting; did you mean .slack.enabled?")
         assert _accepted({"LOGAGENT_WINDOW": '{"QUIET_S": 5}'}).window.quiet_s == 5
+
+
+class TestWhatAnErrorEchoes:
+    """A settings error quotes what was set: never in a way that breaks the line, the terminal or a secret."""
+
+    @pytest.mark.parametrize("environ", [
+        {"LOGAGENT_MEMORY__TTL_S": '{"default": -98765432109876543210}'},
+        {"LOGAGENT_HTTP": '{"port": 18446744073709551616}'},
+        {"LOGAGENT_INPUT__IN_APP_PREFIXES": "[18446744073709551616]"},
+    ])
+    def test_an_integer_past_64_bits_is_quoted_not_a_traceback(self, environ: dict[str, str]) -> None:
+        """orjson cannot write such an integer (the error raised TypeError, exit 1)."""
+        (name,) = environ
+        assert _error(environ).startswith(f"{name} is invalid at ")
+
+    def test_a_misspelt_key_is_shown_short_and_without_a_password(self) -> None:
+        message = _error({"LOGAGENT_KAFKA": '{"https://user:hunter2@host/' + "x" * 5000 + '": 1}'})
+        assert "hunter2" not in message and len(message) < 300
+
+    def test_terminal_escapes_reach_the_terminal_as_text(self, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+        """An OSC title and a clear-screen in a key (or any value an error quotes) are shown escaped."""
+        monkeypatch.setenv("LOGAGENT_KAFKA", '{"\\u001b]0;pwned\\u0007\\u001b[2J\\u202e": 1}')
+        assert main(["config"]) == 2
+        err = capsys.readouterr().err
+        assert "\x1b" not in err and "\x07" not in err and "\u202e" not in err and "\\x1b]0;pwned\\x07" in err
