@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from consumer.cli import analyze, config, fingerprint, notify, redact, service
 from consumer.cli import memory as memory_commands
-from consumer.cli.common import UsageError, one_line
+from consumer.cli.common import UsageError, one_line, say
 from consumer.settings import ConfigError, Settings
 
 __all__ = ["UsageError", "main"]
@@ -44,13 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"logagent: {one_line(message)}", file=sys.stderr)
+    say(message)
     return _USER_ERROR
 
 
 class _Parser(argparse.ArgumentParser):
     """Argument errors are one line too (`logagent memory show: error: ...`, exit 2), not usage plus error;
     subcommand parsers are of the same class, as argparse makes them, so each names its own --help."""
+
+    _relaxed: Sequence[argparse.Action] = ()  # the required ones parse_known_args relaxed: --help shows them so
 
     def error(self, message: str) -> NoReturn:
         self.exit(_USER_ERROR, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
@@ -74,9 +76,6 @@ class _Parser(argparse.ArgumentParser):
         if missing:
             self.error(f"the following arguments are required: {', '.join(missing)}")
         return parsed, unknown
-
-
-    _relaxed: Sequence[argparse.Action] = ()  # the required ones parse_known_args relaxed: --help shows them so
 
     def format_usage(self) -> str:
         return self._as_declared(super().format_usage)

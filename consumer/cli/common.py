@@ -68,11 +68,6 @@ def terminal(stream: TextIO | None = None) -> Console:
     return Console(file=out, force_terminal=out.isatty(), highlight=False, soft_wrap=False)
 
 
-def say(message: str) -> None:
-    """A one-line remark on stderr that is no error (an empty result, say); stdout stays data only."""
-    print(f"logagent: {message}", file=sys.stderr)
-
-
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -80,6 +75,11 @@ def one_line(text: str) -> str:
     """`text` with control characters (terminal escapes, line breaks, bidi overrides) shown, not obeyed: an
     error can quote a value from the environment or the command line."""
     return _UNPRINTABLE.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
+def say(message: str) -> None:
+    """A one-line remark on stderr (an empty result, an error); stdout stays data only."""
+    print(f"logagent: {one_line(message)}", file=sys.stderr)
 
 
 def positive_int(text: str) -> int:
