@@ -69,9 +69,10 @@ def _record(trace: tuple[str, str, str, str, list[dict[str, Any]]], shape: str, 
     language, exc_type, value, text, chain = trace
     request_id = str(rng.randrange(10**9, 10**10))
     text, value = text.replace(MARKER_ID, request_id), value.replace(MARKER_ID, request_id)
-    if language == "go":
+    if language == "go":  # a new goroutine, new argument words (pointers) in every event
         text = re.sub(r"^goroutine \d+ \[running\]:", f"goroutine {rng.randint(1, 99999)} [running]:", text,
                       count=1, flags=re.MULTILINE)
+        text = re.sub(r"\b0x[0-9a-f]{6,}\b", lambda _: hex(0xC000000000 + rng.getrandbits(24)), text)
     if moved:  # a deploy that moved the lines
         text = re.sub(r"(\.(?:py|js|java|go)\"?(?:, line |:))(\d+)", lambda m: f"{m[1]}{int(m[2]) + moved}", text)
     if where == "trace" and value and value in text:
@@ -132,7 +133,8 @@ class TestQuickKey:
                                        else full_key.message)
 
     def test_repeated_real_traces_hit_in_every_shape_and_language(self, traces: list[Any]) -> None:
-        """After the first event of a failure, its repeats (fresh ids, new goroutines) are read from the cache."""
+        """After the first event of a failure, its repeats (fresh ids, new goroutines and argument words) are
+        read from the cache."""
         cache = KeyCache(DecodeConfig(), Redactor(RedactionConfig()))
         rng = random.Random(7)
         for trace in traces:
@@ -142,7 +144,8 @@ class TestQuickKey:
                 before = cache.hits
                 for _ in range(5):
                     cache.read(_record(trace, shape, rng, "", "", 0), 1.0)
-                assert cache.hits - before == 4, (trace[0], shape, trace[3][:200])
+                # 5 when an earlier trace is the same failure (a Go service run again: other argument words)
+                assert cache.hits - before >= 4, (trace[0], shape, trace[3][:200])
 
     def test_churn_every_trace_new_is_read_in_full_and_right(self, traces: list[Any]) -> None:
         """A stream where every trace is new (a fresh function in every frame) misses and stays exact."""
