@@ -9,9 +9,12 @@ burst: the event time, the log message, the exception message field, the trace o
 in OTLP the body, trace and span ids). The skeleton is everything else (server, tenant, commit, type
 fields, level, logger, nested unknown fields), as JSON text, so `1`, `1.0` and `true` differ as they do to
 the decoder (a skeleton of text values alone is kept as a tuple, as exact and cheaper to make); unknown
-scalar fields are left out (decoding keeps them aside, no key reads them). The trace goes through the parse
-cache (`parse_trace`, `structured_chain`: the frame-region lookup, which hands out the same frames tuples
-for a repeated frame region whatever its message lines, goroutine numbers included). The entry is keyed by
+scalar fields are left out (decoding keeps them aside, no key reads them). An OTLP export is read record by
+record, in decoding's order: a record's skeleton is its resource and scope and its own fields and
+attributes but the slots, so the Collector's batches, a new mix of records each time, hit record by record
+(an export's records all hit, or it is read in full). The trace goes through the parse cache
+(`parse_trace`, `structured_chain`: the frame-region lookup, which hands out the same frames tuples for a
+repeated frame region whatever its message lines, goroutine numbers included). The entry is keyed by
 (skeleton, root cause type, identity of each exception's frames) and holds the redacted server, tenant,
 commit and type, the fingerprint and the frames tuples (so their ids are not reused), and is charged for
 those frames and their strings, which the parse caches may have let go. A hit is exact: decoding reads the
@@ -23,10 +26,9 @@ A failure without frames (a message-only error; one exception of a type and a me
 message, redacted, which differs in every event (ids): its entry, keyed by (skeleton, type), holds all but
 the fingerprint, which each hit computes as `fingerprint_event` does, from the message redacted by the
 redactor itself (`Redactor.redact`: one prefilter scan when no rule may match, the rules it names
-otherwise; no text is keyed on before its redaction is established). Anything else (several records, an
-unusual layout, a stack signature that reads the message, a type without a message over a trace field that
-is no trace, a wrong type, a skeleton nested too deep to write) runs the full path, which also fills the
-cache.
+otherwise; no text is keyed on before its redaction is established). Anything else (an unusual layout, a
+stack signature that reads the message, a type without a message over a trace field that is no trace, a
+wrong type, a skeleton nested too deep to write) runs the full path, which also fills the cache.
 
 Messages. The window's tally counts each event's root-cause message, and the repartition headers carry
 it, so it must be redacted, and redacting a message with a fresh id costs 2-5 µs, as much as all the
@@ -304,11 +306,10 @@ class KeyCache:
         return quick
 
     def _otlp(self, doc: dict[str, Any], received_at: float) -> list[_Read] | None:
-        """The read of an OTLP export holding one log record, or None: the full path reads it. Its skeleton
-        is its resource and scope and its own fields but the slots."""
+        """The reads of an OTLP export's records, in `decode_otlp`'s order, or None: the full path reads it.
+        A record's skeleton is its resource and scope and its own fields but the slots."""
         resources = doc["resourceLogs"]
-        if not self._otlp_quick or type(resources) is not list or len(resources) != 1 or \
-                type(resources[0]) is not dict or len(resources[0].get("scopeLogs") or ()) != 1:
+        if not self._otlp_quick or type(resources) is not list:
             return None
         reads: list[_Read] = []
         for resource_logs in resources:
@@ -319,8 +320,7 @@ class KeyCache:
                 return None
             resource = {k: v for k, v in resource_logs.items() if k not in _OTLP_SCOPE_LISTS}
             for scope_logs in scopes:
-                if type(scope_logs) is not dict or type(records := scope_logs.get("logRecords")) is not list \
-                        or len(records) != 1:
+                if type(scope_logs) is not dict or type(records := scope_logs.get("logRecords")) is not list:
                     return None
                 outer = orjson.dumps([resource, {k: v for k, v in scope_logs.items() if k != "logRecords"}])
                 for record in records:

@@ -134,6 +134,23 @@ def _record(trace: tuple[str, str, str, str, list[dict[str, Any]]], shape: str, 
     return orjson.dumps(record)
 
 
+def _batch(exports: list[bytes], joined: list[bool] | None = None) -> bytes:
+    """One OTLP export of the records of several, as the Collector batches them: each record under its own
+    resource, shared with the records before it that have the same, or (`joined`) under the first one."""
+    doc = orjson.loads(exports[0])
+    resources = doc["resourceLogs"]
+    for index, export in enumerate(exports[1:]):
+        (resource,) = orjson.loads(export)["resourceLogs"]
+        same = [r for r in resources if r["resource"] == resource["resource"]]
+        if joined is not None and joined[index]:
+            same = resources
+        if same:
+            same[0]["scopeLogs"][0]["logRecords"] += resource["scopeLogs"][0]["logRecords"]
+        else:
+            resources.append(resource)
+    return orjson.dumps(doc)
+
+
 def _read(read: Any, raw: bytes) -> list[EventKey] | str:
     try:
         return list(read(raw))
@@ -145,8 +162,8 @@ class TestQuickKey:
     @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(data=st.data())
     def test_every_field_equals_the_full_path(self, traces: list[Any], data: st.DataObject) -> None:
-        """Repeated, moved, hostile and badly typed events of real traces and of failures without frames: the
-        quick key is the full path's."""
+        """Repeated, moved, hostile and badly typed events of real traces and of failures without frames, alone
+        or in OTLP exports of several records: the quick key is the full path's."""
         config, redactor = DecodeConfig(), Redactor(RedactionConfig())
         cache = KeyCache(config, redactor)
         rng = random.Random(data.draw(st.integers(0, 2**32)))
@@ -160,7 +177,11 @@ class TestQuickKey:
                            data.draw(st.sampled_from((0, 0, 3))))
 
         for _ in range(data.draw(st.integers(1, 16))):
-            raw = record(data.draw(st.sampled_from(SHAPES)))
+            shape = data.draw(st.sampled_from(SHAPES))
+            raw = record(shape)
+            if shape == "otel" and (more := data.draw(st.integers(0, 5))):
+                raw = _batch([raw, *[record(shape) for _ in range(more)]],
+                             data.draw(st.lists(st.booleans(), min_size=more, max_size=more)))
             quick = _read(lambda r: cache.read(r, 1.0), raw)
             full = _read(lambda r: full_keys(r, config, redactor, 1.0), raw)
             if isinstance(full, str):
@@ -207,6 +228,24 @@ class TestQuickKey:
                 # it (compared redacted).
                 if not (failure[1] and not failure[2] and failure[3] and shape in ("ecs", "otel")):
                     assert cache.hits - before >= 6, (failure, shape)
+
+    def test_exports_of_several_records_hit_once_each_failure_is_known(self, traces: list[Any]) -> None:
+        """OTLP exports batch records of several failures and servers, a new mix each time: once every
+        failure was seen, every export is read from the cache, each record's key equal to the full path's."""
+        config, redactor = DecodeConfig(), Redactor(RedactionConfig())
+        cache = KeyCache(config, redactor)
+        rng = random.Random(9)
+        failures = [next(t for t in traces if t[0] == language) for language in ("python", "node", "java", "go")]
+        failures += WITHOUT_FRAMES[:4]
+        for failure in failures:
+            for _ in range(8):  # alone, on each of its servers (a failure without frames has two)
+                cache.read(_record(failure, "otel", rng, "", "", 0), 1.0)
+        before = cache.hits
+        for _ in range(20):
+            exports = [_record(rng.choice(failures), "otel", rng, "", "", 0) for _ in range(rng.randint(2, 6))]
+            raw = _batch(exports)
+            assert [k[:6] for k in cache.read(raw, 1.0)] == [k[:6] for k in full_keys(raw, config, redactor, 1.0)]
+        assert cache.hits - before == 20
 
     def test_churn_every_trace_new_is_read_in_full_and_right(self, traces: list[Any]) -> None:
         """A stream where every trace is new (a fresh function in every frame) misses and stays exact."""
