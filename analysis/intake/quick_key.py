@@ -338,9 +338,9 @@ class KeyCache:
                 or not isinstance(record.get("traceId"), _SCALARS) or not isinstance(record.get("spanId"), _SCALARS):
             return None
         attributes = attributes_of(record.get("attributes"))
-        trace, kind, value = (attributes.get(name) for name in
-                              ("exception.stacktrace", "exception.type", "exception.message"))
-        if not all(type(v) is str or v is None for v in (trace, kind, value)):
+        get = attributes.get  # plain reads, no generator: this runs for every record of every export
+        trace, kind, value = get("exception.stacktrace"), get("exception.type"), get("exception.message")
+        if not {type(trace), type(kind), type(value)} <= _TEXT_TYPES:
             return None
         trace = trace or ""
         chain: tuple[ExceptionInfo, ...] = text_chain(trace, kind or "", value or "", self._config.max_frames)
