@@ -5,21 +5,30 @@ event time, commit, message), all redacted, equal to decode → redact → finge
 
 How a repeated failure is read. The message is decoded with orjson and split by its layout's plan
 (`decode.layout_plan`) into per-event slots and a skeleton. Slots are what varies between the events of a
-burst: the event time, the log message, the exception message field, the trace or structured exception
-(and in OTLP the body, trace and span ids). The skeleton is everything else (server, tenant, commit,
-type fields, level, logger, nested unknown fields), as JSON text, so `1`, `1.0` and `true` differ as they
-do to the decoder (a skeleton of text values alone is kept as a tuple, as exact and cheaper to make);
-unknown scalar fields are left out (decoding keeps them aside, no key reads them). The
-trace goes through the parse cache (`parse_trace`, `structured_chain`: the frame-region lookup, which
-hands out the same frames tuples for a repeated frame region whatever its message lines, goroutine
-numbers included). The entry is keyed by (skeleton, root cause type, identity of each exception's frames)
-and holds the redacted server, tenant, commit and type, the fingerprint and the frames tuples (so their
-ids are not reused), and is charged for those frames and their strings, which the parse caches may have
-let go. A hit is exact: decoding reads the slots only into the time, the message and the chain, which
-are computed here by the very functions decoding uses; the slots are checked to be of the types that
-decode without error; and a stack signature with in-app frames depends on the root type and the frames
-alone. Anything else (several records, an unusual layout, a signature that reads the message, a wrong
-type, a skeleton nested too deep to write) runs the full path, which also fills the cache.
+burst: the event time, the log message, the exception message field, the trace or structured exception (and
+in OTLP the body, trace and span ids). The skeleton is everything else (server, tenant, commit, type
+fields, level, logger, nested unknown fields), as JSON text, so `1`, `1.0` and `true` differ as they do to
+the decoder (a skeleton of text values alone is kept as a tuple, as exact and cheaper to make); unknown
+scalar fields are left out (decoding keeps them aside, no key reads them). An OTLP export is read record by
+record, in decoding's order: a record's skeleton is its resource and scope and its own fields and
+attributes but the slots, so the Collector's batches, a new mix of records each time, hit record by record
+(an export's records all hit, or it is read in full). The trace goes through the parse cache
+(`parse_trace`, `structured_chain`: the frame-region lookup, which hands out the same frames tuples for a
+repeated frame region whatever its message lines, goroutine numbers included). The entry is keyed by
+(skeleton, root cause type, identity of each exception's frames) and holds the redacted server, tenant,
+commit and type, the fingerprint and the frames tuples (so their ids are not reused), and is charged for
+those frames and their strings, which the parse caches may have let go. A hit is exact: decoding reads the
+slots only into the time, the message and the chain, which are computed here by the very functions decoding
+uses; the slots are checked to be of the types that decode without error; and a stack signature with in-app
+frames depends on the root type and the frames alone.
+
+A failure without frames (a message-only error; one exception of a type and a message) is signed by its
+message, redacted, which differs in every event (ids): its entry, keyed by (skeleton, type), holds all but
+the fingerprint, which each hit computes as `fingerprint_event` does, from the message redacted by the
+redactor itself (`Redactor.redact`: one prefilter scan when no rule may match, the rules it names
+otherwise; no text is keyed on before its redaction is established). Anything else (an unusual layout, a
+stack signature that reads the message, a type without a message over a trace field that is no trace, a
+wrong type, a skeleton nested too deep to write) runs the full path, which also fills the cache.
 
 Messages. The window's tally counts each event's root-cause message, and the repartition headers carry
 it, so it must be redacted, and redacting a message with a fresh id costs 2-5 µs, as much as all the
@@ -41,7 +50,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import orjson
 
@@ -60,7 +69,7 @@ from analysis.intake.decode import (
 from analysis.intake.field import text_chain, timestamp
 from analysis.intake.otlp import attributes_of
 from analysis.intake.redact import Redactor, redact_event, redact_key_fields
-from analysis.intake.signature import Signature, fingerprint_event
+from analysis.intake.signature import Signature, fingerprint_event, message_signature
 from analysis.intake.stacktrace import parse_trace
 from analysis.intake.tally import message_template
 
@@ -70,6 +79,7 @@ _TEMPLATE_CHARS = 512  # the tally reads no further (`tally.message_template`)
 _SCALARS = (str, int, float, bool, type(None))
 _OTLP_SLOTS = frozenset({"exception.message", "exception.stacktrace"})
 _OTLP_RECORD_SLOTS = frozenset({"timeUnixNano", "observedTimeUnixNano", "body", "traceId", "spanId", "attributes"})
+_OTLP_SCOPE_LISTS = frozenset({"scopeLogs", "instrumentationLibraryLogs"})
 _NOT_QUICK = ()  # a layout the quick path leaves to the full path
 _TEXT_TYPES = frozenset({str, type(None)})
 _SCALAR_TYPES = frozenset(_SCALARS)  # what orjson decodes to is of these exact types, or a list or a dict
@@ -103,9 +113,19 @@ def _key_of(event: ErrorEvent, signature: Signature, message: str) -> EventKey:
 
 class _Entry(NamedTuple):
     stacks: tuple[Any, ...]  # the frames tuples the key names by identity, kept alive so ids are not reused
-    burst: tuple[str, str, str]  # server, tenant, fingerprint
+    burst: tuple[str, str, str]  # server, tenant, fingerprint ("" when the message makes it: see the module doc)
     exception_type: str
     commit: str | None
+
+
+class _Read(NamedTuple):
+    """A record as the quick path reads it: its entry's key, its chain, log message and time."""
+
+    key: tuple[Any, ...]
+    chain: tuple[ExceptionInfo, ...]
+    message: str
+    moment: float
+    chained: tuple[Any, ...] | None  # what `record_chain` gave, for the full path to reuse
 
 
 class _Layout(NamedTuple):
@@ -124,6 +144,8 @@ class KeyCache:
         self._config = config
         self._redactor = redactor
         self._fields = frozenset(("server_id", *config.server_id_fields))
+        # The OTLP slots must be read by nothing but the chain (a commit or server field configured there is).
+        self._otlp_quick = not (self._fields & _OTLP_SLOTS or config.commit_field in _OTLP_SLOTS)
         # 7 MiB in all, within the intake's 400 MiB (tests/unit/test_memory_bounds.py): an entry of a
         # 30-frame trace is charged ~10 kB, so a few hundred distinct failures stay quick.
         self._entries: BoundedCache[tuple[Any, ...], _Entry] = BoundedCache("quick_key.entries", 8192, 4 << 20)
@@ -136,57 +158,85 @@ class KeyCache:
 
     def read(self, raw: bytes, received_at: float) -> list[EventKey]:
         """One key per record of `raw`, in order; raises `BadInput` for a message that is not an event."""
-        read = flat = None
+        reads = flat = None
         if len(raw) <= self._config.max_message_bytes:
             try:
                 doc = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 doc = None
             if type(doc) is dict:
-                flat = doc if "resourceLogs" not in doc else None  # `_otlp` rewrites its document
+                otlp = "resourceLogs" in doc
+                flat = None if otlp else doc
                 try:
-                    read = self._otlp(doc, received_at) if "resourceLogs" in doc else self._flat(doc, received_at)
+                    reads = self._otlp(doc, received_at) if otlp else self._flat(doc, received_at)
                 except (BadInput, orjson.JSONEncodeError):  # the full path says why (a skeleton too deep: too_deep)
-                    read = None
-        if read is not None:
-            key, chain, message, moment, _ = read
+                    reads = None
+        if reads is not None:
             # The key names the frames tuples by id, and the entry keeps those alive: while it is there,
             # no other object has their ids, so a hit holds the very frames it was made from.
-            entry = self._entries.get(key)
-            if entry is not None:
-                self.hits += 1
-                burst = entry.burst
-                return [EventKey(*burst, entry.exception_type, moment, entry.commit,
-                                 self._carried(burst, chain[-1].value or message, None))]
+            get = self._entries.get
+            if len(reads) == 1:  # the usual message
+                entry = get(reads[0].key)
+                if entry is not None:
+                    self.hits += 1
+                    return [self._hit(entry, reads[0])]
+            else:
+                entries = [get(read.key) for read in reads]
+                if None not in entries:
+                    self.hits += 1
+                    return [*map(self._hit, cast("list[_Entry]", entries), reads)]
         self.misses += 1
-        return self._learn(raw, received_at, read, flat)
+        return self._learn(raw, received_at, reads, flat)
 
-    def _learn(self, raw: bytes, received_at: float, read: tuple[Any, ...] | None,
+    def _hit(self, entry: _Entry, read: _Read) -> EventKey:
+        """The key of a record whose entry was found: with its fingerprint, or with the one its redacted
+        message makes (a failure without frames)."""
+        chain = read.chain
+        text = (chain[-1].value if chain else "") or read.message  # what the tally and a message signature read
+        burst = entry.burst
+        if burst[2]:
+            return EventKey(*burst, entry.exception_type, read.moment, entry.commit, self._carried(burst, text, None))
+        redacted = self._redactor.redact(text)
+        burst = (burst[0], burst[1], message_signature(entry.exception_type, redacted).fingerprint)
+        return EventKey(*burst, entry.exception_type, read.moment, entry.commit, self._carried(burst, text, redacted))
+
+    def _learn(self, raw: bytes, received_at: float, reads: list[_Read] | None,
                flat: dict[str, Any] | None) -> list[EventKey]:
-        """The full path; its key is remembered when it is a stack signature that reads no message. A flat
-        record already parsed is decoded from that document, and with the chain `record_chain` read from it,
-        rather than parsed and read again (the JSON parse alone is ~5-8 µs of a new 5 kB event)."""
+        """The full path; each record's entry is remembered (`_remember`). A flat record already parsed is
+        decoded from that document, and with the chain `record_chain` read from it, rather than parsed and
+        read again (the JSON parse alone is ~5-8 µs of a new 5 kB event)."""
         if flat is not None:
-            events = [decode_record(flat, self._config, received_at, read[4] if read is not None else None)]
+            events = [decode_record(flat, self._config, received_at, reads[0].chained if reads is not None else None)]
         else:
             events = decode_message(raw, self._config, received_at=received_at)
         keys = []
-        for event in events:
+        for index, event in enumerate(events):
             redacted = redact_key_fields(event, self._redactor)
             signature = fingerprint_event(redacted, self._config.in_app_prefixes)
             burst = (redacted.server_id, redacted.tenant, signature.fingerprint)
             keys.append(_key_of(redacted, signature, self._carried(burst, event.exception_message,
                                                                    redacted.exception_message)))
-            if read is not None and len(events) == 1 and signature.basis == "stacktrace" and \
-                    not signature.library_only:
-                key, chain = read[0], read[1]
-                stacks = tuple([e.frames for e in chain])
-                if chain[-1].type == event.exceptions[-1].type and \
-                        all(map(operator.is_, stacks, [e.frames for e in event.exceptions])):
-                    entry = _Entry(stacks, burst, keys[0].exception_type, redacted.commit)
-                    self._entries.put(key, entry, OBJECT_BYTES * (2 + len(stacks)) + _skeleton_bytes(key[0])
-                                      + sum(map(_frames_bytes, stacks)))
+            if reads is not None and len(reads) == len(events):
+                self._remember(reads[index], event, signature, keys[-1])
         return keys
+
+    def _remember(self, read: _Read, event: ErrorEvent, signature: Signature, key: EventKey) -> None:
+        """Keep the entry of a record read quickly and in full, when the quick read saw the chain decoding
+        saw: a stack signature that reads no message (with its fingerprint), or a failure without frames
+        whose signature its message makes (without)."""
+        chain, exceptions = read.chain, event.exceptions
+        if len(chain) != len(exceptions) or (chain and chain[-1].type != exceptions[-1].type):
+            return
+        stacks = tuple([e.frames for e in chain])
+        if len(read.key) == 2:  # the key of a failure without frames (`_key`)
+            if signature.basis == "message":
+                self._entries.put(read.key, _Entry((), (key.server, key.tenant, ""), key.exception_type, key.commit),
+                                  OBJECT_BYTES * 2 + _skeleton_bytes(read.key[0]))
+        elif signature.basis == "stacktrace" and not signature.library_only and \
+                all(map(operator.is_, stacks, [e.frames for e in exceptions])):
+            entry = _Entry(stacks, key[:3], key.exception_type, key.commit)
+            self._entries.put(read.key, entry, OBJECT_BYTES * (2 + len(stacks)) + _skeleton_bytes(read.key[0])
+                              + sum(map(_frames_bytes, stacks)))
 
     def _carried(self, burst: tuple[str, str, str], message: str, redacted: str | None) -> str:
         """The redacted text carried for `message` in the burst (server, tenant, fingerprint): its template's
@@ -200,9 +250,8 @@ class KeyCache:
             self._messages.put(key, carried, OBJECT_BYTES + sum(map(sys.getsizeof, key)) + sys.getsizeof(carried))
         return carried
 
-    def _flat(self, doc: dict[str, Any], received_at: float) -> tuple[Any, ...] | None:
-        """(key, chain, message, time, `record_chain` or None) of a native, ECS or logstash record, or None: the
-        full path reads it."""
+    def _flat(self, doc: dict[str, Any], received_at: float) -> list[_Read] | None:
+        """The read of a native, ECS or logstash record, or None: the full path reads it."""
         layout = tuple(doc)
         shape = self._layouts.get(layout)
         if shape is None:
@@ -222,6 +271,7 @@ class KeyCache:
             skeleton = orjson.dumps(skeleton)
         moment = timestamp(get(time_key) if time_key is not None else field_value(doc, plan[0]), received_at)
         chain: tuple[ExceptionInfo, ...] = ()
+        trace: Any = None
         read = None  # what `record_chain` gave, for the full path to reuse
         if trace_key is not None and type(trace := get(trace_key)) is str and trace and \
                 {*map(type, map(get, checked))} <= _TEXT_TYPES:
@@ -229,10 +279,10 @@ class KeyCache:
             message = get("message")
         if not chain:
             read = record_chain(doc, plan, self._config.max_frames)
-            chain, _, message = read
-        if not chain or type(message) is not str or not message:
+            chain, trace, message = read
+        if type(message) is not str or not message:
             return None
-        return (skeleton, chain[-1].type, *map(id, map(_FRAMES, chain))), chain, message, moment, read
+        return [_Read(_key(skeleton, chain, trace), chain, message, moment, read)]
 
     def _layout(self, doc: dict[str, Any]) -> _Layout | tuple[()]:
         """Which keys of this layout are slots, skeleton or ignored unknowns; () when not for the quick path.
@@ -245,7 +295,7 @@ class KeyCache:
         others = {commit_root, *self._fields, *_names(plan[1]), *_names(plan[2]), *_names(plan[7]),
                   *_names(plan[8]), *_names(plan[9])}
         quick: _Layout | tuple[()] = _NOT_QUICK
-        if plan[3] is not None and plan[6] is not None and not slots & others:
+        if plan[3] is not None and not slots & others:
             read = {name for names in SPELLINGS.values() for name in names} | others
             kept = tuple(k for k in doc if k not in slots and (k in read or k.partition(".")[0] in read))
             checked = tuple(_plain_key(spec) or "" for spec in (plan[4], plan[5]) if spec is not None)
@@ -255,36 +305,60 @@ class KeyCache:
         self._layouts.put(tuple(doc), quick, OBJECT_BYTES * (2 + len(doc)) + sum(map(sys.getsizeof, doc)))
         return quick
 
-    def _otlp(self, doc: dict[str, Any], received_at: float) -> tuple[Any, ...] | None:
-        """(key, chain, message, time, None) of an OTLP export holding one log record, or None."""
+    def _otlp(self, doc: dict[str, Any], received_at: float) -> list[_Read] | None:
+        """The reads of an OTLP export's records, in `decode_otlp`'s order, or None: the full path reads it.
+        A record's skeleton is its resource and scope and its own fields but the slots."""
         resources = doc["resourceLogs"]
-        if type(resources) is not list or len(resources) != 1 or type(resources[0]) is not dict:
+        if not self._otlp_quick or type(resources) is not list:
             return None
-        scopes = resources[0].get("scopeLogs") or resources[0].get("instrumentationLibraryLogs")
-        if type(scopes) is not list or len(scopes) != 1 or type(scopes[0]) is not dict:
-            return None
-        records = scopes[0].get("logRecords")
-        if type(records) is not list or len(records) != 1 or type(records[0]) is not dict:
-            return None
-        record = records[0]
+        reads: list[_Read] = []
+        for resource_logs in resources:
+            if type(resource_logs) is not dict:
+                return None
+            scopes = resource_logs.get("scopeLogs") or resource_logs.get("instrumentationLibraryLogs")
+            if type(scopes) is not list:
+                return None
+            resource = {k: v for k, v in resource_logs.items() if k not in _OTLP_SCOPE_LISTS}
+            for scope_logs in scopes:
+                if type(scope_logs) is not dict or type(records := scope_logs.get("logRecords")) is not list:
+                    return None
+                outer = orjson.dumps([resource, {k: v for k, v in scope_logs.items() if k != "logRecords"}])
+                for record in records:
+                    read = self._otlp_record(record, outer, received_at) if type(record) is dict else None
+                    if read is None:
+                        return None
+                    reads.append(read)
+        return reads or None
+
+    def _otlp_record(self, record: dict[str, Any], outer: bytes, received_at: float) -> _Read | None:
+        """The read of one OTLP log record under its resource and scope (`outer`, as JSON), or None."""
         body, moment = record.get("body"), record.get("timeUnixNano")
         if type(body) is not dict or len(body) != 1 or type(message := body.get("stringValue")) is not str \
                 or not message or type(moment) is not str or moment in ("", "0") \
                 or not isinstance(record.get("traceId"), _SCALARS) or not isinstance(record.get("spanId"), _SCALARS):
             return None
         attributes = attributes_of(record.get("attributes"))
-        trace, kind, value = (attributes.get(name) for name in
-                              ("exception.stacktrace", "exception.type", "exception.message"))
-        if not all(type(v) is str or v is None for v in (trace, kind, value)) or self._fields & _OTLP_SLOTS \
-                or self._config.commit_field in _OTLP_SLOTS:
+        get = attributes.get  # plain reads, no generator: this runs for every record of every export
+        trace, kind, value = get("exception.stacktrace"), get("exception.type"), get("exception.message")
+        if not {type(trace), type(kind), type(value)} <= _TEXT_TYPES:
             return None
-        chain: tuple[ExceptionInfo, ...] = text_chain(trace or "", kind or "", value or "", self._config.max_frames)
-        if not chain:
-            return None
-        records[0] = [{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
-                      {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}]
-        key = (orjson.dumps(doc), chain[-1].type, *[id(e.frames) for e in chain])
-        return key, chain, message, timestamp(moment, received_at), None
+        trace = trace or ""
+        chain: tuple[ExceptionInfo, ...] = text_chain(trace, kind or "", value or "", self._config.max_frames)
+        if not chain and "\n" in message:  # a trace logged as the body itself, as `otlp._record` reads it
+            chain = parse_trace(message, self._config.max_frames)
+            trace = message if chain else trace
+        skeleton = outer + orjson.dumps([{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
+                                         {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}])
+        return _Read(_key(skeleton, chain, trace), chain, message, timestamp(moment, received_at), None)
+
+
+def _key(skeleton: Any, chain: tuple[ExceptionInfo, ...], trace: str) -> tuple[Any, ...]:
+    """The entry's key of a record: its skeleton, and the root cause's type and the identity of every
+    exception's frames; of a failure without frames whose signature reads its message (no chain, or one
+    exception without frames, with a message or not standing for a trace), the skeleton and the type."""
+    if not chain or (len(chain) == 1 and not chain[0].frames and (chain[0].value or not trace)):
+        return skeleton, chain[0].type if chain else None
+    return skeleton, chain[-1].type, *map(id, map(_FRAMES, chain))
 
 
 def _frames_bytes(frames: tuple[Frame, ...]) -> int:

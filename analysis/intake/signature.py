@@ -24,7 +24,7 @@ from analysis.intake.frame_key import frame_key, is_in_app
 from analysis.intake.template import mask_message
 
 __all__ = ["MAX_SIGNATURE_FRAMES", "Signature", "describe", "fingerprint_event", "is_in_app", "mask_message",
-           "normalise_frame"]  # fmt: skip
+           "message_signature", "normalise_frame"]  # fmt: skip
 
 MAX_SIGNATURE_FRAMES = 12
 """Innermost normalised frames that enter the fingerprint; deeper callers do not split a failure."""
@@ -54,7 +54,7 @@ def fingerprint_event(event: ErrorEvent, in_app_prefixes: Sequence[str] = ()) ->
     """
     chain = event.exceptions
     if not chain:
-        return _message_signature("", event.message)
+        return message_signature("", event.message)
     root = chain[-1]
     # A trace logged as the message itself adds nothing beyond its own header line.
     message = root.value or ("" if event.raw_trace and event.message == event.raw_trace else event.message)
@@ -62,7 +62,7 @@ def fingerprint_event(event: ErrorEvent, in_app_prefixes: Sequence[str] = ()) ->
                                     else tuple(in_app_prefixes))
     if signature is None:
         if len(chain) == 1:
-            return _message_signature(root.type, message)
+            return message_signature(root.type, message)
         return _chain_signature(chain, event.message)
     return _with_message(signature, message) if signature.library_only else signature
 
@@ -131,7 +131,9 @@ _BY_LIBRARY_MESSAGE: BoundedCache[tuple[str, str], Signature] = BoundedCache(
     "signature.by_library_message", _CACHE_SIZE, 4 << 20)
 
 
-def _message_signature(exception_type: str, message: str) -> Signature:
+def message_signature(exception_type: str, message: str) -> Signature:
+    """The signature of a failure without frames: what `fingerprint_event` gives an event with no chain
+    (type "", its message) or with one exception without frames (its type, its message or the event's)."""
     masked = mask_message(message)
     signature = _BY_MESSAGE.get((exception_type, masked))
     if signature is None:
@@ -181,7 +183,7 @@ def _stack_signature(
             break
     chosen = tuple(in_app or every)
     if not chosen:
-        return _message_signature(exception_type, "")
+        return message_signature(exception_type, "")
     return Signature(
         fingerprint=_digest("stacktrace", exception_type, "\n".join(chosen)),
         basis="stacktrace",

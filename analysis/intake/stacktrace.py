@@ -3,8 +3,8 @@
 Each runtime's parser (`trace_java`, `trace_python`, `trace_node`, `trace_go`) is a single pass over
 the lines with plain string operations, never raises, and caps the work it keeps. This module detects
 the runtime and memoises: the events of a burst print the same frames under different messages (ids,
-goroutine numbers), so the frames are parsed once per distinct frame text and only the short header
-lines are read per event, without scanning the frames again.
+goroutine numbers; Go also with fresh argument words), so the frames are parsed once per distinct frame
+text and only the short header lines are read per event, without scanning the frames again.
 """
 
 from __future__ import annotations
@@ -193,8 +193,9 @@ def parse_trace(text: str, max_frames: int = DEFAULT_MAX_FRAMES) -> Chain:
 def _skeleton_key(text: str, max_frames: int) -> tuple[str, int] | None:
     """A frame line that tells traces apart keys the frame regions' cache: the innermost one.
 
-    JVM, V8 and Go print the innermost frame first: the first indented line. Python prints it last, and
-    its first frames are the framework's, shared by every failure: there the last `File` line counts.
+    JVM, V8 and Go print the innermost frame first: the first indented line (with the start of the next,
+    but for Go). Python prints it last, and its first frames are the framework's, shared by every failure:
+    there the last `File` line counts.
     """
     # The first indented line usually follows one of the first few newlines: find those (a memchr)
     # and let the regex search only when they are not it. Same result as searching from the start.
@@ -212,7 +213,11 @@ def _skeleton_key(text: str, max_frames: int) -> tuple[str, int] | None:
         start = first.start()
     if text.startswith(_PY_FRAME_LINE, start):
         start = text.rfind(_PY_FRAME_LINE)
-    return text[start : start + _KEY_SIZE], max_frames
+    key = text[start : start + _KEY_SIZE]
+    end = key.find("\n", 1)
+    if end > 0 and ".go:" in key:  # Go: the function line after the location ends in argument words, fresh
+        key = key[:end]  # in every event (`trace_go`), so the key stops at the end of the location line
+    return key, max_frames
 
 
 def _from_skeleton(text: str, key: tuple[str, int]) -> Chain | None:

@@ -10,6 +10,9 @@ replica and every restart masks alike. Two passes:
    words: HTTP methods, verbs and status words keep apart the messages they tell apart. These rules
    look at character classes only (digit or not, hex letter or not), so the template is computed once
    per "shape" of message: ids that differ in their digits and hex letters share one cached result.
+   Of a run of digits and hex letters holding both (`8fbcc10aa1e9`, a fresh id in every event, in which
+   digits and letters fall anywhere), the rules read only its length and whether it starts with a
+   digit: every such run of one length and first class has one shape.
 2. Phrases, on the masked text (cached by it): dates written with day and month names, host names,
    sizes and durations with their unit, user names, redaction placeholders, a value restated in
    parentheses, and runs or lists of masked values, each become one `<*>`.
@@ -33,6 +36,8 @@ _PAIRS = {")": "(", "]": "[", "}": "{", ">": "<"}
 _QUOTES = "\"'`"
 _HEX_LETTERS = frozenset("abcdefABCDEF")
 
+# A run of digits and hex letters (as the template writes them: 0, a, A) holding both, from its start.
+_MIXED_RUN = re.compile(r"(?<![0aA])(?:0+[aA]|[aA]+0)[0aA]*")
 _TOKEN = re.compile(r"\S+")
 _DIGIT = re.compile(r"\d")
 # HTTP methods as the template spells them (hex letters read as `a`/`A`): a path after one is a route.
@@ -81,9 +86,14 @@ def mask_message(text: str) -> str:
     text = text[:_INPUT_LIMIT]
     key = text.encode("utf-8", "surrogatepass").translate(_TEMPLATE_BYTES)
     spans = _SPANS.get(key)
-    if spans is None:
-        spans = token_spans(text.translate(_TEMPLATE))
-        _SPANS.put(key, spans, sys.getsizeof(key) + OBJECT_BYTES * (1 + len(spans)))
+    if spans is None:  # a new text: its shape may be known (a fresh id of digits and hex letters)
+        # Latin-1 maps bytes to characters one to one: the key's bytes, read as text by a text pattern.
+        shape = _MIXED_RUN.sub(_mixed_run_shape, key.decode("latin-1")).encode("latin-1")
+        spans = _SPANS.get(shape) if shape != key else None
+        if spans is None:
+            spans = token_spans(text.translate(_TEMPLATE))
+            for known in {shape, key}:  # the text's own too: a text that comes again as it is hits at once
+                _SPANS.put(known, spans, sys.getsizeof(known) + OBJECT_BYTES * (1 + len(spans)))
     if spans:
         parts = []
         position = 0
@@ -98,6 +108,13 @@ def mask_message(text: str) -> str:
         phrased = _phrases(masked)
         _PHRASED.put(masked, phrased, sys.getsizeof(masked) + sys.getsizeof(phrased) + OBJECT_BYTES)
     return phrased
+
+
+def _mixed_run_shape(run: re.Match[str]) -> str:
+    """One run of digits and hex letters holding both, as its shape: its first character, then a digit and
+    a letter placed alike for every run of its length and first class."""
+    found = run.group()
+    return found[0] + ("a" + "0" * (len(found) - 2) if found[0] == "0" else "0" * (len(found) - 1))
 
 
 def mask_uncached(text: str) -> str:

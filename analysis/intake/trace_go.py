@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 from analysis.cache import memoize
 from analysis.event import Frame, new_exception
 from analysis.intake.trace_dialect import MAX_CHAIN, RARE_BREAK, Chain, Split, Stacks, TraceDialect
 
 _RUNNING = " [running]:\n"
+# The argument words ending a function line (`(0xc000ab2ecc, {0x9a5e40?, 0x5})`, `(...)`): pointers and
+# lengths, fresh in every event of a burst, which no frame reads (`_go_function` cuts them off). Of hex
+# digits, braces and punctuation only, they hold no text the language detection looks for.
+_ARGUMENTS = re.compile(r"\([0-9a-fx{}?., ]+\)$", re.MULTILINE)
+_INDENTED_CALL = re.compile(r"^[^\S\n].*\(\)$", re.MULTILINE)  # a location line reads its parentheses
 
 
 def _go_function(line: str) -> tuple[str, str]:
@@ -80,27 +87,35 @@ def parse_go(text: str, max_frames: int) -> Chain:
 
 
 def _split(text: str) -> Split | None:
+    """The panic lines, and the running goroutine's frames with their argument words left out: the region
+    stands for every text whose frames differ from it only there. Not when an argument list may end a line
+    the full parser could read otherwise than as a function line (an indented one, which a location line
+    is, or one a rare line break splits): the text is then cached whole."""
     running = text.find(_RUNNING)
     line_start = text.rfind("\n", 0, running) + 1
     if running < 0 or not text.startswith("goroutine ", line_start):
         return None
     body = running + len(_RUNNING)
     end = text.find("\n\n", body)
-    return [text[:line_start]], [text[body : end if end >= 0 else len(text)]]
+    region = _ARGUMENTS.sub("()", text[body : end if end >= 0 else len(text)])
+    if RARE_BREAK.search(region) is not None or _INDENTED_CALL.search(region) is not None:
+        return None
+    return [text[:line_start]], [region]
 
 
 def _match(text: str, regions: tuple[str, ...]) -> Split | None:
-    """`_split`'s header when the running goroutine's frames are exactly the cached region."""
+    """`_split`'s header when the running goroutine's frames are the cached region but for their argument
+    words (a function line's last parentheses, whose content the frame never reads)."""
     (region,) = regions
     running = text.find(_RUNNING)
     line_start = text.rfind("\n", 0, running) + 1
     if running < 0 or not text.startswith("goroutine ", line_start):
         return None
     body = running + len(_RUNNING)
-    if not text.startswith(region, body):
-        return None
-    end = body + len(region)
-    if end != len(text) and (not text.startswith("\n\n", end) or region.endswith("\n")):
+    end = text.find("\n\n", body)
+    if end < 0:
+        end = len(text)
+    if _ARGUMENTS.sub("()", text[body:end]) != region:
         return None
     header = text[:line_start]
     if "[running" in header:  # an earlier goroutine line the full parser might pick instead

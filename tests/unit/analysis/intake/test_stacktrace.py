@@ -330,6 +330,59 @@ class TestRepeatedFrames:
             assert (new in values) == (not name.startswith("go_")), name
 
 
+_GO_PRINTED = st.text(alphabet="0123456789abcdefx{}?., ", max_size=24)  # what Go prints
+_GO_WORDS = st.one_of(
+    _GO_PRINTED, _GO_PRINTED, _GO_PRINTED,
+    st.lists(st.sampled_from([*"0xaf{}?., (\t", "...", "at ", ":12", "\u2028", "\r", "(Foo.java:1)", ")",
+                              "Traceback (most recent call last):", "goroutine 1 [running]:"]),
+             max_size=5).map("".join),
+)
+
+
+_GO_LINE = st.tuples(st.sampled_from(["", "", "", "\t", " ", "\xa0"]),  # before the function line
+                     st.sampled_from([""] * 12 + ["\u2028\t/x", "\r /y", "\x0b"]),  # before its parentheses
+                     st.sampled_from(["", "", "", "(0x1)", "\t/app/main(0x1)"]))  # the location line
+
+
+def _go_variant(words: list[str], lines: list[tuple[str, str, str]]) -> str:
+    """go_panic.txt with the running goroutine's function lines ending in these argument words, and its
+    lines edited as `lines` say (`_GO_LINE`)."""
+    head, _, rest = trace("go_panic.txt").partition(" [running]:\n")
+    edited = rest.split("\n")
+    for index, (word, (indent, inserted, after)) in enumerate(zip(words, lines, strict=True)):
+        line = edited[2 * index]
+        edited[2 * index] = f"{indent}{line[: line.rfind('(')]}{inserted}({word})"
+        location = after.replace("0x1", word) if index else ""  # the first one keys the cache: kept
+        edited[2 * index + 1] = location if location.startswith("\t") else edited[2 * index + 1] + location
+    return f"{head} [running]:\n" + "\n".join(edited)
+
+
+class TestGoArgumentWords:
+    """A Go function line ends in its argument words (pointers, lengths), fresh in every event of a burst."""
+
+    def test_fresh_argument_words_share_the_cached_frames(self) -> None:
+        """Events whose pointers all differ parse as the full parser does, over the cached frames."""
+        text = trace("go_panic.txt")
+        first = parse_trace(text)
+        for seed in range(1, 4):
+            variant = re.sub(r"0xc0[0-9a-f]+", lambda m: hex(int(m[0], 16) + seed), text)  # noqa: B023
+            assert variant != text
+            again = parse_trace(variant)
+            assert again == _parse(variant, DEFAULT_MAX_FRAMES)
+            assert again[0].frames is first[0].frames
+
+    @settings(max_examples=300, deadline=None)
+    @given(words=st.lists(_GO_WORDS, min_size=7, max_size=7), lines=st.lists(_GO_LINE, min_size=7, max_size=7))
+    def test_any_argument_words_over_cached_frames_parse_as_the_full_parser(
+            self, words: list[str], lines: list[tuple[str, str, str]]) -> None:
+        """Whatever a line's last parentheses hold, whatever the line (indented, split by a rare line break,
+        a location), the result over the frames cached from an event of the same lines but other argument
+        words equals the full parse."""
+        parse_trace(_go_variant(["0xc000118f00"] * 7, lines))  # caches the frames, where it may
+        variant = _go_variant(words, lines)
+        assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES), variant[:400]
+
+
 class TestCachedFramesNeverChangeTheParse:
     def test_header_lines_that_steer_the_parser_take_the_full_parse(self) -> None:
         """A new message that reads as trace syntax (a `Suppressed:` line, a Python traceback marker) over

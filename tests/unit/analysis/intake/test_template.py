@@ -6,10 +6,13 @@ Rows of the second table list messages that must keep apart.
 
 from __future__ import annotations
 
+import random
 import re
 from typing import NamedTuple
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analysis.intake import template
 from analysis.intake.template import mask_message, mask_uncached
@@ -118,5 +121,32 @@ class TestPurity:
         """Ids that differ in digits and hex letters hit one cache entry, and still mask their own text."""
         template._SPANS.clear()
         first = mask_message("order 4711 for deadbeefcafe1 failed in 12 ms")
+        entries = len(template._SPANS)
         second = mask_message("order 9032 for abcdefabcdef7 failed in 98 ms")
-        assert first == second == "order <*> for <*> failed in <*>" and len(template._SPANS) == 1
+        assert first == second == "order <*> for <*> failed in <*>" and len(template._SPANS) == entries
+
+    def test_fresh_ids_of_digits_and_hex_letters_share_their_shape(self) -> None:
+        """Ids whose digits and hex letters fall anywhere (a fresh one in every event) share one cache entry
+        per length and first class, and each message is masked on its own text."""
+        template._SPANS.clear()
+        messages = [f"charge ch_{charge} failed after {ms} ms" for charge, ms in
+                    (("8fbcc10aa1e907c5", 812), ("a74d985e7dbb24e2", 934), ("6fd003095fca657d", 441),
+                     ("c354f1ec6bbade7c", 707), ("0f3aa81c2b9d4e65", 120), ("dbe0d052e6bacd29", 986))]
+        masked = [mask_message(message) for message in messages]
+        assert masked == [mask_uncached(message) for message in messages] and len(set(masked)) == 1
+        assert len(template._SPANS) == 4  # two shapes (a digit first, a letter first), each with its first text
+
+    @settings(max_examples=300, deadline=None)
+    @given(context=st.sampled_from(["{}", "ch_{}", "id={}", "key:{}", "GET /api/{}/items", "{}@example.com",
+                                    "'{}'", "host.{}:443", "({})", "{},{}", "x-{}-y", "/srv/{}.log", "{}ms", "{}:8080",
+                                    "{}=on", "a,{}=1"]),
+           first=st.text(alphabet="0123456789abcdefABCDEF", min_size=1, max_size=24), rng=st.randoms())
+    def test_ids_rearranged_within_one_shape_mask_as_uncached(self, context: str, first: str,
+                                                               rng: random.Random) -> None:
+        """An id, then another with its digits and hex letters moved about (its shape: same length, same
+        first class), each mask exactly as its text masked on its own."""
+        rest = [*first[1:]]
+        rng.shuffle(rest)
+        for id_ in (first, first[:1] + "".join(rest)):
+            message = f"lookup {context.replace('{}', id_)} failed"
+            assert mask_message(message) == mask_uncached(message), message
