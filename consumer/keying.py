@@ -116,11 +116,9 @@ def forwarded_values(raw: bytes, groups: Sequence[KeyedGroup]) -> list[bytes]:
         return [raw]
     doc = orjson.loads(raw)
     located = list(_otlp_records(doc))
-    values: list[bytes] = []
-    for group in groups:
-        wanted = {index for index, _ in group.records}
-        values.append(orjson.dumps(_otlp_subset(doc, [item for i, item in enumerate(located) if i in wanted])))
-    return values
+    # Each record is in one group: picked by index, the split costs what the message weighs, however many
+    # groups there are (scanning every record per group made a batch of 3,000 keys quadratic).
+    return [orjson.dumps(_otlp_subset(doc, [located[index] for index, _ in group.records])) for group in groups]
 
 
 def _otlp_records(doc: dict[str, Any]) -> Iterator[tuple[int, str, int, Any]]:
