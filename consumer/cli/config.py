@@ -29,7 +29,9 @@ __all__ = ["effective_settings", "load_settings", "register"]
 
 _PREFIX = "LOGAGENT_"
 _MASK = "********"
-_SECRET_KEY = re.compile(r"secret|token|password|credential", re.IGNORECASE)
+# Keys of a mapping setting whose value is a secret, whatever its type (`aws_secret_access_key`,
+# `azure_storage_account_key`); `*_env` and `*_file` name where a secret is kept, not the secret.
+_SECRET_KEY = re.compile(r"secret|token|passw|credential|apikey|(?:^|[_.-])key$", re.IGNORECASE)
 _MAX_VALUE_CHARS = 80
 # Settings filled from others when not set (Settings._derive), with what they follow.
 _DERIVED: dict[tuple[str, ...], str] = {
@@ -68,6 +70,10 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     _refuse_unknown(ours, allowed=token_envs)
     _check_urls(settings)
     return settings
+
+
+def _secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key)) and not key.endswith(("_env", "_file"))
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -142,8 +148,9 @@ def describe_error(error: ValidationError, ours: Mapping[str, str]) -> str:
     given = first.get("input")
     if isinstance(given, str):
         given = masked_url(given)[:_MAX_VALUE_CHARS]
+    # Never the value of a secret setting, nor of any key named like one (a number is a secret too).
     shown = (isinstance(given, str | int | float) and first["type"] != "missing"
-             and not tree.holds_secret(tree.annotation_at(loc)))
+             and not tree.holds_secret(tree.annotation_at(loc)) and not any(map(_secret_key, loc[len(setting):])))
     expected = _lower_first(message)
     if tree.json_shape(tree.annotation_at(loc[:depth])):
         expected += f"; {tree.example(loc[:depth])}"
@@ -219,8 +226,7 @@ def _masked(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return _masked({name: getattr(value, name) for name in type(value).model_fields})
     if isinstance(value, dict):
-        return {k: _MASK if _SECRET_KEY.search(str(k)) and not str(k).endswith(("_env", "_file")) else _masked(v)
-                for k, v in value.items()}
+        return {k: _MASK if _secret_key(str(k)) else _masked(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_masked(v) for v in value]
     if isinstance(value, SecretStr):
