@@ -119,6 +119,19 @@ class TestStartupMistakes:
         assert line.startswith("logagent: LOGAGENT_NOTIFY__WEBHOOK__URL is invalid: not a URL")
         assert "s3cr3t" not in line
 
+    @pytest.mark.parametrize(("env", "said"), [
+        ({"LOGAGENT_NOTIFY": '{"slack": {"webhook_url": "nope"}}'}, "LOGAGENT_NOTIFY is invalid at .slack.webhook_url"),
+        ({"LOGAGENT_NOTIFY__SLACK": '{"webhook_url": "nope"}'}, "LOGAGENT_NOTIFY__SLACK is invalid at .webhook_url"),
+        ({"LOGAGENT_NOTIFY__SLACK__WEBHOOK_URL": "nope"}, "LOGAGENT_NOTIFY__SLACK__WEBHOOK_URL is invalid"),
+    ])
+    def test_a_bad_url_names_the_variable_that_set_it(self, env: dict[str, str], said: str,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+        """A URL set in a group's JSON is named by that group and its path (it named the leaf variable, which
+        the user never set)."""
+        line = _refused(monkeypatch, capsys, **env)
+        assert line == f"logagent: {said}: not an http(s) URL; write http://host:port or https://host/path"
+
     @pytest.mark.parametrize("url", ["http://admin:abc/def+gh=@ollama:11434", "http://admin:pass word@ollama:11434",
                                      "http://ghp_Tok3nSecretValue@ollama:99999"])
     def test_an_invalid_url_is_never_echoed(self, url: str, monkeypatch: pytest.MonkeyPatch,
