@@ -39,6 +39,13 @@ MALFORMED = {
     # repartition topic takes (attacker review: the producer raised, and the restart replayed it).
     orjson.dumps({"server_id": "orders", "timestamp": 1.0, "level": "error", "message": " ".join(
         "".join(_WORDS.choices(string.ascii_lowercase, k=6)) for _ in range(135_000))}): "too_large_to_forward",
+    # Accepted, but its 30 failures split by burst key each repeat its 300 kB resource: 9 MB out of 300 kB.
+    orjson.dumps({"resourceLogs": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "orders"}},
+                                    {"key": "build.notes", "value": {"stringValue": "n" * 300_000}}]},
+        "scopeLogs": [{"logRecords": [{"severityText": "ERROR", "body": {"stringValue": f"failed {i}"},
+                                       "attributes": [{"key": "exception.type", "value": {"stringValue": f"E{i}"}}]}
+                                      for i in range(30)]}]}]}): "too_large_to_split",
 }
 
 

@@ -10,7 +10,7 @@ import orjson
 from analysis.event import ErrorEvent
 from analysis.intake.decode import DecodeConfig
 from analysis.intake.redact import RedactionConfig, Redactor
-from consumer.key_stage import DeadLetters, Keyed
+from consumer.key_stage import DeadLetters, KeyStage
 from consumer.keying import KeyReader, forwarded_values, group_sightings, repartition_record
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
@@ -72,6 +72,14 @@ def _rig(build: BuildSamples | None = None) -> _Rig:
     stage = WindowStage(window, build or sample_builder(_READER.config, _REDACTOR), closed.append, offsets,
                         dead_letters, stats, "errors")
     return _Rig(stage, stats, closed)
+
+
+def _key_stage() -> KeyStage:
+    """The key stage of a replica whose input is keyed by server (it forwards nothing, so it has no sink)."""
+    stats, offsets = ServiceStats(), OffsetTracker()
+    dead_letters = DeadLetters(KafkaSettings(), offsets, Metrics(), stats, _REDACTOR.redact)
+    return KeyStage("bursts", _READER, None, offsets, dead_letters, Metrics(), stats,  # type: ignore[arg-type]
+                    forward=False, quiet_s=10.0, mark_every_s=1.0, max_forward_bytes=1 << 20)
 
 
 def _event(ts: float, message: str = "boom", server: str = "checkout") -> bytes:
@@ -186,7 +194,9 @@ class TestKeyedInput:
             return real(samples, first)
 
         rig = _rig(build=spy)
-        rig.stage.count_keyed(Keyed(_READER.read_sightings(raw, received_at=1.0), raw, 1.0), (("errors", 0), 3))
+        keyed = _key_stage().key(("errors", 0), _Record(3, raw, ()))
+        assert keyed is not None
+        rig.stage.count_keyed(keyed, (("errors", 0), 3))
         closed = rig.stage.window.flush()
         assert sorted(c.cluster.server_id for c in closed) == sorted(servers)
         for burst in closed:
