@@ -6,13 +6,21 @@ consumers ignore fields they do not know, so the schema admits CloudEvents exten
 envelope and new optional fields in `data`; `type` stays `logagent.analysis.v1` until a field changes
 meaning or goes away. `dataschema` names the schema, and `traceparent` (W3C Trace Context, the
 CloudEvents distributed-tracing extension) links the event to the trace of the input that caused it.
+
+An event over the output topic's record limit (a model can answer megabytes) is cut to fit, the same
+way every time (`fitting_events`, `CUT_STEPS`): each text to a number of characters and each list to a
+number of items, in steps until it fits. Ids, paths, commits and numbers are never cut; a fix's code
+(`before`, `after`) is kept whole or dropped, since half a fix reads as a fix. A cut event says so in
+`notes` and asks for a review.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,8 +30,8 @@ import orjson
 from analysis.event import ErrorEvent
 from analysis.report import Analysis
 
-__all__ = ["DATASCHEMA", "EVENT_TYPE", "SCHEMA_PATH", "event_schema", "to_cloudevent", "traceparent_of",
-           "write_schema"]
+__all__ = ["CUT_STEPS", "DATASCHEMA", "EVENT_TYPE", "SCHEMA_PATH", "cut_analysis", "event_schema", "fitting_events",
+           "to_cloudevent", "traceparent_of", "write_schema"]
 
 EVENT_TYPE = "logagent.analysis.v1"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "analysis-event.v1.json"
@@ -59,6 +67,52 @@ def to_cloudevent(analysis: Analysis, source: str, now: datetime | None = None,
     if traceparent is not None:
         envelope["traceparent"] = traceparent
     return orjson.dumps(envelope)
+
+
+CUT_STEPS = ((4096, 20), (512, 5), (128, 1))
+"""How an event over the record limit is cut, one step after the other until it fits: (characters kept of
+each text, items kept of each list)."""
+# Never cut: what identifies the burst, the code and the memory (a cut path or sha would point elsewhere).
+_WHOLE = frozenset({"analysis_id", "status", "analyzer", "server", "tenant", "fingerprint", "commit", "path",
+                    "memory_id", "sha", "blob_sha", "recurrence_of"})
+_CODE = frozenset({"before", "after"})  # a fix's code
+
+
+def fitting_events(analysis: Analysis, source: str, max_bytes: int, size: Callable[[bytes], int] = len,
+                   traceparent: str | None = None) -> Iterator[tuple[Analysis, bytes]]:
+    """The event of `analysis`, then of each cut of it (`CUT_STEPS`), each only if its `size` (the record
+    it makes) is within `max_bytes`: a publisher sends the first and, when the broker refuses one as too
+    large, the next. A cut is made only when the one before did not do."""
+    now = datetime.now(UTC)
+    cuts = (cut_analysis(analysis, chars, items, max_bytes) for chars, items in CUT_STEPS)  # made when reached
+    for form in itertools.chain((analysis,), cuts):
+        value = to_cloudevent(form, source, now, traceparent)
+        if size(value) <= max_bytes:
+            yield form, value
+
+
+def cut_analysis(analysis: Analysis, max_chars: int, max_items: int, max_bytes: int) -> Analysis:
+    """`analysis` with each text cut to `max_chars` characters and each list to `max_items` items (module
+    doc), flagged for review with a note saying so."""
+    data = _cut(analysis.model_dump(mode="json"), max_chars, max_items)
+    note = (f"event cut to fit the record limit of {max_bytes} bytes: texts to {max_chars} characters, lists "
+            f"to {max_items} items")
+    data.update(needs_review=True, notes=[*data["notes"], note],
+                review_reasons=[*data["review_reasons"], "event cut to fit the record limit"])
+    return Analysis.model_validate(data)
+
+
+def _cut(value: Any, max_chars: int, max_items: int, key: str = "") -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= max_chars or key in _WHOLE else value[: max_chars - 1] + "…"
+    if isinstance(value, list):
+        return [_cut(item, max_chars, max_items, key) for item in value[:max_items]]
+    if not isinstance(value, dict):
+        return value
+    cut = {name: item if name in _CODE else _cut(item, max_chars, max_items, name) for name, item in value.items()}
+    if any(len(value[name]) > max_chars for name in _CODE & value.keys()):
+        cut.update(dict.fromkeys(_CODE, ""))  # a fix's code goes whole or not at all
+    return cut
 
 
 def traceparent_of(event: ErrorEvent, analysis_id: str) -> str | None:

@@ -50,6 +50,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
 _DEFAULT_REPLICAS = 3  # the repartition topic's replication factor when unset, brokers permitting
+_REQUEST_BYTES = 1_048_576  # aiokafka's default max_request_size: DLQ copies are cut below it
 _POLL_GRACE_S = 1.0  # past a poll's own timeout: aiokafka's getmany waits for a rebalance without bound
 # The caps of a shutdown against a broker that is away, read at each call (a test shortens them):
 COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
@@ -104,13 +105,15 @@ def make_consumer(
 
 
 def make_producer(kafka: KafkaSettings) -> AIOKafkaProducer:
-    """A producer that waits for all in-sync replicas, so a published event survives a broker loss."""
+    """A producer that waits for all in-sync replicas, so a published event survives a broker loss; its
+    requests take an analysis event of `kafka.max_event_bytes` (1 MiB at least, aiokafka's default)."""
     return AIOKafkaProducer(
         bootstrap_servers=kafka.bootstrap_servers,
         client_id=kafka.client_id,
         acks="all",
         enable_idempotence=kafka.enable_idempotence,
         linger_ms=kafka.linger_ms,
+        max_request_size=max(_REQUEST_BYTES, kafka.max_event_bytes),
         **_security(kafka),
     )
 

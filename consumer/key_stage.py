@@ -10,7 +10,7 @@ Every `repartition.watermark_interval_ms` it also sends every repartition partit
 how far it has read each input partition it owns (`consumer.watermark`), which lets the windows close
 bursts.
 
-With `input.keyed_by_server` the stage forwards nothing: `key` hands the sightings straight to the window
+With `input.keyed_by_server` the stage forwards nothing: `key` hands the keyed groups straight to the window
 stage in this process (`Keyed`), and the input offsets are then held by the bursts themselves.
 """
 
@@ -28,13 +28,13 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from analysis.errors import BadInput
 from consumer.kafka import EventSink, dlq_headers
-from consumer.keying import KeyReader, forwarded_values, group_sightings, repartition_record
+from consumer.keying import KeyedGroup, KeyReader, forwarded_values, group_sightings, repartition_record
 from consumer.logs import log_fields
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.settings import KafkaSettings
 from consumer.watermark import Progress, broker_time, watermark_record
-from consumer.window import PartitionKey, Sighting
+from consumer.window import PartitionKey
 from consumer.workers import ServiceStats
 
 __all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
@@ -53,11 +53,12 @@ _IDLE_MARK_EVERY_S = 30.0
 
 
 class Keyed(NamedTuple):
-    """An input message's sightings (one per record, in order), its bytes and its broker time. A named tuple:
-    built for every message, it costs 0.2 us where a frozen dataclass costs 0.85."""
+    """An input message read: its records grouped by burst key, each group with the bytes it is forwarded
+    and sampled as (the message itself, or the group's own slice of an OTLP batch: `forwarded_values`), and
+    the message's broker time. A named tuple: built for every message, it costs 0.2 us where a frozen
+    dataclass costs 0.85."""
 
-    sightings: list[Sighting]
-    raw: bytes
+    groups: list[tuple[KeyedGroup, bytes]]
     broker_time: float
 
 
@@ -160,13 +161,11 @@ class KeyStage:
         keyed = self._read(tp, message)
         if keyed is None:
             return
-        sightings, raw, received = keyed
+        groups, received = keyed
         offset: int = message.offset
-        groups = group_sightings(sightings)
-        values = forwarded_values(raw, groups)
-        records = [(group.partition_key, value,
-                    repartition_record(group, index, tp, offset, value is not raw, received))
-                   for index, (group, value) in enumerate(zip(groups, values, strict=True))]
+        split = len(groups) > 1  # each value holds its group's records alone
+        records = [(group.partition_key, value, repartition_record(group, index, tp, offset, split, received))
+                   for index, (group, value) in enumerate(groups)]
         # The headers repeat each record's message, so an accepted input can make a forward the producer
         # refuses (it raised here, and the restart replayed the same message): the DLQ takes it instead.
         largest = max((DefaultRecordBatchBuilder.estimate_size_in_bytes(*r) for r in records), default=0)
@@ -201,7 +200,8 @@ class KeyStage:
         self._acks += acks
 
     def _read(self, tp: PartitionKey, message: Any) -> Keyed | None:
-        """The sightings of one input message; None once it went to the DLQ."""
+        """The records of one input message grouped by burst key, each group with its bytes; None once it
+        went to the DLQ."""
         self._stats.events_in += 1
         offset: int = message.offset
         self._offsets.received(tp, offset)
@@ -209,7 +209,8 @@ class KeyStage:
         received = broker_time(message)
         self._last_read = self._clock()
         try:
-            sightings = self._reader.read_sightings(raw, received_at=received)
+            groups = group_sightings(self._reader.read_sightings(raw, received_at=received))
+            values = forwarded_values(raw, groups)
         except BadInput as bad:
             self._dlq.inc()
             self._dead_letters.send(tp, message, bad.reason, str(bad))
@@ -220,7 +221,7 @@ class KeyStage:
             self._dlq.inc()
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
             return None
-        return Keyed(sightings, raw, received)
+        return Keyed(list(zip(groups, values, strict=True)), received)
 
     async def send_marks(self, input_topic: str, owned: Collection[PartitionKey],
                          caught_up: Callable[[PartitionKey], bool]) -> None:

@@ -44,7 +44,11 @@ class Metrics:
         self.events = Counter(
             "logagent_events_total", "Input messages by outcome (accepted, dlq).", ["outcome"], registry=r
         )
-        self.dlq = Counter("logagent_dlq_total", "Messages sent to the DLQ by reason.", ["reason"], registry=r)
+        self.dlq = Counter(
+            "logagent_dlq_total", "Records sent to the DLQ by reason: input that cannot be read (not_json, too_large, "
+            "...; docs/runbook.md), or analysis_too_large (an analysis event no cut of which fits the output topic).",
+            ["reason"], registry=r,
+        )
         self.open_bursts = Gauge("logagent_open_bursts", "Bursts currently open (events far out of order can keep one "
                                  "burst in several pieces until an event bridges them).", registry=r)
         self.bursts_closed = Counter(

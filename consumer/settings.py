@@ -105,6 +105,11 @@ class KafkaSettings(BaseModel):
         512 * 1024, ge=1024,
         description="A larger bad message is cut to this in the DLQ (headers say so, with its sha256).",
     )
+    max_event_bytes: int = Field(
+        1_048_576, ge=1024,
+        description="Largest analysis event record (Kafka's default record limit); a larger one is cut to "
+        "fit, else dead-lettered. Set it to the output topic's max.message.bytes when that is lower.",
+    )
     # --- TLS and SASL files (mounted secrets), checked at start-up ---------------------------------
     ssl_cafile: Path | None = Field(None, description="CA bundle (PEM) that signs the brokers' certificates.")
     ssl_certfile: Path | None = Field(None, description="Client certificate (PEM) for mutual TLS.")

@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
-from aiokafka.errors import KafkaError
+import orjson
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from analysis.intake.redact import Redactor, redact_model
 from analysis.report import Analysis
 from consumer.analyzer import Analyzer, analyze_or_fail
-from consumer.cloudevent import to_cloudevent, traceparent_of
-from consumer.kafka import EventSink
+from consumer.cloudevent import fitting_events, traceparent_of
+from consumer.kafka import EventSink, Headers, dlq_headers
 from consumer.logs import log_event, log_fields
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
 from consumer.retry import Backoff, sleep_unless
-from consumer.settings import Settings
+from consumer.settings import Settings, env_name
 from consumer.window import ClosedBurst
 
 __all__ = ["AnalysisWorkers", "ServiceStats"]
@@ -32,6 +37,7 @@ __all__ = ["AnalysisWorkers", "ServiceStats"]
 log = logging.getLogger(__name__)
 
 _CONTENT_TYPE = ("content-type", b"application/cloudevents+json; charset=UTF-8")
+_DLQ_TYPE_CHARS = 200  # of the exception type in a DLQ record (ids are capped at 256 by the decoder)
 
 
 @dataclass
@@ -136,31 +142,37 @@ class AnalysisWorkers:
 
     async def _publish(self, sink: EventSink, analysis: Analysis, closed: ClosedBurst, stop: asyncio.Event,
                        seconds: float) -> bool:
-        """Publish the analysis event keyed by server id; False when stopped before it was acknowledged."""
+        """Publish the analysis event keyed by server id, cut to fit the record limit (`fitting_events`) or,
+        when no cut fits, a DLQ record saying so; False when stopped before it was acknowledged."""
         kafka = self._settings.kafka
         analysis = redact_model(analysis, self._redactor)  # whichever analyzer made it, failures included
         traceparent = traceparent_of(closed.cluster.representative, analysis.analysis_id)
-        value = to_cloudevent(analysis, self._source, traceparent=traceparent)
         headers = [_CONTENT_TYPE] + ([("traceparent", traceparent.encode())] if traceparent else [])
         key = analysis.cluster.server.encode()
-        for attempt in range(1, self._backoff.attempts + 1):
-            try:
-                await sink.publish(kafka.output_topic, key, value, headers)
+
+        def size(value: bytes) -> int:  # as the producer and the broker count a record
+            return int(DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers))
+
+        forms = fitting_events(analysis, self._source, kafka.max_event_bytes, size, traceparent)
+        for topic, kind in ((kafka.output_topic, "analysis"), (kafka.review_topic, "review")):
+            sent = await self._publish_first(sink, topic, key, headers, forms, stop)
+            if sent == "stopped":
+                return False
+            if sent == "too_large":
+                await self._dead_letter(sink, analysis, closed, topic)
+                return True
+            self._metrics.published.labels(kind).inc()
+            published, value = sent
+            if not published.needs_review:
                 break
-            except KafkaError as error:
-                if attempt == self._backoff.attempts:
-                    raise
-                log.warning("publish failed, retrying", extra=log_fields(error=type(error).__name__))
-                if await sleep_unless(stop, self._backoff.delay(attempt)):
-                    return False
-        if analysis.needs_review:
-            await sink.publish(kafka.review_topic, key, value, headers)
-            self._metrics.published.labels("review").inc()
+            forms = itertools.chain((sent,), forms)  # the review copy: the same event, or a smaller cut
+        if published is not analysis:
+            log.warning("analysis event cut to fit the record limit", extra=log_fields(
+                analysis_id=analysis.analysis_id, max_event_bytes=kafka.max_event_bytes, event_bytes=len(value)))
         self._stats.published += 1
         if analysis.status == "failed":
             self._stats.failed += 1
         self._metrics.analyses.labels(analysis.status, analysis.analyzer).inc()
-        self._metrics.published.labels("analysis").inc()
         culprit = analysis.culprit
         level = logging.WARNING if analysis.status == "failed" else logging.INFO
         log.log(level, "burst analysed", extra=log_event("burst-analysed",
@@ -169,3 +181,48 @@ class AnalysisWorkers:
             culprit=f"{culprit.path}:{culprit.line or ''}" if culprit else None,
             seconds=round(seconds, 3), analysis_id=analysis.analysis_id))
         return True
+
+    async def _publish_first(self, sink: EventSink, topic: str, key: bytes, headers: Headers,
+                             forms: Iterator[tuple[Analysis, bytes]], stop: asyncio.Event,
+                             ) -> tuple[Analysis, bytes] | Literal["stopped", "too_large"]:
+        """Publish the first of `forms` the broker takes, retrying other faults (the last one raises);
+        "too_large" when it refuses every one as too large (its limit is below `kafka.max_event_bytes`),
+        "stopped" when stopped while waiting to retry."""
+        for form, value in forms:
+            for attempt in range(1, self._backoff.attempts + 1):
+                try:
+                    await sink.publish(topic, key, value, headers)
+                    return form, value
+                except (MessageSizeTooLargeError, RecordListTooLargeError):
+                    break  # the same bytes would be refused again: the next, smaller cut
+                except KafkaError as error:
+                    if attempt == self._backoff.attempts:
+                        raise
+                    log.warning("publish failed, retrying", extra=log_fields(error=type(error).__name__))
+                    if await sleep_unless(stop, self._backoff.delay(attempt)):
+                        return "stopped"
+        return "too_large"
+
+    async def _dead_letter(self, sink: EventSink, analysis: Analysis, closed: ClosedBurst, topic: str) -> None:
+        """No cut of the event fits `topic`: the DLQ gets what names the burst, and why (reason
+        `analysis_too_large`), so that its offsets move on instead of the publish failing on every replay."""
+        kafka = self._settings.kafka
+        cluster = analysis.cluster
+        tp, offset = min(closed.offsets.items())  # where the burst starts
+        value = orjson.dumps({
+            "analysis_id": analysis.analysis_id, "status": analysis.status, "topic": topic,
+            "max_event_bytes": kafka.max_event_bytes, "cluster": {
+                "server": cluster.server, "tenant": cluster.tenant, "fingerprint": cluster.fingerprint,
+                "exception_type": cluster.exception_type[:_DLQ_TYPE_CHARS], "first_seen": cluster.first_seen,
+                "last_seen": cluster.last_seen, "count": cluster.count}})
+        error = (f"the analysis event does not fit {topic} even cut: over {env_name('kafka', 'max_event_bytes')}"
+                 f"={kafka.max_event_bytes} or refused by the broker as too large")
+        headers = [*dlq_headers("analysis_too_large", tp, offset, error, kafka.dlq_error_max_chars),
+                   ("analysis_id", analysis.analysis_id.encode())]
+        await sink.publish(kafka.dlq_topic, cluster.server.encode(), value, headers)
+        self._stats.dlq += 1
+        self._metrics.dlq.labels("analysis_too_large").inc()
+        self._metrics.published.labels("dlq").inc()
+        log.error("analysis event too large for its topic, sent to the DLQ", extra=log_event(
+            "analysis-dead-lettered", server=cluster.server, fingerprint=cluster.fingerprint,
+            analysis_id=analysis.analysis_id, topic=topic))

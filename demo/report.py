@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConsoleProgress", "Progress", "analyses_line", "broker_line", "bursts", "consumed_line", "dlq_line",
-    "kept_lines", "produced_line", "repos_line", "summarize",
+    "kept_lines", "produced_line", "repos_line", "summarize", "timed_out_line",
 ]  # fmt: skip
 
 
@@ -107,6 +107,12 @@ def consumed_line(read: int, elapsed_s: float, drained: bool) -> str:
     """The consuming stage, once over."""
     return (f"  consumed   {read} messages in {elapsed_s:.1f}s"
             + ("" if drained else "  (TIMED OUT before the stream was drained)"))
+
+
+def timed_out_line(read: int, messages: int, published: int, timeout_s: float) -> str:
+    """Why the demo exits 1 (said on stderr): the timeout passed before the stream was drained."""
+    return (f"demo timed out after {timeout_s:g}s, before the stream was drained ({read} of {messages} messages "
+            f"read, {published} analyses published); give it longer with --timeout")
 
 
 def analyses_line(analyses: Sequence[Analysis]) -> str:

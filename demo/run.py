@@ -41,6 +41,7 @@ from demo.report import (
     produced_line,
     repos_line,
     summarize,
+    timed_out_line,
 )
 from demo.services import SampleService, build_sample_repos
 from demo.stream import SampleStream, build_stream
@@ -224,7 +225,8 @@ def run_demo(
     out: TextIO | None = None, keep: Path | None = None,
 ) -> int:
     """`logagent demo`: run, reporting each stage, then print the bursts; 0 when the stream was fully
-    analysed, 130 on Ctrl-C (after saying so, with everything stopped)."""
+    analysed, 1 when the timeout came first (one line on stderr says so), 130 on Ctrl-C (after saying so,
+    with everything stopped)."""
     out = out or sys.stdout
     progress = ConsoleProgress(out)
     print("Log Agent demo", file=out, flush=True)
@@ -249,7 +251,12 @@ def run_demo(
     if keep is not None:
         lines += kept_lines(keep, _event_files(keep))
     print("\n".join(lines), file=out)
-    return 0 if result.drained else 1
+    if result.drained:
+        return 0
+    stats = result.stats
+    print(f"logagent: {timed_out_line(stats.events_in, len(result.stream.messages), stats.published, timeout_s)}",
+          file=sys.stderr)
+    return 1
 
 
 def _event_files(keep: Path) -> dict[str, Path]:

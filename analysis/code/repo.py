@@ -3,10 +3,16 @@
 Network operations (clone, fetch) run `git` in a subprocess with a hard timeout. The token is handed to
 git through an inline credential helper that reads it from the child's environment, so it never lands
 in argv, the stored remote config, notes or exception text (git error text is redacted all the same).
+
+The cache holds only what this module made: a clone is used when it is a real directory holding a bare
+repository with the remote `_clone` sets up (`_is_our_clone`); anything else found in its place (a
+directory of something else, a file, a symlink) is removed and cloned afresh, with a note. Symlinks in the
+cache are removed, never followed, so nothing is read or written outside it.
 """
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import os
 import re
@@ -35,6 +41,7 @@ _SAFE_REVISION = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._/+-]{0,199}$")
 # A scheme starts after a character that cannot be part of one, so a long word is tried once, not per letter.
 _URL_USERINFO = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^/@\s]+@")
 _SEEN_COMMITS_CAP = 2048
+_MIRROR_REFSPEC = "+refs/heads/*:refs/heads/*"  # a clone's fetch refspec: the remote's branches as ours
 
 
 class RepoError(LogAgentError):
@@ -179,15 +186,18 @@ class RepoSync:
     def _checkout_locked(self, server_id: str, spec: RepoSpec, requested: str | None) -> Checkout:
         repo_dir = self.repo_dir(server_id)
         token = self._token(spec)
-        if not (repo_dir / "HEAD").exists():
+        notes: list[str] = []
+        if not _is_our_clone(repo_dir):
+            if os.path.lexists(repo_dir):
+                notes.append("the repository cache held something other than a clone made here; cloned afresh")
             self._clone(server_id, spec, token)
         with git.Repo(repo_dir) as repo:
-            return self._checkout_in(repo, server_id, spec, token, requested)
+            return self._checkout_in(repo, server_id, spec, token, requested, notes)
 
     def _checkout_in(
-        self, repo: git.Repo, server_id: str, spec: RepoSpec, token: str | None, requested: str | None
+        self, repo: git.Repo, server_id: str, spec: RepoSpec, token: str | None, requested: str | None,
+        notes: list[str],
     ) -> Checkout:
-        notes: list[str] = []
         sync_errors: list[str] = []
         revision = requested
         if requested is not None and not _safe_revision(requested):
@@ -270,7 +280,7 @@ class RepoSync:
             raise RepoUnavailable(f"{failed[1]} (not retried for {self._config.fetch_min_interval_s:g}s)",
                                   failed[1].reason)
         repo_dir = self.repo_dir(server_id)
-        repo_dir.parent.mkdir(parents=True, exist_ok=True)
+        _real_dirs(self._config.cache_dir, repo_dir.parent)
         staging = Path(tempfile.mkdtemp(prefix=".clone-", dir=repo_dir.parent))
         self._last_fetch[server_id] = self._clock()
         error = self._git_network(
@@ -287,16 +297,19 @@ class RepoSync:
         self._failed_clone.pop(server_id, None)
         with git.Repo(staging / "git") as clone, clone.config_writer() as cfg:
             # A bare clone has no fetch refspec; mirror the remote's branches and tags into ours.
-            cfg.set_value('remote "origin"', "fetch", "+refs/heads/*:refs/heads/*")
+            cfg.set_value('remote "origin"', "fetch", _MIRROR_REFSPEC)
             # Fetches pass the configured URL each time; the stored one never keeps credentials.
             cfg.set_value('remote "origin"', "url", redact_secret(spec.url, ()))
         # Rename into place last so a half-done clone is never mistaken for a usable one.
         try:
+            if not _is_our_clone(repo_dir):
+                _discard(repo_dir)
             (staging / "git").rename(repo_dir)
-        except OSError:
+        except OSError as failed:
             # Another process sharing this cache put its clone there first: use that one.
-            if not (repo_dir / "HEAD").exists():
-                raise
+            if not _is_our_clone(repo_dir):
+                raise RepoError(f"cannot put the clone of {server_id!r} in the repository cache "
+                                f"({failed.strerror or type(failed).__name__})") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -307,7 +320,7 @@ class RepoSync:
     def _fetch(self, server_id: str, spec: RepoSpec, token: str | None) -> str:
         self._last_fetch[server_id] = self._clock()
         return self._git_network(
-            ["fetch", "--quiet", "--prune", "--tags", "--", spec.url, "+refs/heads/*:refs/heads/*"],
+            ["fetch", "--quiet", "--prune", "--tags", "--", spec.url, _MIRROR_REFSPEC],
             token,
             self._config.fetch_timeout_s,
             cwd=self.repo_dir(server_id),
@@ -351,21 +364,61 @@ class RepoSync:
 
     def _worktree(self, repo: git.Repo, server_id: str, sha: str) -> Path:
         base = self._config.cache_dir / "worktrees" / _dirname(server_id)
-        return _ensure_worktree(repo, base / sha, sha, self._config.max_worktrees)
+        return _ensure_worktree(repo, self._config.cache_dir, base / sha, sha, self._config.max_worktrees)
 
 
-def _ensure_worktree(repo: git.Repo, path: Path, sha: str, cap: int) -> Path:
-    """A detached worktree of `sha` at `path`, reused when present; the least recent beyond `cap` go."""
-    if (path / ".git").exists():
+def _is_our_clone(repo_dir: Path) -> bool:
+    """Whether `repo_dir` is a clone `RepoSync._clone` made: a real directory (no symlink in it is followed)
+    holding a bare repository with the fetch refspec `_clone` sets."""
+    parts = [repo_dir, *(repo_dir / name for name in ("HEAD", "config", "objects", "refs"))]
+    if any(part.is_symlink() for part in parts) or not repo_dir.is_dir() or not (repo_dir / "HEAD").is_file():
+        return False
+    try:
+        config = git.GitConfigParser(str(repo_dir / "config"), read_only=True, merge_includes=False)
+        bare, fetch = config.get_value("core", "bare", False), config.get_value('remote "origin"', "fetch", "")
+    except (configparser.Error, OSError, ValueError):
+        return False
+    return bare is True and fetch == _MIRROR_REFSPEC
+
+
+def _discard(path: Path) -> None:
+    """Remove what is at `path`: a symlink itself (never what it points to), a file, or a directory tree
+    (`shutil.rmtree` does not follow the symlinks inside it)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def _real_dirs(root: Path, path: Path) -> None:
+    """Make each directory from below `root` down to `path` a real one: a symlink or file in the way is
+    removed, never followed (`root` itself is the operator's: it may be a symlink to a volume)."""
+    current = root
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for part in path.relative_to(root).parts:
+            current /= part
+            if current.is_symlink() or current.is_file():
+                current.unlink()
+            current.mkdir(exist_ok=True)
+    except OSError as failed:  # another user's symlink in a shared temp dir, a read-only volume
+        raise RepoError(f"cannot use {current} as a directory of the repository cache "
+                        f"({failed.strerror or type(failed).__name__})") from None
+
+
+def _ensure_worktree(repo: git.Repo, root: Path, path: Path, sha: str, cap: int) -> Path:
+    """A detached worktree of `sha` at `path` under `root`, reused when present; the least recent beyond
+    `cap` go. A symlink on the way is removed, never followed."""
+    _real_dirs(root, path.parent)
+    marker = path / ".git"  # a worktree's is a file naming its repository
+    if not path.is_symlink() and marker.is_file() and not marker.is_symlink():
         os.utime(path)
         return path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        shutil.rmtree(path)
+    _discard(path)
     repo.git.worktree("prune")
     repo.git.worktree("add", "--detach", "--force", str(path), sha)
     siblings = sorted(
-        (p for p in path.parent.iterdir() if p.is_dir() and p != path),
+        (p for p in path.parent.iterdir() if p.is_dir() and not p.is_symlink() and p != path),
         key=lambda p: p.stat().st_mtime,
         reverse=True,
     )
@@ -417,7 +470,8 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
     sha = _resolve_commit(repo, commit) if _safe_revision(commit) else None
     if sha is None:
         raise RepoError(f"commit {commit[:40]!r} not found in {path}")
-    cache = cache_dir or Path(tempfile.gettempdir()) / "logagent-worktrees"
-    base = cache / _dirname(repo_dir.as_posix())
-    root = _ensure_worktree(repo, base / sha, sha, cap=8)
+    # In the shared temp dir, `logagent-worktrees` is ours to check too: another user may have put a symlink there.
+    root_dir = cache_dir or Path(tempfile.gettempdir())
+    base = (cache_dir or root_dir / "logagent-worktrees") / _dirname(repo_dir.as_posix())
+    root = _ensure_worktree(repo, root_dir, base / sha, sha, cap=8)
     return Checkout(root=root, commit=sha, repo_dir=repo_dir, requested=commit, notes=tuple(notes))

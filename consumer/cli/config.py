@@ -29,7 +29,9 @@ __all__ = ["effective_settings", "load_settings", "register"]
 
 _PREFIX = "LOGAGENT_"
 _MASK = "********"
-_SECRET_KEY = re.compile(r"secret|token|password|credential", re.IGNORECASE)
+# Keys of a mapping setting whose value is a secret, whatever its type (`aws_secret_access_key`,
+# `azure_storage_account_key`); `*_env` and `*_file` name where a secret is kept, not the secret.
+_SECRET_KEY = re.compile(r"secret|token|passw|credential|apikey|(?:^|[_.-])key$", re.IGNORECASE)
 _MAX_VALUE_CHARS = 80
 # Settings filled from others when not set (Settings._derive), with what they follow.
 _DERIVED: dict[tuple[str, ...], str] = {
@@ -66,8 +68,18 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
         raise ConfigError(describe_error(error, ours)) from None
     token_envs = {spec.token_env.upper() for spec in settings.repo_servers().values() if spec.token_env}
     _refuse_unknown(ours, allowed=token_envs)
-    _check_urls(settings)
+    _check_urls(settings, ours)
     return settings
+
+
+def _secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key)) and not key.endswith(("_env", "_file"))
+
+
+def _depth_set(path: tuple[str, ...], ours: Mapping[str, str], default: int) -> int:
+    """How deep along `path` the variable that set it is: the deepest one set on the way (a group's JSON, a
+    setting, a key below a mapping setting), else `default`."""
+    return next((end for end in range(len(path), 0, -1) if env_name(*path[:end]) in ours), default)
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -96,8 +108,9 @@ def _check_json(ours: Mapping[str, str]) -> None:
             raise ConfigError(f"{name} is invalid at {shown}: no such setting; {hint}")
 
 
-def _check_urls(settings: Settings) -> None:
-    """Every URL setting (`url`, `*_url`) that is set holds an http(s) URL with a host (`consumer.url`)."""
+def _check_urls(settings: Settings, ours: Mapping[str, str]) -> None:
+    """Every URL setting (`url`, `*_url`) that is set holds an http(s) URL with a host (`consumer.url`); the
+    line names the variable that set it (`LOGAGENT_NOTIFY is invalid at .slack.webhook_url`)."""
     for leaf in tree.leaves(Settings):
         if leaf.path[-1] != "url" and not leaf.path[-1].endswith("_url"):
             continue
@@ -108,7 +121,9 @@ def _check_urls(settings: Settings) -> None:
         try:
             http_url(text)
         except ValueError as error:  # the value is not quoted: where it cannot be read, no mask is sure
-            raise ConfigError(f"{leaf.env} is invalid: {error}") from None
+            depth = _depth_set(leaf.path, ours, len(leaf.path))
+            where = f" at {tree.json_path(leaf.path[depth:])}" if depth < len(leaf.path) else ""
+            raise ConfigError(f"{env_name(*leaf.path[:depth])} is invalid{where}: {error}") from None
 
 
 def _refuse_unknown(ours: Mapping[str, str], allowed: set[str]) -> None:
@@ -135,15 +150,15 @@ def describe_error(error: ValidationError, ours: Mapping[str, str]) -> str:
         # A combination check: name its group unless the text names the variables already.
         group = env_name(*loc) + "__*" if loc else ""
         return message if "LOGAGENT_" in message or not group else f"{group}: {message}"
-    # The variable given: the deepest one set on the way to the mistake (a group's JSON, a setting, or a
-    # key below a mapping setting), else the setting itself (its default is what fails).
-    depth = next((end for end in range(len(loc), 0, -1) if env_name(*loc[:end]) in ours), len(setting))
+    # The variable given (`_depth_set`), else the setting itself: its default is what fails.
+    depth = _depth_set(loc, ours, len(setting))
     name, inner = env_name(*loc[:depth]), loc[depth:]
     given = first.get("input")
     if isinstance(given, str):
         given = masked_url(given)[:_MAX_VALUE_CHARS]
+    # Never the value of a secret setting, nor of any key named like one (a number is a secret too).
     shown = (isinstance(given, str | int | float) and first["type"] != "missing"
-             and not tree.holds_secret(tree.annotation_at(loc)))
+             and not tree.holds_secret(tree.annotation_at(loc)) and not any(map(_secret_key, loc[len(setting):])))
     expected = _lower_first(message)
     if tree.json_shape(tree.annotation_at(loc[:depth])):
         expected += f"; {tree.example(loc[:depth])}"
@@ -219,8 +234,7 @@ def _masked(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return _masked({name: getattr(value, name) for name in type(value).model_fields})
     if isinstance(value, dict):
-        return {k: _MASK if _SECRET_KEY.search(str(k)) and not str(k).endswith(("_env", "_file")) else _masked(v)
-                for k, v in value.items()}
+        return {k: _MASK if _secret_key(str(k)) else _masked(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_masked(v) for v in value]
     if isinstance(value, SecretStr):

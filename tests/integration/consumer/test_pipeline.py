@@ -39,6 +39,13 @@ MALFORMED = {
     # repartition topic takes (attacker review: the producer raised, and the restart replayed it).
     orjson.dumps({"server_id": "orders", "timestamp": 1.0, "level": "error", "message": " ".join(
         "".join(_WORDS.choices(string.ascii_lowercase, k=6)) for _ in range(135_000))}): "too_large_to_forward",
+    # Accepted, but its 30 failures split by burst key each repeat its 300 kB resource: 9 MB out of 300 kB.
+    orjson.dumps({"resourceLogs": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "orders"}},
+                                    {"key": "build.notes", "value": {"stringValue": "n" * 300_000}}]},
+        "scopeLogs": [{"logRecords": [{"severityText": "ERROR", "body": {"stringValue": f"failed {i}"},
+                                       "attributes": [{"key": "exception.type", "value": {"stringValue": f"E{i}"}}]}
+                                      for i in range(30)]}]}]}): "too_large_to_split",
 }
 
 
@@ -123,6 +130,45 @@ class TestPipelineFlow:
             lag = [sample(name, {"consumergroup": group, "topic": settings.kafka.input_topic, "partition": str(p)})
                    for p in ends]
             assert lag == [0, 0], name
+
+
+class TestEventOverTheRecordLimit:
+    def test_an_analysis_no_cut_of_which_fits_goes_to_the_dlq_and_the_stream_moves_on(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """With the output topic's limit at 1 kB (`kafka.max_event_bytes`), even the smallest cut of each
+        analysis is over it: each burst leaves a DLQ record `analysis_too_large` naming its analysis and
+        where its burst starts, the service runs on, and offsets are committed to the end (attacker review: the
+        publish failed after its retries, and the service crash-looped on the replay)."""
+        repos = shop_repos("orders")
+        settings = settings_factory(partitions=1, kafka={"max_event_bytes": 1024})
+        stream = [shop_error("orders", function, 1_700_000_000 + i * 0.01, repos.commits["orders"], n=i)
+                  for i, function in enumerate(["total", "split"] * 10)]
+        metrics = Metrics()
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), metrics)
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, stream)
+            await run_until(service, lambda: service.stats.events_in == len(stream) and service.idle())
+
+        asyncio.run(scenario())
+
+        assert asyncio.run(kafka_io.read_all(settings.kafka.output_topic)) == []
+        dlq = asyncio.run(kafka_io.read_all(settings.kafka.dlq_topic))
+        assert [record.headers["reason"] for record in dlq] == [b"analysis_too_large"] * 2
+        records = [orjson.loads(record.value) for record in dlq]
+        assert sorted(r["cluster"]["exception_type"] for r in records) == ["KeyError", "ZeroDivisionError"]
+        for record, value in zip(dlq, records, strict=True):
+            assert record.headers["analysis_id"] == value["analysis_id"].encode()
+            assert (value["topic"], value["max_event_bytes"]) == (settings.kafka.output_topic, 1024)
+            assert value["cluster"]["server"] == "orders" and value["cluster"]["count"] == 10
+            # Where the burst's first record was read: here the repartition topic, which names the input.
+            assert record.headers["source_topic"] == settings.repartition.topic_for(settings.kafka.group_id).encode()
+            assert int(record.headers["source_offset"]) in (0, 1)
+        committed = asyncio.run(kafka_io.committed(settings.kafka.group_id, settings.kafka.input_topic))
+        assert committed == {0: len(stream)}
+        assert (service.stats.published, service.stats.dlq) == (0, 2)
+        assert metrics.registry.get_sample_value("logagent_dlq_total", {"reason": "analysis_too_large"}) == 2
 
 
 class TestLiveness:

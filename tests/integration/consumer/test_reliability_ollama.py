@@ -15,16 +15,27 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import jsonschema
 import orjson
 import pytest
 
 from analysis.code.repo import RepoSync
+from consumer.cloudevent import event_schema
 from consumer.explainer import build_explainer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.settings import OllamaSettings
 from demo.broker import free_port
-from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, shop_error, shop_line
+from tests.conftest import (
+    SHOP_PY,
+    KafkaIO,
+    SettingsFactory,
+    ShopRepos,
+    TopicFactory,
+    run_until,
+    shop_error,
+    shop_line,
+)
 from tests.ollama_server import Reply, ScriptedOllama
 
 pytestmark = pytest.mark.integration
@@ -198,3 +209,46 @@ class TestOllamaFaults:
         assert sample("logagent_tool_calls_total", {"tool": "read_file", "outcome": "error"}) == 1
         assert sample("logagent_tool_calls_total", {"tool": "unknown", "outcome": "error"}) == 1
         assert sample("logagent_analyses_total", {"status": "heuristic", "analyzer": "heuristic"}) == 4
+
+
+class TestHugeAnswer:
+    def test_a_model_answer_of_megabytes_is_published_cut_to_fit_the_record_limit(
+            self, settings_factory: SettingsFactory, topic_factory: TopicFactory, kafka_io: KafkaIO,
+            shop_repos: Callable[..., ShopRepos]) -> None:
+        """A model answers a 1.6 MB root cause and a 1.5 MB fix (a prompt injection, a runaway model): the
+        event is cut to fit the output topic's record limit (1 MiB), published valid against the schema with a
+        note and a copy on the review topic, and the offsets move on (attacker review: the publish failed
+        after its retries, and the service crash-looped on the replay)."""
+        repos = shop_repos("orders")
+        line = shop_line("BUG total")
+        answer = {**shop_answer("total", "BUG total"), "root_cause": "The price is never checked. " * 60_000,
+                  "fix": {"path": "app/shop.py", "before": SHOP_PY.splitlines()[line - 1], "after": "#" * 1_500_000,
+                          "explanation": "Check the key first."}}
+        with ScriptedOllama([Reply.json(answer)]) as ollama:
+            settings = settings_factory(partitions=1, window={"quiet_s": 0.3},
+                                        kafka={"review_topic": topic_factory("review")})
+            settings = settings.model_copy(update={
+                "ollama": OllamaSettings(url=ollama.url),
+                "memory": settings.memory.model_copy(update={"embedder": "ollama", "ollama_url": ollama.url})})
+            metrics = Metrics()
+            service = Service(settings, build_explainer(settings, metrics, RepoSync(repos.config)), metrics)
+            stream = [shop_error("orders", "total", T0 + i * 0.05, repos.commits["orders"], n=i) for i in range(3)]
+
+            async def scenario() -> None:
+                await kafka_io.produce(settings.kafka.input_topic, stream)
+                await run_until(service, lambda: service.stats.events_in == len(stream) and service.idle())
+
+            asyncio.run(scenario())
+
+        (record,) = asyncio.run(kafka_io.read_all(settings.kafka.output_topic))
+        event = orjson.loads(record.value)
+        jsonschema.Draft202012Validator(event_schema(), format_checker=jsonschema.FormatChecker()).validate(event)
+        data = event["data"]
+        assert len(record.value) < 1_048_576 and data["status"] == "analyzed"
+        assert data["root_cause"].startswith("The price is never checked.") and len(data["root_cause"]) <= 4096
+        assert data["fix"] == {"path": "app/shop.py", "before": "", "after": "", "explanation": "Check the key first."}
+        assert data["culprit"] == answer["culprit"] and data["needs_review"]
+        assert data["notes"][-1].startswith("event cut to fit the record limit of 1048576 bytes")
+        assert [r.value for r in asyncio.run(kafka_io.read_all(settings.kafka.review_topic))] == [record.value]
+        committed = asyncio.run(kafka_io.committed(settings.kafka.group_id, settings.kafka.input_topic))
+        assert committed == {0: len(stream)}

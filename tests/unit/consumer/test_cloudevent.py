@@ -10,8 +10,17 @@ import orjson
 import pytest
 
 from analysis.event import ErrorEvent
-from analysis.report import Analysis, Citation, ClusterInfo, Location
-from consumer.cloudevent import DATASCHEMA, EVENT_TYPE, SCHEMA_PATH, event_schema, to_cloudevent, traceparent_of
+from analysis.report import Analysis, Citation, ClusterInfo, Fix, Location, Suspect
+from consumer.cloudevent import (
+    CUT_STEPS,
+    DATASCHEMA,
+    EVENT_TYPE,
+    SCHEMA_PATH,
+    event_schema,
+    fitting_events,
+    to_cloudevent,
+    traceparent_of,
+)
 
 _TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 _SPAN = "00f067aa0ba902b7"
@@ -132,3 +141,56 @@ class TestTraceparent:
     def test_no_or_invalid_trace_context_gives_none(self, extra: dict[str, object]) -> None:
         """Nothing is invented: all-zero or malformed ids are no trace context."""
         assert traceparent_of(_event(**extra), "id-1") is None
+
+
+def _huge(**overrides: object) -> Analysis:
+    """A model's answer of megabytes (attacker review: its event went over the record limit, and the publish
+    failed on every replay)."""
+    return _analysis(**{
+        "status": "analyzed", "analyzer": "llm", "root_cause": "why " * 400_000,
+        "fix": Fix(path="shop/cart.py", before="x = 1", after="y" * 500_000, explanation="because " * 1000),
+        "suspects": [Suspect(path="shop/cart.py", line=n + 1, function="f" * 9000, reason="r" * 9000)
+                     for n in range(50)],
+        "notes": [f"note {n}" for n in range(100)], **overrides})
+
+
+class TestFittingEvents:
+    def test_an_event_that_fits_is_offered_whole_first(self) -> None:
+        """The usual event: the analysis itself, as `to_cloudevent` writes it, no note."""
+        analysis = _analysis()
+        form, value = next(fitting_events(analysis, "logagent/test", 1 << 20))
+        assert form is analysis and Analysis.model_validate(orjson.loads(value)["data"]) == analysis
+
+    def test_an_event_over_the_limit_is_cut_to_fit_and_says_so(self) -> None:
+        """3.6 MB of answer under a 64 kB limit: the first event offered fits, is valid against the schema,
+        keeps the burst's identity, paths and shas whole, drops the fix's code rather than cut it, and asks
+        for a review with a note naming the limit."""
+        analysis = _huge()
+        form, value = next(fitting_events(analysis, "logagent/test", 65_536))
+        assert len(value) <= 65_536
+        _validator().validate(orjson.loads(value))
+        assert form.analysis_id == analysis.analysis_id and form.cluster == analysis.cluster
+        assert form.citations == analysis.citations and form.culprit == analysis.culprit
+        assert form.fix is not None and (form.fix.path, form.fix.before, form.fix.after) == ("shop/cart.py", "", "")
+        assert 0 < len(form.root_cause) <= 4096 and len(form.suspects) <= 20
+        assert form.needs_review and "event cut to fit the record limit" in form.review_reasons
+        assert form.notes[-1].startswith("event cut to fit the record limit of 65536 bytes: texts to ")
+
+    def test_the_cuts_are_the_same_every_time_and_smaller_each_step(self) -> None:
+        """A replay cuts the same way; each further form (for a broker whose limit is lower) is smaller."""
+        first = [(form, len(value)) for form, value in fitting_events(_huge(), "logagent/test", 1 << 20)]
+        again = [form for form, _ in fitting_events(_huge(), "logagent/test", 1 << 20)]
+        assert [form for form, _ in first] == again and len(first) == len(CUT_STEPS)
+        sizes = [size for _, size in first]
+        assert sizes == sorted(sizes, reverse=True) and sizes[-1] < 8_000
+
+    def test_no_form_when_even_the_smallest_cut_is_over_the_limit(self) -> None:
+        """The caller then sends a DLQ record instead."""
+        assert list(fitting_events(_huge(), "logagent/test", 1024)) == []
+
+    def test_the_size_is_measured_as_the_caller_says(self) -> None:
+        """The record's size (key and headers included) decides, not the value's alone."""
+        analysis = _analysis(root_cause="why " * 2000)
+        whole = len(to_cloudevent(analysis, "logagent/test"))
+        assert next(fitting_events(analysis, "logagent/test", whole))[0] is analysis
+        assert next(fitting_events(analysis, "logagent/test", whole, lambda value: len(value) + 100))[0].notes

@@ -119,6 +119,19 @@ class TestStartupMistakes:
         assert line.startswith("logagent: LOGAGENT_NOTIFY__WEBHOOK__URL is invalid: not a URL")
         assert "s3cr3t" not in line
 
+    @pytest.mark.parametrize(("env", "said"), [
+        ({"LOGAGENT_NOTIFY": '{"slack": {"webhook_url": "nope"}}'}, "LOGAGENT_NOTIFY is invalid at .slack.webhook_url"),
+        ({"LOGAGENT_NOTIFY__SLACK": '{"webhook_url": "nope"}'}, "LOGAGENT_NOTIFY__SLACK is invalid at .webhook_url"),
+        ({"LOGAGENT_NOTIFY__SLACK__WEBHOOK_URL": "nope"}, "LOGAGENT_NOTIFY__SLACK__WEBHOOK_URL is invalid"),
+    ])
+    def test_a_bad_url_names_the_variable_that_set_it(self, env: dict[str, str], said: str,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+        """A URL set in a group's JSON is named by that group and its path (it named the leaf variable, which
+        the user never set)."""
+        line = _refused(monkeypatch, capsys, **env)
+        assert line == f"logagent: {said}: not an http(s) URL; write http://host:port or https://host/path"
+
     @pytest.mark.parametrize("url", ["http://admin:abc/def+gh=@ollama:11434", "http://admin:pass word@ollama:11434",
                                      "http://ghp_Tok3nSecretValue@ollama:99999"])
     def test_an_invalid_url_is_never_echoed(self, url: str, monkeypatch: pytest.MonkeyPatch,
@@ -197,6 +210,21 @@ class TestConfigCommand:
         assert rows["LOGAGENT_MEMORY__URI"]["source"] == "derived from LOGAGENT_DATA_DIR"
         assert rows["LOGAGENT_KAFKA__GROUP_ID"] == {
             "setting": "LOGAGENT_KAFKA__GROUP_ID", "value": "logagent", "source": "default"}
+
+    def test_a_value_under_a_key_named_like_a_secret_is_masked_whatever_its_type(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Storage options passed to LanceDB as-is: a key or token under any of their names is masked, an
+        account key too (`azure_storage_account_key` was shown), and a number under a secret name too."""
+        monkeypatch.setenv("LOGAGENT_MEMORY__STORAGE__EXTRA", orjson.dumps(
+            {"azure_storage_account_key": "c2VjcmV0LWtleQ==", "aws_session_token": "tok-123", "region": "eu-1"}
+        ).decode())
+        monkeypatch.setenv("LOGAGENT_MEMORY__TTL_S", '{"default": 60, "team_token": 987654321}')
+        assert main(["config", "--json"]) == 0
+        rows = {row["setting"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
+        assert json.loads(rows["LOGAGENT_MEMORY__STORAGE__EXTRA"]["value"]) == {
+            "azure_storage_account_key": "********", "aws_session_token": "********", "region": "eu-1"}
+        assert json.loads(rows["LOGAGENT_MEMORY__TTL_S"]["value"]) == {"default": 60.0, "team_token": "********"}
 
     def test_lists_exactly_the_settings_the_readme_documents(self) -> None:
         """One row per leaf setting, the same set tests/unit/test_readme.py checks the README against."""

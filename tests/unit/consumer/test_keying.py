@@ -101,6 +101,22 @@ class TestForwarding:
         counted = [s for _, value, headers in _forward(raw) for _, s in read_repartitioned(headers).records]
         assert sorted(counted) == sorted(full)
 
+    def test_a_batch_whose_slices_would_weigh_far_more_than_itself_is_bad_input(self) -> None:
+        """60 failures under one 200 kB resource: every slice repeats the resource, 12 MB out of 200 kB (8,000
+        under 500 kB would make 4 GB). Past 4x the batch plus 1 MiB it is refused, as `too_large_to_split`,
+        and the DLQ takes it whole; a batch of a few keys under the same resource still splits."""
+        resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "cart"}},
+                                   {"key": "build.notes", "value": {"stringValue": "n" * 200_000}}]}
+
+        def batch(keys: int) -> bytes:
+            records = [_record(10.0 + i, f"Error{i}", f"failed {i}") for i in range(keys)]
+            return orjson.dumps({"resourceLogs": [{"resource": resource, "scopeLogs": [{"logRecords": records}]}]})
+
+        with pytest.raises(BadInput) as refused:
+            _forward(batch(60))
+        assert refused.value.reason == "too_large_to_split"
+        assert len(_forward(batch(3))) == 3
+
     def test_headers_carry_only_redacted_text(self) -> None:
         """A secret in the message reaches no header: the key stage redacts before it keys."""
         ((_, _, headers),) = _forward(_native("checkout", 1.0, message=f"login failed key={_AWS}"))

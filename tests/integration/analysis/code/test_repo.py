@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -143,6 +144,61 @@ class TestCheckout:
         checkout = second.checkout("orders", upstream.head())
         assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
         assert [p.name for p in checkout.repo_dir.parent.iterdir() if p.name.startswith(".clone-")] == []
+
+
+def _plant(place: Path, kind: str, outside: Path) -> None:
+    """Put something that is no clone made here at `place`."""
+    place.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "a directory of files":
+        place.mkdir()
+        (place / "notes.txt").write_text("not a repository")
+    elif kind == "a directory with a HEAD":
+        place.mkdir()
+        (place / "HEAD").write_text("ref: refs/heads/main\n")
+    elif kind == "a file":
+        place.write_text("not a repository")
+    elif kind == "a bare repository":
+        git(place.parent, "init", "--quiet", "--bare", place.name)
+    else:  # a symlink to a clone outside the cache
+        place.symlink_to(outside)
+
+
+class TestCacheHoldsOnlyItsClones:
+    """What is in the cache in place of a clone is replaced, never read or followed (attacker review: a
+    planted directory gave raw errors, and a symlink out of the cache was used)."""
+
+    @pytest.mark.parametrize("kind", ["a directory of files", "a directory with a HEAD", "a file",
+                                      "a bare repository", "a symlink"])
+    def test_what_is_no_clone_made_here_is_replaced_by_a_fresh_clone(self, kind: str, tmp_path: Path,
+                                                                     upstream: GitRepo) -> None:
+        """The checkout reads a fresh clone and says so; a symlink is removed and what it pointed to is left as
+        it was (no worktree was added to it)."""
+        outside = tmp_path / "outside.git"
+        git(tmp_path, "clone", "--quiet", "--bare", str(upstream.path), outside.name)
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        _plant(sync.repo_dir("orders"), kind, outside)
+        checkout = sync.checkout("orders", None)
+        assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
+        assert checkout.notes == ("the repository cache held something other than a clone made here; cloned afresh",)
+        assert not checkout.repo_dir.is_symlink() and checkout.repo_dir.resolve().is_relative_to(tmp_path / "cache")
+        assert not (outside / "worktrees").exists()
+        assert sync.checkout("orders", None).notes == ()
+
+    def test_a_symlink_among_the_worktrees_is_not_followed(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """The server's worktree folder replaced by a symlink to a look-alike outside the cache: the checkout
+        is made in the cache again, and the look-alike is neither read nor changed."""
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        root = sync.checkout("orders", None).root
+        fake = tmp_path / "elsewhere" / root.name
+        fake.mkdir(parents=True)
+        (fake / ".git").write_text("gitdir: /nowhere\n")
+        (fake / "app.py").write_text("VERSION = 666\n")
+        shutil.rmtree(root.parent)
+        root.parent.symlink_to(fake.parent)
+        checkout = sync.checkout("orders", None)
+        assert checkout.root == root and not root.parent.is_symlink()
+        assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
+        assert (fake / "app.py").read_text() == "VERSION = 666\n"
 
 
 class TestFetchFailures:

@@ -187,6 +187,17 @@ class TestWhatAnErrorEchoes:
         (name,) = environ
         assert _error(environ).startswith(f"{name} is invalid at ")
 
+    @pytest.mark.parametrize("environ", [
+        {"LOGAGENT_MEMORY__STORAGE__EXTRA": '{"aws_secret_access_key": 987654321}'},
+        {"LOGAGENT_MEMORY": '{"storage": {"extra": {"azure_storage_account_key": [987654321]}}}'},
+        {"LOGAGENT_MEMORY__TTL_S": '{"api_token": "987654321x"}'},
+        {"LOGAGENT_MEMORY__TTL_S__DB_PASSWORD": "987654321x"},
+    ])
+    def test_a_value_under_a_key_named_like_a_secret_is_never_echoed(self, environ: dict[str, str]) -> None:
+        """Whatever its type: a number under `aws_secret_access_key` was quoted (attacker review)."""
+        message = _error(environ)
+        assert "98765432" not in message and message.startswith(next(iter(environ))), message
+
     def test_a_misspelt_key_is_shown_short_and_without_a_password(self) -> None:
         message = _error({"LOGAGENT_KAFKA": '{"https://user:hunter2@host/' + "x" * 5000 + '": 1}'})
         assert "hunter2" not in message and len(message) < 300
