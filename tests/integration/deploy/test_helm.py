@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-from cloudcoil.models.prometheus_operator import v1 as operator
 from pydantic import BaseModel, ValidationError
 
 from analysis.code.repo import RepoSpec
@@ -172,6 +171,9 @@ def _operator_problems(doc: Doc) -> list[str]:
     """Why `doc` does not meet its Prometheus Operator CRD schema: type and pattern errors from the CRD's
     OpenAPI schema (as models), and every field the schema does not know, which the API server's strict
     field validation would refuse (found as what a round trip through the model drops)."""
+    # Imported here: its thousands of models take seconds, which every xdist worker paid at collection.
+    from cloudcoil.models.prometheus_operator import v1 as operator
+
     model = getattr(operator, doc["kind"])
     try:
         parsed = model.model_validate(doc)

@@ -1,4 +1,4 @@
-"""`logagent demo`'s exit: what it says when the timeout comes before the stream is drained."""
+"""`logagent demo`: its settings, and what it says when the timeout comes before the stream is drained."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import demo.run
 from consumer.settings import Settings
 from consumer.workers import ServiceStats
-from demo.run import DemoResult, run_demo
+from demo.run import DemoResult, demo_settings, run_demo
 from demo.stream import SampleStream
 
 
@@ -33,3 +33,13 @@ class TestTimeout:
         assert capsys.readouterr().err == (
             "logagent: demo timed out after 0.001s, before the stream was drained (40 of 2553 messages read, 2 "
             "analyses published); give it longer with --timeout\n")
+
+
+class TestDemoSettings:
+    def test_the_group_joins_in_seconds_and_its_session_outlasts_a_busy_turn(self, tmp_path: Path) -> None:
+        """Tansu holds a join for half the session timeout: the default 10 s kept the demo's one consumer
+        waiting 5 s before it read anything. Its session stays longer than a second, so a loaded machine's
+        slow turn does not drop it (and replay bursts)."""
+        kafka = demo_settings(Settings(), "127.0.0.1:9092", tmp_path).kafka
+        assert 1_000 < kafka.session_timeout_ms <= 3_000
+        assert kafka.heartbeat_interval_ms * 3 <= kafka.session_timeout_ms
