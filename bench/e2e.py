@@ -16,8 +16,9 @@ input message):
 The broker runs in a process of its own, so its CPU counts for neither. Log Agent is also timed from its
 first message until every analysis is published (the bursts close after the quiet time; git runs in
 child processes, whose CPU is added), and the time from each burst's close to its analysis on the
-output topic (the record's broker timestamp) is measured over all repetitions. Target: Log Agent at
-least 0.4x the peer's events per CPU second, first message to last.
+output topic (the record's broker timestamp) is measured over all repetitions, and how long after the
+last record reached the window, past the quiet time, the last burst closed (the input then idle).
+Target: Log Agent at least 0.4x the peer's events per CPU second, first message to last.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import resource
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -59,14 +61,15 @@ _PARTITIONS = 3
 
 class _TimedService(Service):
     """The real Service, noting the wall time at which each burst closed, and the CPU time of this process
-    when it took its first message and at the end of the last turn of its loop that counted records into
-    its window: through the repartition topic those are records read back, after the last input message
-    (instrumentation only, none of it per message: a CPU clock read costs ~0.7 us)."""
+    (and the wall time) when it took its first message and at the end of the last turn of its loop that
+    counted records into its window: through the repartition topic those are records read back, after the
+    last input message (instrumentation only, none of it per message: a CPU clock read costs ~0.7 us)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.closed_at: dict[str, list[float]] = defaultdict(list)
         self.first_cpu = self.last_cpu = 0.0
+        self.last_counted_at = 0.0
         self._counted = 0
         read = self._reader.read_sightings
 
@@ -81,6 +84,7 @@ class _TimedService(Service):
         if self.stats.records_in != self._counted:
             self._counted = self.stats.records_in
             self.last_cpu = time.process_time()
+            self.last_counted_at = time.time()
         super()._apply_backpressure(consumer)
 
     def _enqueue(self, closed: ClosedBurst) -> None:
@@ -100,6 +104,8 @@ class E2eResult:
     consume_only: Timing
     bursts: int
     close_to_output: Latency
+    idle_close: tuple[float, ...]
+    """Per repetition, seconds from the last record counted to the last burst's close, past the quiet time."""
 
     def line(self) -> str:
         """One-line summary."""
@@ -115,7 +121,10 @@ class E2eResult:
                 f"{self.consume_only.rate_text(self.events)} = {ratio(self.logagent, self.consume_only).text()}; "
                 f"burst close->output p50 "
                 f"{self.close_to_output.p50_ms:.0f} ms p99 {self.close_to_output.p99_ms:.0f} ms ({self.bursts} "
-                f"bursts; {self.events} events, {len(self.logagent.seconds)} repetitions in turns)")
+                f"bursts; {self.events} events, {len(self.logagent.seconds)} repetitions in turns); idle input: "
+                f"last burst closed {statistics.median(self.idle_close) * 1000:.0f} ms (least "
+                f"{min(self.idle_close) * 1000:.0f}, most {max(self.idle_close) * 1000:.0f}) past the quiet time after "
+                f"the last record")
 
 
 async def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]]) -> None:
@@ -193,9 +202,10 @@ class _Bench:
     messages: list[tuple[bytes | None, bytes]]
 
 
-async def run_service(bench: _Bench, rep: int, keyed: bool = False) -> tuple[float, float, list[float]]:
+async def run_service(bench: _Bench, rep: int, keyed: bool = False) -> tuple[float, float, list[float], float]:
     """The Service over repetition `rep`'s topic: CPU seconds from its first consumed message to its last
-    and to its last analysis published (child processes included), and each burst's close->output delay.
+    and to its last analysis published (child processes included), each burst's close->output delay, and
+    the seconds past the quiet time from its last record counted to its last burst's close.
     `keyed`: with `input.keyed_by_server`, no repartition topic."""
     suffix = "-keyed" if keyed else ""
     kafka = bench.settings.kafka.model_copy(update={
@@ -221,7 +231,8 @@ async def run_service(bench: _Bench, rep: int, keyed: bool = False) -> tuple[flo
         outputs[data["analysis_id"]].append(stamp)
     delays = [out - closed for key, closes in service.closed_at.items()
               for closed, out in zip(closes, outputs.get(key, []), strict=False)]
-    return cpu_s, drained_s, delays
+    last_close = max(at for closes in service.closed_at.values() for at in closes)
+    return cpu_s, drained_s, delays, last_close - service.last_counted_at - settings.window.quiet_s
 
 
 def _children_cpu_s() -> float:
@@ -245,6 +256,7 @@ async def measure(events: int, repetitions: int) -> E2eResult:
         bare: list[float] = []
         consume_only: list[float] = []
         delays: list[float] = []
+        idle_close: list[float] = []
         for rep in range(repetitions):
             topics = [f"errors-{rep}", f"analyses-{rep}", f"errors.dlq-{rep}", f"bare-out-{rep}",
                       f"analyses-keyed-{rep}", f"errors.dlq-keyed-{rep}"]
@@ -256,17 +268,19 @@ async def measure(events: int, repetitions: int) -> E2eResult:
                 if contender == "keyed":
                     keyed.append((await run_service(bench, rep, keyed=True))[0])
                 elif contender == "service":
-                    cpu_s, drained_s, burst_delays = await run_service(bench, rep)
+                    cpu_s, drained_s, burst_delays, idle_s = await run_service(bench, rep)
                     ours.append(cpu_s)
                     drained.append(drained_s)
                     delays += burst_delays
+                    idle_close.append(idle_s)
                 else:
                     out = topics[3] if contender == "bare" else None
                     seconds = await bare_consume_produce(bench.bootstrap, topics[0], out, f"{contender}-{rep}",
                                                          len(bench.messages))
                     (bare if contender == "bare" else consume_only).append(seconds)
     return E2eResult(stream.event_count, Timing(tuple(ours)), Timing(tuple(keyed)), Timing(tuple(bare)),
-                     Timing(tuple(drained)), Timing(tuple(consume_only)), len(delays), latency(delays))
+                     Timing(tuple(drained)), Timing(tuple(consume_only)), len(delays), latency(delays),
+                     tuple(idle_close))
 
 
 async def wait_consumed(service: Service, task: asyncio.Task[None], total: int, timeout_s: float = 300.0) -> None:
