@@ -34,6 +34,7 @@ __all__ = [
     "committed_offsets",
     "dlq_headers",
     "ensure_repartition_topic",
+    "fetched_at",
     "forward_max_bytes",
     "make_consumer",
     "make_forward_producer",
@@ -333,6 +334,13 @@ async def measure_lag(
             break
         lag[tp] = int(highwater) - int(position)
     return lag
+
+
+def fetched_at(consumer: AIOKafkaConsumer, tp: PartitionKey) -> float | None:
+    """When `consumer` last handled a fetch response for `tp` (epoch seconds; aiokafka's per-partition
+    fetch state, which `measure_lag`'s end offset comes from); None before the first."""
+    stamp = consumer.last_poll_timestamp(as_topic_partition(tp))
+    return stamp / 1000 if stamp is not None else None
 
 
 async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicPartition, int]) -> None:
