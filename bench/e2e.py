@@ -12,6 +12,10 @@ input message):
   each message once as the peer does;
 - the peer: bare aiokafka consuming the same messages and producing each one to another topic, the
   least any consume-and-produce service costs;
+- the hop's bound: bare aiokafka consuming them, producing each with a header set like the key stage's
+  (10 headers, ~300 bytes) in whole batches, uncompressed, to a topic of as many partitions, and
+  consuming those again on the same consumer, as the service does: the least any repartitioning service
+  costs, so the service's figure through the repartition topic can be read against it;
 - and, for scale, bare aiokafka only consuming them.
 The broker runs in a process of its own, so its CPU counts for neither. Log Agent is also timed from its
 first message until every analysis is published (the bursts close after the quiet time; git runs in
@@ -102,6 +106,8 @@ class E2eResult:
     bare: Timing
     logagent_drained: Timing
     consume_only: Timing
+    bound: Timing
+    """The least any repartitioning service costs (`bare_repartition`)."""
     bursts: int
     close_to_output: Latency
     idle_close: tuple[float, ...]
@@ -110,10 +116,13 @@ class E2eResult:
     def line(self) -> str:
         """One-line summary."""
         to_bare, keyed = ratio(self.logagent, self.bare), ratio(self.keyed, self.bare)
+        bound = ratio(self.bound, self.bare)
         verdict, keyed_verdict = ("met" if r.median >= TARGET else "NOT met" for r in (to_bare, keyed))
         return (f"e2e: {self.logagent.rate_text(self.events)} per CPU second = {to_bare.text()} bare aiokafka "
                 f"consume-and-produce ({self.bare.rate_text(self.events)}; turns {to_bare.spread()}) "
-                f"[target >= {TARGET}x: {verdict}]; keyed by server (no repartition hop) "
+                f"[target >= {TARGET}x: {verdict}]; its bound, bare aiokafka through a repartition topic "
+                f"(10 headers, batches) {self.bound.rate_text(self.events)} = {bound.text()} (turns {bound.spread()}), "
+                f"Log Agent = {ratio(self.logagent, self.bound).text()} of it; keyed by server (no repartition hop) "
                 f"{self.keyed.rate_text(self.events)} = {keyed.text()} (turns {keyed.spread()}) "
                 f"[target >= {TARGET}x: {keyed_verdict}]; until every analysis is out "
                 f"{self.logagent_drained.rate_text(self.events)} per CPU second = "
@@ -169,6 +178,50 @@ async def bare_consume_produce(bootstrap: str, topic: str, out_topic: str | None
                         batch = producer.create_batch()
                 deliveries.append(await producer.send_batch(batch, out_topic, partition=0))
         await asyncio.gather(*deliveries)
+        return time.process_time() - started
+    finally:
+        await asyncio.gather(consumer.stop(), producer.stop())
+
+
+_KEY_HEADERS = [("fingerprint", b"f424070f9c937842e64496e3cf681af0"), ("server", b"checkout-service"),
+                ("tenant", b"acme"), ("exception_type", b"java.lang.NullPointerException")]
+
+
+def _bound_headers(record: Any) -> list[tuple[str, bytes]]:
+    """Headers the shape and size of a forward's, made without reading the message."""
+    stamp = str(record.timestamp / 1000).encode()
+    return [*_KEY_HEADERS, ("events", b"[[0," + stamp + b',"8d64db8cfd7d94f657446221beb0d96a7cbad642","couponCode"]]'),
+            ("source_topic", record.topic.encode()), ("source_partition", str(record.partition).encode()),
+            ("source_offset", str(record.offset).encode()), ("group", b"0"), ("source_time", stamp)]
+
+
+async def bare_repartition(bootstrap: str, topic: str, hop_topic: str, group: str, expected: int) -> float:
+    """CPU seconds for bare aiokafka to read `topic` from the start, produce every message with a header set
+    like a forward's to the same partition of `hop_topic` (whole batches, one per partition and fetch) and
+    read those back on the same consumer, from its first message to the last read back."""
+    consumer = AIOKafkaConsumer(topic, hop_topic, bootstrap_servers=bootstrap, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                isolation_level="read_committed", **_FAST_GROUP)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2_000_000,
+                                max_batch_size=1_000_000)
+    await asyncio.gather(consumer.start(), producer.start())
+    try:
+        read_back = 0
+        started = 0.0
+        while read_back < expected:
+            for tp, records in (await consumer.getmany(timeout_ms=200, max_records=500)).items():
+                if tp.topic == hop_topic:
+                    read_back += len(records)
+                    continue
+                if records and not started:
+                    started = time.process_time()
+                batch = producer.create_batch()
+                for record in records:
+                    while batch.append(key=record.key, value=record.value, timestamp=None,
+                                       headers=_bound_headers(record)) is None:
+                        await producer.send_batch(batch, hop_topic, partition=tp.partition)
+                        batch = producer.create_batch()
+                await producer.send_batch(batch, hop_topic, partition=tp.partition)
         return time.process_time() - started
     finally:
         await asyncio.gather(consumer.stop(), producer.stop())
@@ -255,15 +308,16 @@ async def measure(events: int, repetitions: int) -> E2eResult:
         drained: list[float] = []
         bare: list[float] = []
         consume_only: list[float] = []
+        bound: list[float] = []
         delays: list[float] = []
         idle_close: list[float] = []
         for rep in range(repetitions):
             topics = [f"errors-{rep}", f"analyses-{rep}", f"errors.dlq-{rep}", f"bare-out-{rep}",
-                      f"analyses-keyed-{rep}", f"errors.dlq-keyed-{rep}"]
-            await create_topics(bench.bootstrap, topics, {topics[0]: _PARTITIONS})
+                      f"analyses-keyed-{rep}", f"errors.dlq-keyed-{rep}", f"bound-hop-{rep}"]
+            await create_topics(bench.bootstrap, topics, {topics[0]: _PARTITIONS, topics[6]: _PARTITIONS})
             await produce(bench.bootstrap, topics[0], bench.messages)
-            order = ["service", "keyed", "bare", "consume"]
-            for contender in order[rep % 4:] + order[:rep % 4]:
+            order = ["service", "keyed", "bare", "bound", "consume"]
+            for contender in order[rep % 5:] + order[:rep % 5]:
                 gc.collect()  # as `bench.timing.cpu_seconds`: no contender pays for the garbage of the one before
                 if contender == "keyed":
                     keyed.append((await run_service(bench, rep, keyed=True))[0])
@@ -273,13 +327,17 @@ async def measure(events: int, repetitions: int) -> E2eResult:
                     drained.append(drained_s)
                     delays += burst_delays
                     idle_close.append(idle_s)
+                elif contender == "bound":
+                    bound.append(await bare_repartition(bench.bootstrap, topics[0], topics[6], f"bound-{rep}",
+                                                        len(bench.messages)))
                 else:
                     out = topics[3] if contender == "bare" else None
                     seconds = await bare_consume_produce(bench.bootstrap, topics[0], out, f"{contender}-{rep}",
                                                          len(bench.messages))
                     (bare if contender == "bare" else consume_only).append(seconds)
     return E2eResult(stream.event_count, Timing(tuple(ours)), Timing(tuple(keyed)), Timing(tuple(bare)),
-                     Timing(tuple(drained)), Timing(tuple(consume_only)), len(delays), latency(delays),
+                     Timing(tuple(drained)), Timing(tuple(consume_only)), Timing(tuple(bound)), len(delays),
+                     latency(delays),
                      tuple(idle_close))
 
 
