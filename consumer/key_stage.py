@@ -222,15 +222,30 @@ class KeyStage:
         now = self._clock()
         if not self._forward or now - self._last_mark < self._mark_every_s:
             return
-        self._last_mark = now
         tps = [tp for tp in owned if tp[0] == input_topic]
         marks = self.progress.marks(tps)
         if not marks:
-            return
+            return  # nothing known yet (no fetch seen the end): asked again next turn
+        self._last_mark = now
         headers = watermark_record(input_topic, marks, {tp[1] for tp in tps if caught_up(tp)})
         for partition in sorted(self._sink.known_partitions(self._repartition_topic)):
             # Behind this stage's forwards on each partition: a window that reads the mark has read them.
-            self._acks.append(await self._sink.enqueue(self._repartition_topic, None, b"", headers, partition))
+            mark = await self._sink.enqueue(self._repartition_topic, None, b"", headers, partition)
+            mark.add_done_callback(_mark_sent)
+
+    async def clear_the_way(self, input_topic: str) -> None:
+        """After the repartition topic was recreated (the broker lost its state), send an empty watermark
+        record to each partition until one is taken (10 s at most in all). tansu keeps what was sent to the
+        topic while it was gone (marks go out idle too), and refuses as many batches once the topic is
+        created again: marks take those refusals, not forwards (whose failure takes the service down)."""
+        headers = watermark_record(input_topic, {}, ())
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        for partition in sorted(self._sink.known_partitions(self._repartition_topic)):
+            while time.monotonic() < deadline:
+                mark = await self._sink.enqueue(self._repartition_topic, None, b"", headers, partition)
+                done, _ = await asyncio.wait([mark], timeout=max(0.0, deadline - time.monotonic()))
+                if not done or (not mark.cancelled() and mark.exception() is None):
+                    break
 
     def check(self) -> None:
         """Drop acknowledged forwards; re-raise the error of one that failed (the service must go down:
@@ -252,6 +267,13 @@ class KeyStage:
         deadline = time.monotonic() + timeout_s
         self._acks = await _settle(self._acks, timeout_s)
         await self._dead_letters.settle(max(0.0, deadline - time.monotonic()))
+
+
+def _mark_sent(mark: asyncio.Future[Any]) -> None:
+    """A watermark record that failed (the broker restarting, the topic recreated) is not work lost: the
+    next one says as much, and no offset waits for it. So it never takes the service down."""
+    if not mark.cancelled() and (error := mark.exception()) is not None:
+        log.debug("watermark record not sent", extra=log_fields(error=type(error).__name__))
 
 
 async def _settle(waiting: list[_F], timeout_s: float) -> list[_F]:

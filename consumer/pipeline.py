@@ -344,9 +344,10 @@ class Service:
             log.warning("the broker lost this group's offsets; reading the partitions from their start")
             self._read_from_start |= gone
             self._window_stage.forget_replays()
-            if self._forward:  # the repartition topic went with the rest
+            if self._forward and self._key_stage is not None:  # the repartition topic went with the rest
                 await ensure_repartition_topic(self._settings.kafka, self._settings.repartition,
                                                self._settings.input.max_message_bytes)
+                await self._key_stage.clear_the_way(self._settings.kafka.input_topic)
         else:
             await self._commit(only=gone)
         self._window_stage.revoke(gone)
