@@ -103,6 +103,7 @@ def make_consumer(
         heartbeat_interval_ms=kafka.heartbeat_interval_ms,
         rebalance_timeout_ms=kafka.rebalance_timeout_ms,
         max_poll_records=kafka.max_poll_records,
+        fetch_max_wait_ms=kafka.fetch_max_wait_ms,
         **_security(kafka),
     )
     consumer.subscribe(list(topics or [kafka.input_topic]), listener=listener)
