@@ -177,6 +177,15 @@ class Marks:
         if topic == self.input_topic:  # another topic's (the input setting changed): not ours to count
             self._marks.setdefault(tp, {}).update(marks)
 
+    def saw(self, tp: PartitionKey, partition: int, broker_time: float) -> None:
+        """A forward of the input's `partition` with this broker time came on `tp`: that partition is not
+        read past it here, whatever its last mark said (one sent before its key stage read it, which
+        placed a partition with nothing read at the time its end was seen)."""
+        marks = self._marks.get(tp)
+        mark = marks.get(partition) if marks else None
+        if marks is not None and mark is not None and mark[0] > broker_time:
+            marks[partition] = (broker_time, mark[1])
+
     def watermark(self, tp: PartitionKey, partitions: Collection[int] | None) -> Mark | None:
         """On `tp`, over the input's `partitions`: the least broker time, and the least time one was seen
         at its end (None while one was not); None while one is unknown."""

@@ -134,6 +134,9 @@ class WindowStage:
         seen[forwarded.source] = forwarded.source_position
         self._stats.records_in += 1
         arrival = not_ahead(forwarded.source_time) if forwarded.source_time is not None else broker_time(message)
+        source_topic, source_partition = forwarded.source
+        if source_topic == self._marks.input_topic:
+            self._marks.saw(tp, source_partition, arrival)
         self.count(forwarded.records, message.value or b"", (tp, offset), arrival)
         return True
 

@@ -204,6 +204,21 @@ class TestWatermarks:
         assert rig.expire({0}) == []
 
 
+class TestMarksBehindForwards:
+    def test_a_mark_sent_before_its_partition_was_read_does_not_close_what_it_forwards(self) -> None:
+        """Partition 0's last mark says nothing was read from it, placed at the time its end was seen; its
+        first events, stamped long before (a backlog's times), come before the mark that reports them.
+        They are not past the quiet time of themselves: the burst waits for the marks to move on."""
+        rig = _rig()
+        rig.mark({0: 5000.0, 1: 5000.0})  # nothing read yet: at the time each end was seen
+        rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
+        assert rig.expire({0, 1}) == []
+        rig.mark({0: 200.0, 1: 5000.0})
+        assert rig.expire({0, 1}) == []
+        rig.mark({0: 210.5, 1: 5000.0})
+        assert len(rig.expire({0, 1})) == 1
+
+
 class TestIdleness:
     def test_a_quiet_burst_closes_once_every_key_stage_saw_the_input_end_quiet_s_after_it(self) -> None:
         """A key stage whose forwards are late keeps saying it read its partition to its end, but last saw
