@@ -12,12 +12,17 @@ input message):
   each message once as the peer does;
 - the peer: bare aiokafka consuming the same messages and producing each one to another topic, the
   least any consume-and-produce service costs;
+- the hop's bound: bare aiokafka consuming them, producing each with a header set like the key stage's
+  (10 headers, ~300 bytes) in whole batches, uncompressed, to a topic of as many partitions, and
+  consuming those again on the same consumer, as the service does: the least any repartitioning service
+  costs, so the service's figure through the repartition topic can be read against it;
 - and, for scale, bare aiokafka only consuming them.
 The broker runs in a process of its own, so its CPU counts for neither. Log Agent is also timed from its
 first message until every analysis is published (the bursts close after the quiet time; git runs in
 child processes, whose CPU is added), and the time from each burst's close to its analysis on the
-output topic (the record's broker timestamp) is measured over all repetitions. Target: Log Agent at
-least 0.4x the peer's events per CPU second, first message to last.
+output topic (the record's broker timestamp) is measured over all repetitions, and how long after the
+last record reached the window, past the quiet time, the last burst closed (the input then idle).
+Target: Log Agent at least 0.4x the peer's events per CPU second, first message to last.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import resource
+import statistics
 import tempfile
 import time
 from collections import defaultdict
@@ -59,14 +65,15 @@ _PARTITIONS = 3
 
 class _TimedService(Service):
     """The real Service, noting the wall time at which each burst closed, and the CPU time of this process
-    when it took its first message and at the end of the last turn of its loop that counted records into
-    its window: through the repartition topic those are records read back, after the last input message
-    (instrumentation only, none of it per message: a CPU clock read costs ~0.7 us)."""
+    (and the wall time) when it took its first message and at the end of the last turn of its loop that
+    counted records into its window: through the repartition topic those are records read back, after the
+    last input message (instrumentation only, none of it per message: a CPU clock read costs ~0.7 us)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.closed_at: dict[str, list[float]] = defaultdict(list)
         self.first_cpu = self.last_cpu = 0.0
+        self.last_counted_at = 0.0
         self._counted = 0
         read = self._reader.read_sightings
 
@@ -81,6 +88,7 @@ class _TimedService(Service):
         if self.stats.records_in != self._counted:
             self._counted = self.stats.records_in
             self.last_cpu = time.process_time()
+            self.last_counted_at = time.time()
         super()._apply_backpressure(consumer)
 
     def _enqueue(self, closed: ClosedBurst) -> None:
@@ -98,16 +106,23 @@ class E2eResult:
     bare: Timing
     logagent_drained: Timing
     consume_only: Timing
+    bound: Timing
+    """The least any repartitioning service costs (`bare_repartition`)."""
     bursts: int
     close_to_output: Latency
+    idle_close: tuple[float, ...]
+    """Per repetition, seconds from the last record counted to the last burst's close, past the quiet time."""
 
     def line(self) -> str:
         """One-line summary."""
         to_bare, keyed = ratio(self.logagent, self.bare), ratio(self.keyed, self.bare)
+        bound = ratio(self.bound, self.bare)
         verdict, keyed_verdict = ("met" if r.median >= TARGET else "NOT met" for r in (to_bare, keyed))
         return (f"e2e: {self.logagent.rate_text(self.events)} per CPU second = {to_bare.text()} bare aiokafka "
                 f"consume-and-produce ({self.bare.rate_text(self.events)}; turns {to_bare.spread()}) "
-                f"[target >= {TARGET}x: {verdict}]; keyed by server (no repartition hop) "
+                f"[target >= {TARGET}x: {verdict}]; its bound, bare aiokafka through a repartition topic "
+                f"(10 headers, batches) {self.bound.rate_text(self.events)} = {bound.text()} (turns {bound.spread()}), "
+                f"Log Agent = {ratio(self.logagent, self.bound).text()} of it; keyed by server (no repartition hop) "
                 f"{self.keyed.rate_text(self.events)} = {keyed.text()} (turns {keyed.spread()}) "
                 f"[target >= {TARGET}x: {keyed_verdict}]; until every analysis is out "
                 f"{self.logagent_drained.rate_text(self.events)} per CPU second = "
@@ -115,7 +130,10 @@ class E2eResult:
                 f"{self.consume_only.rate_text(self.events)} = {ratio(self.logagent, self.consume_only).text()}; "
                 f"burst close->output p50 "
                 f"{self.close_to_output.p50_ms:.0f} ms p99 {self.close_to_output.p99_ms:.0f} ms ({self.bursts} "
-                f"bursts; {self.events} events, {len(self.logagent.seconds)} repetitions in turns)")
+                f"bursts; {self.events} events, {len(self.logagent.seconds)} repetitions in turns); idle input: "
+                f"last burst closed {statistics.median(self.idle_close) * 1000:.0f} ms (least "
+                f"{min(self.idle_close) * 1000:.0f}, most {max(self.idle_close) * 1000:.0f}) past the quiet time after "
+                f"the last record")
 
 
 async def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]]) -> None:
@@ -165,6 +183,50 @@ async def bare_consume_produce(bootstrap: str, topic: str, out_topic: str | None
         await asyncio.gather(consumer.stop(), producer.stop())
 
 
+_KEY_HEADERS = [("fingerprint", b"f424070f9c937842e64496e3cf681af0"), ("server", b"checkout-service"),
+                ("tenant", b"acme"), ("exception_type", b"java.lang.NullPointerException")]
+
+
+def _bound_headers(record: Any) -> list[tuple[str, bytes]]:
+    """Headers the shape and size of a forward's, made without reading the message."""
+    stamp = str(record.timestamp / 1000).encode()
+    return [*_KEY_HEADERS, ("events", b"[[0," + stamp + b',"8d64db8cfd7d94f657446221beb0d96a7cbad642","couponCode"]]'),
+            ("source_topic", record.topic.encode()), ("source_partition", str(record.partition).encode()),
+            ("source_offset", str(record.offset).encode()), ("group", b"0"), ("source_time", stamp)]
+
+
+async def bare_repartition(bootstrap: str, topic: str, hop_topic: str, group: str, expected: int) -> float:
+    """CPU seconds for bare aiokafka to read `topic` from the start, produce every message with a header set
+    like a forward's to the same partition of `hop_topic` (whole batches, one per partition and fetch) and
+    read those back on the same consumer, from its first message to the last read back."""
+    consumer = AIOKafkaConsumer(topic, hop_topic, bootstrap_servers=bootstrap, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                isolation_level="read_committed", **_FAST_GROUP)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2_000_000,
+                                max_batch_size=1_000_000)
+    await asyncio.gather(consumer.start(), producer.start())
+    try:
+        read_back = 0
+        started = 0.0
+        while read_back < expected:
+            for tp, records in (await consumer.getmany(timeout_ms=200, max_records=500)).items():
+                if tp.topic == hop_topic:
+                    read_back += len(records)
+                    continue
+                if records and not started:
+                    started = time.process_time()
+                batch = producer.create_batch()
+                for record in records:
+                    while batch.append(key=record.key, value=record.value, timestamp=None,
+                                       headers=_bound_headers(record)) is None:
+                        await producer.send_batch(batch, hop_topic, partition=tp.partition)
+                        batch = producer.create_batch()
+                await producer.send_batch(batch, hop_topic, partition=tp.partition)
+        return time.process_time() - started
+    finally:
+        await asyncio.gather(consumer.stop(), producer.stop())
+
+
 async def read_outputs(bootstrap: str, topic: str) -> list[tuple[float, dict[str, Any]]]:
     """Every analysis event on `topic`: its broker timestamp (seconds) and its `data`, in offset order."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -193,9 +255,10 @@ class _Bench:
     messages: list[tuple[bytes | None, bytes]]
 
 
-async def run_service(bench: _Bench, rep: int, keyed: bool = False) -> tuple[float, float, list[float]]:
+async def run_service(bench: _Bench, rep: int, keyed: bool = False) -> tuple[float, float, list[float], float]:
     """The Service over repetition `rep`'s topic: CPU seconds from its first consumed message to its last
-    and to its last analysis published (child processes included), and each burst's close->output delay.
+    and to its last analysis published (child processes included), each burst's close->output delay, and
+    the seconds past the quiet time from its last record counted to its last burst's close.
     `keyed`: with `input.keyed_by_server`, no repartition topic."""
     suffix = "-keyed" if keyed else ""
     kafka = bench.settings.kafka.model_copy(update={
@@ -221,7 +284,8 @@ async def run_service(bench: _Bench, rep: int, keyed: bool = False) -> tuple[flo
         outputs[data["analysis_id"]].append(stamp)
     delays = [out - closed for key, closes in service.closed_at.items()
               for closed, out in zip(closes, outputs.get(key, []), strict=False)]
-    return cpu_s, drained_s, delays
+    last_close = max(at for closes in service.closed_at.values() for at in closes)
+    return cpu_s, drained_s, delays, last_close - service.last_counted_at - settings.window.quiet_s
 
 
 def _children_cpu_s() -> float:
@@ -244,29 +308,37 @@ async def measure(events: int, repetitions: int) -> E2eResult:
         drained: list[float] = []
         bare: list[float] = []
         consume_only: list[float] = []
+        bound: list[float] = []
         delays: list[float] = []
+        idle_close: list[float] = []
         for rep in range(repetitions):
             topics = [f"errors-{rep}", f"analyses-{rep}", f"errors.dlq-{rep}", f"bare-out-{rep}",
-                      f"analyses-keyed-{rep}", f"errors.dlq-keyed-{rep}"]
-            await create_topics(bench.bootstrap, topics, {topics[0]: _PARTITIONS})
+                      f"analyses-keyed-{rep}", f"errors.dlq-keyed-{rep}", f"bound-hop-{rep}"]
+            await create_topics(bench.bootstrap, topics, {topics[0]: _PARTITIONS, topics[6]: _PARTITIONS})
             await produce(bench.bootstrap, topics[0], bench.messages)
-            order = ["service", "keyed", "bare", "consume"]
-            for contender in order[rep % 4:] + order[:rep % 4]:
+            order = ["service", "keyed", "bare", "bound", "consume"]
+            for contender in order[rep % 5:] + order[:rep % 5]:
                 gc.collect()  # as `bench.timing.cpu_seconds`: no contender pays for the garbage of the one before
                 if contender == "keyed":
                     keyed.append((await run_service(bench, rep, keyed=True))[0])
                 elif contender == "service":
-                    cpu_s, drained_s, burst_delays = await run_service(bench, rep)
+                    cpu_s, drained_s, burst_delays, idle_s = await run_service(bench, rep)
                     ours.append(cpu_s)
                     drained.append(drained_s)
                     delays += burst_delays
+                    idle_close.append(idle_s)
+                elif contender == "bound":
+                    bound.append(await bare_repartition(bench.bootstrap, topics[0], topics[6], f"bound-{rep}",
+                                                        len(bench.messages)))
                 else:
                     out = topics[3] if contender == "bare" else None
                     seconds = await bare_consume_produce(bench.bootstrap, topics[0], out, f"{contender}-{rep}",
                                                          len(bench.messages))
                     (bare if contender == "bare" else consume_only).append(seconds)
     return E2eResult(stream.event_count, Timing(tuple(ours)), Timing(tuple(keyed)), Timing(tuple(bare)),
-                     Timing(tuple(drained)), Timing(tuple(consume_only)), len(delays), latency(delays))
+                     Timing(tuple(drained)), Timing(tuple(consume_only)), Timing(tuple(bound)), len(delays),
+                     latency(delays),
+                     tuple(idle_close))
 
 
 async def wait_consumed(service: Service, task: asyncio.Task[None], total: int, timeout_s: float = 300.0) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "committed_offsets",
     "dlq_headers",
     "ensure_repartition_topic",
+    "fetched_at",
     "forward_max_bytes",
     "make_consumer",
     "make_forward_producer",
@@ -51,6 +52,11 @@ log = logging.getLogger(__name__)
 _POSITION_WAIT_S = 0.5  # longest the lag measure waits for a fetch position before it gives the turn back
 _DEFAULT_REPLICAS = 3  # the repartition topic's replication factor when unset, brokers permitting
 _REQUEST_BYTES = 1_048_576  # aiokafka's default max_request_size: DLQ copies are cut below it
+# Forwards go in batches of up to this (uncompressed). aiokafka's default 16 kB held ~7 forwards of 2 kB:
+# a produce request each, which costs more CPU than the records it carries, and the 8th forward waited
+# for the batch to leave. Half the smallest repartition record limit (`forward_max_bytes`), so a
+# compressed batch of incompressible records still fits.
+_FORWARD_BATCH_BYTES = 512 * 1024
 _POLL_GRACE_S = 1.0  # past a poll's own timeout: aiokafka's getmany waits for a rebalance without bound
 # The caps of a shutdown against a broker that is away, read at each call (a test shortens them):
 COMMIT_WAIT_S = 10.0  # aiokafka retries a commit without bound while the coordinator is unavailable
@@ -98,6 +104,7 @@ def make_consumer(
         heartbeat_interval_ms=kafka.heartbeat_interval_ms,
         rebalance_timeout_ms=kafka.rebalance_timeout_ms,
         max_poll_records=kafka.max_poll_records,
+        fetch_max_wait_ms=kafka.fetch_max_wait_ms,
         **_security(kafka),
     )
     consumer.subscribe(list(topics or [kafka.input_topic]), listener=listener)
@@ -139,9 +146,9 @@ def forward_max_bytes(max_message_bytes: int) -> int:
 
 def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings,
                           max_message_bytes: int) -> AIOKafkaProducer:
-    """The key stage's producer: batches forwards (`linger_ms`) and compresses them; records of one key keep
-    their order, since aiokafka sends one batch per partition at a time. Every message the input accepts
-    (`max_message_bytes`) fits, so no valid event fails its forward."""
+    """The key stage's producer: batches forwards (`linger_ms`, up to 512 kB) and compresses them; records of
+    one key keep their order, since aiokafka sends one batch per partition at a time. Every message the
+    input accepts (`max_message_bytes`) fits, so no valid event fails its forward."""
     return AIOKafkaProducer(
         bootstrap_servers=kafka.bootstrap_servers,
         client_id=f"{kafka.client_id}-forward",
@@ -150,6 +157,7 @@ def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings
         linger_ms=repartition.linger_ms,
         compression_type=None if repartition.compression == "none" else repartition.compression,
         max_request_size=forward_max_bytes(max_message_bytes),
+        max_batch_size=_FORWARD_BATCH_BYTES,
         partitioner=partition_by_key,
         **_security(kafka),
     )
@@ -336,6 +344,13 @@ async def measure_lag(
             break
         lag[tp] = int(highwater) - int(position)
     return lag
+
+
+def fetched_at(consumer: AIOKafkaConsumer, tp: PartitionKey) -> float | None:
+    """When `consumer` last handled a fetch response for `tp` (epoch seconds; aiokafka's per-partition
+    fetch state, which `measure_lag`'s end offset comes from); None before the first."""
+    stamp = consumer.last_poll_timestamp(as_topic_partition(tp))
+    return stamp / 1000 if stamp is not None else None
 
 
 async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicPartition, int]) -> None:

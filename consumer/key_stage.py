@@ -6,9 +6,9 @@ until every forward of the message (or its DLQ copy) is acknowledged, so the inp
 work that is safely in Kafka. A forward that fails for good raises from `check`/`settle`: the service
 goes down loudly and the restart replays from the last commit (the window stage recognises the replays).
 
-Every `repartition.watermark_interval_ms` it also sends every repartition partition a watermark record:
-how far it has read each input partition it owns (`consumer.watermark`), which lets the windows close
-bursts.
+Every `repartition.watermark_interval_ms`, busy or idle, it also sends every repartition partition a
+watermark record: how far it has read each input partition it owns and when it last saw each at its end
+(`consumer.watermark`), which lets the windows close bursts.
 
 With `input.keyed_by_server` the stage forwards nothing: `key` hands the keyed groups straight to the window
 stage in this process (`Keyed`), and the input offsets are then held by the bursts themselves.
@@ -47,9 +47,6 @@ _F = TypeVar("_F", bound=asyncio.Future[Any])
 # broker is away, and neither a rebalance callback nor a SIGTERM may wait that long. What is still
 # unacknowledged keeps its offset held (uncommitted, replayed by the next owner).
 SETTLE_WAIT_S = 10.0
-# How often watermarks go out while the input stands still (a heartbeat, so a new owner of a repartition
-# partition hears of every input partition); while it moves, `repartition.watermark_interval_ms`.
-_IDLE_MARK_EVERY_S = 30.0
 
 
 class Keyed(NamedTuple):
@@ -116,7 +113,7 @@ class KeyStage:
 
     def __init__(self, repartition_topic: str, reader: KeyReader, sink: EventSink, offsets: OffsetTracker,
                  dead_letters: DeadLetters, metrics: Metrics, stats: ServiceStats, *, forward: bool,
-                 quiet_s: float, mark_every_s: float, max_forward_bytes: int,
+                 mark_every_s: float, max_forward_bytes: int,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._repartition_topic = repartition_topic
         self._reader = reader
@@ -133,11 +130,8 @@ class KeyStage:
         self._clock = clock
         self.progress = Progress()
         """How far each owned input partition is read (its watermarks)."""
-        # Marks go out every `mark_every_s` until well past the quiet time after the last read (so the last
-        # bursts close), then as a heartbeat.
+        # Idle too: a window closes a quiet burst only once a mark says the input's end was seen after it.
         self._mark_every_s = mark_every_s
-        self._busy_s = 2 * quiet_s + 5 * mark_every_s
-        self._last_read = -math.inf
         self._last_mark = -math.inf
         self.forwarded: dict[PartitionKey, int] = {}
         """Per repartition partition, the highest offset this stage's forwards were acknowledged at."""
@@ -207,7 +201,6 @@ class KeyStage:
         self._offsets.received(tp, offset)
         raw: bytes = message.value if message.value is not None else b""
         received = broker_time(message)
-        self._last_read = self._clock()
         try:
             groups = group_sightings(self._reader.read_sightings(raw, received_at=received))
             values = forwarded_values(raw, groups)
@@ -225,19 +218,35 @@ class KeyStage:
 
     async def send_marks(self, input_topic: str, owned: Collection[PartitionKey],
                          caught_up: Callable[[PartitionKey], bool]) -> None:
-        """Send the watermarks of the `owned` input partitions to every repartition partition, when due."""
+        """Send the watermarks of the `owned` input partitions to every repartition partition, when due;
+        `caught_up` says which are read to their end now (for windows that predate end times)."""
         now = self._clock()
-        busy = now - self._last_read < self._busy_s
-        if not self._forward or now - self._last_mark < (self._mark_every_s if busy else _IDLE_MARK_EVERY_S):
+        if not self._forward or now - self._last_mark < self._mark_every_s:
             return
-        self._last_mark = now
-        marks = self.progress.marks([tp for tp in owned if tp[0] == input_topic], caught_up)
+        tps = [tp for tp in owned if tp[0] == input_topic]
+        marks = self.progress.marks(tps)
         if not marks:
-            return
-        headers = watermark_record(input_topic, marks)
+            return  # nothing known yet (no fetch seen the end): asked again next turn
+        self._last_mark = now
+        headers = watermark_record(input_topic, marks, {tp[1] for tp in tps if caught_up(tp)})
         for partition in sorted(self._sink.known_partitions(self._repartition_topic)):
             # Behind this stage's forwards on each partition: a window that reads the mark has read them.
-            self._acks.append(await self._sink.enqueue(self._repartition_topic, None, b"", headers, partition))
+            mark = await self._sink.enqueue(self._repartition_topic, None, b"", headers, partition)
+            mark.add_done_callback(_mark_sent)
+
+    async def clear_the_way(self, input_topic: str) -> None:
+        """After the repartition topic was recreated (the broker lost its state), send an empty watermark
+        record to each partition until one is taken (10 s at most in all). tansu keeps what was sent to the
+        topic while it was gone (marks go out idle too), and refuses as many batches once the topic is
+        created again: marks take those refusals, not forwards (whose failure takes the service down)."""
+        headers = watermark_record(input_topic, {}, ())
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        for partition in sorted(self._sink.known_partitions(self._repartition_topic)):
+            while time.monotonic() < deadline:
+                mark = await self._sink.enqueue(self._repartition_topic, None, b"", headers, partition)
+                done, _ = await asyncio.wait([mark], timeout=max(0.0, deadline - time.monotonic()))
+                if not done or (not mark.cancelled() and mark.exception() is None):
+                    break
 
     def check(self) -> None:
         """Drop acknowledged forwards; re-raise the error of one that failed (the service must go down:
@@ -259,6 +268,13 @@ class KeyStage:
         deadline = time.monotonic() + timeout_s
         self._acks = await _settle(self._acks, timeout_s)
         await self._dead_letters.settle(max(0.0, deadline - time.monotonic()))
+
+
+def _mark_sent(mark: asyncio.Future[Any]) -> None:
+    """A watermark record that failed (the broker restarting, the topic recreated) is not work lost: the
+    next one says as much, and no offset waits for it. So it never takes the service down."""
+    if not mark.cancelled() and (error := mark.exception()) is not None:
+        log.debug("watermark record not sent", extra=log_fields(error=type(error).__name__))
 
 
 async def _settle(waiting: list[_F], timeout_s: float) -> list[_F]:

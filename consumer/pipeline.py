@@ -35,6 +35,7 @@ from consumer.kafka import (
     commit_offsets,
     committed_offsets,
     ensure_repartition_topic,
+    fetched_at,
     forward_max_bytes,
     make_consumer,
     make_forward_producer,
@@ -165,7 +166,7 @@ class Service:
                 forward_sink = EventSink(forwarder)
             self._key_stage = KeyStage(self._repartition_topic, self._reader, forward_sink, self._offsets,
                                        self._dead_letters, self._metrics, self.stats, forward=self._forward,
-                                       quiet_s=self._settings.window.quiet_s, clock=self._clock,
+                                       clock=self._clock,
                                        mark_every_s=self._settings.repartition.watermark_interval_ms / 1000,
                                        max_forward_bytes=forward_max_bytes(self._settings.input.max_message_bytes))
             consumer = make_consumer(kafka, RebalanceHooks(self._on_revoked, self._on_assigned), topics)
@@ -268,6 +269,10 @@ class Service:
         return self._repartition_topic if self._forward else self._settings.kafka.input_topic
 
     async def _measure_lag(self, consumer: AIOKafkaConsumer) -> None:
+        # When each input partition was last fetched, read before its end offset: that end is then from
+        # this fetch or a later one (`Progress.fetched` bounds when the broker saw it).
+        input_topic = self._settings.kafka.input_topic
+        polled = {tp: fetched_at(consumer, tp) for tp in self._assigned if tp[0] == input_topic}
         self._lag = await measure_lag(consumer, self._assigned)
         group = self._settings.kafka.group_id
         for tp, lag in self._lag.items():
@@ -283,6 +288,9 @@ class Service:
                 self._lag[tp] = None
             elif lag is not None:
                 self._metrics.position_lag.labels(group, tp[0], str(tp[1])).set(lag)
+        if self._key_stage is not None:
+            for tp, polled_at in polled.items():
+                self._key_stage.progress.fetched(tp, polled_at, self._lag.get(tp) == 0)
         self._show_committed_lag(self._assigned)
 
     def _show_committed_lag(self, tps: Collection[PartitionKey]) -> None:
@@ -336,9 +344,10 @@ class Service:
             log.warning("the broker lost this group's offsets; reading the partitions from their start")
             self._read_from_start |= gone
             self._window_stage.forget_replays()
-            if self._forward:  # the repartition topic went with the rest
+            if self._forward and self._key_stage is not None:  # the repartition topic went with the rest
                 await ensure_repartition_topic(self._settings.kafka, self._settings.repartition,
                                                self._settings.input.max_message_bytes)
+                await self._key_stage.clear_the_way(self._settings.kafka.input_topic)
         else:
             await self._commit(only=gone)
         self._window_stage.revoke(gone)

@@ -92,6 +92,10 @@ class KafkaSettings(BaseModel):
     heartbeat_interval_ms: int = Field(3_000, ge=10)
     rebalance_timeout_ms: int = Field(30_000, ge=100)
     max_poll_records: int = Field(500, ge=1)
+    fetch_max_wait_ms: int = Field(
+        500, ge=10, description="Longest the broker holds a fetch with nothing new. Quiet bursts close up to "
+        "about twice this after the input's end was seen (`consumer/watermark.py`).",
+    )
     commit_interval_s: float = Field(1.0, gt=0, description="How often safe offsets are committed.")
     isolation_level: Literal["read_committed", "read_uncommitted"] = Field(
         "read_committed", description="read_committed skips aborted transactions."

@@ -15,12 +15,12 @@ a crash rebuilds the same bursts (and the same analysis ids).
 
 A burst closes when no event can join it any more. The caller supplies, per partition, a WATERMARK
 (`consumer.watermark`): how far, in the clock of the records' broker timestamps, every input partition
-that feeds it has been read, and whether all are read to their end. A burst closes once the watermark of
-every partition it holds is more than `quiet_s` past its last arrival, or, with everything read to its
-end, once it got nothing for `quiet_s` of wall time (a live stream). Arrival rather than event time, so a
-server whose clock is off does not rush the bursts of the others. So that a consumer that never catches
-up cannot hold a burst (and its offsets) forever, a burst open for `max_length_s` of wall time closes
-regardless.
+that feeds it has been read, and since when (in this window's clock) all have been seen at their end. A
+burst closes once the watermark of every partition it holds is more than `quiet_s` past its last
+arrival, or once every input partition was seen at its end `quiet_s` after the burst's last event came
+(a live stream gone quiet). Arrival rather than event time, so a server whose clock is off does not rush
+the bursts of the others. So that a consumer that never catches up cannot hold a burst (and its offsets)
+forever, a burst open for `max_length_s` of wall time closes regardless.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ BuildSamples = Callable[[Sequence[RawSample], "Sighting"], tuple[ErrorEvent, ...
 samples that no longer decode)."""
 Watermark = Callable[[PartitionKey], "Mark | None"]
 """Per partition: the broker time (epoch seconds) up to which every record that could still reach it has
-been read, and whether every one of them is read to its end; None while that is not known."""
+been read, and the time in the window's clock by which every input partition feeding it was seen at its
+end (None: not all yet), so anything still to come was read after then; None while that is not known."""
 
 _BurstKey = tuple[str, str, str]
 # Open bursts per key: past this (events scattered far apart in event time), the least recently updated
@@ -263,9 +264,10 @@ class BurstWindow:
         """Close the bursts no event can join any more, and those open for `max_length_s` of wall time.
 
         A burst can take no more events once, on every partition it holds, the `watermark` is more than
-        `quiet_s` past its last arrival, or everything is read to its end and it got nothing for `quiet_s`
-        of wall time. Closing builds each burst's samples; with `until` (a `time.monotonic()` deadline) it
-        stops once past it, after one close at least, and the rest close on the next call."""
+        `quiet_s` past its last arrival, or everything was seen at its end `quiet_s` of wall time after
+        the burst got its last event. Closing builds each burst's samples; with `until` (a
+        `time.monotonic()` deadline) it stops once past it, after one close at least, and the rest close
+        on the next call."""
 
         def spent() -> bool:
             return until is not None and bool(closed) and time.monotonic() > until
@@ -282,7 +284,7 @@ class BurstWindow:
             for tp in (burst.tp, *(burst.partitions or ())):
                 moved = mark(tp)
                 if moved is None or not (moved[0] - burst.last_arrival > self.quiet_s
-                                         or (moved[1] and burst.last_wall <= now - self.quiet_s)):
+                                         or (moved[1] is not None and burst.last_wall <= moved[1] - self.quiet_s)):
                     return False
             return True
 
@@ -307,12 +309,12 @@ class BurstWindow:
                     held_back.append((arrival, token))  # another partition it holds is not there yet
             for entry in held_back:
                 heapq.heappush(due, entry)
-            if moved[1]:  # everything read to its end: idleness in wall time counts too
+            if moved[1] is not None:  # everything seen at its end: idleness in wall time counts too
                 for token in list(idle):
                     burst = idle.get(token)
                     if burst is None:
                         continue  # closed just above
-                    if spent() or burst.last_wall > now - self.quiet_s:
+                    if spent() or burst.last_wall > moved[1] - self.quiet_s:
                         break
                     if done(burst):  # (one also holding another partition may still be waiting on it)
                         close(burst)

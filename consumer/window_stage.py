@@ -90,12 +90,13 @@ class WindowStage:
 
     def __init__(self, window: WindowSettings, build_samples: BuildSamples, on_closed: Callable[[ClosedBurst], None],
                  offsets: OffsetTracker, dead_letters: DeadLetters, stats: ServiceStats, input_topic: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self._settings = window
         self.window = BurstWindow(window.quiet_s, window.max_length_s, window.max_open, window.max_samples,
                                   build_samples, clock=clock, on_open=self._burst_opened,
                                   max_open_bytes=window.max_open_bytes)
         self._on_closed = on_closed
+        self._wall = wall  # epoch seconds, the key stages' clock for when they saw the input's end
         self._offsets = offsets
         self._dead_letters = dead_letters
         self._stats = stats
@@ -133,6 +134,9 @@ class WindowStage:
         seen[forwarded.source] = forwarded.source_position
         self._stats.records_in += 1
         arrival = not_ahead(forwarded.source_time) if forwarded.source_time is not None else broker_time(message)
+        source_topic, source_partition = forwarded.source
+        if source_topic == self._marks.input_topic:
+            self._marks.saw(tp, source_partition, arrival)
         self.count(forwarded.records, message.value or b"", (tp, offset), arrival)
         return True
 
@@ -160,13 +164,22 @@ class WindowStage:
         """Close the bursts no event can join any more, and those open too long in wall time (until the
         `time.monotonic()` deadline `until`), and queue them. `caught_up` says which partitions are read to
         their end; `input_partitions` are the input topic's (None while unknown)."""
+        wall = self._wall()
 
         def watermark(tp: PartitionKey) -> Mark | None:
-            if tp[0] == self._marks.input_topic:  # input keyed by server: read here
-                return self._progress.mark(tp, caught_up(tp))
+            through = caught_up(tp)
+            if tp[0] == self._marks.input_topic:  # input keyed by server: read here, to its end as of now
+                low = self._progress.low(tp)
+                if low is None:  # nothing read: whatever comes next arrives from now on
+                    return (wall, now) if through else None
+                return low, (now if through else None)
             mark = self._marks.watermark(tp, input_partitions)
-            # Idleness in wall time counts once this partition too is read to its end.
-            return (mark[0], mark[1] and caught_up(tp)) if mark is not None else None
+            if mark is None:
+                return None
+            # Idleness in wall time counts once this partition too is read to its end, from when the key
+            # stages saw the input's end (in this window's clock, never past now: another host's clock).
+            at, end = mark
+            return at, (now - max(0.0, wall - end) if through and end is not None else None)
 
         for closed in self.window.expire(now, watermark, until):
             self._on_closed(closed)

@@ -174,7 +174,8 @@ def make_settings(
         topics = [names["input_topic"], names["output_topic"], names["dlq_topic"]]
         asyncio.run(create_topics(bootstrap_servers, topics, {names["input_topic"]: partitions}))
     kafka_settings = KafkaSettings(**{
-        "bootstrap_servers": bootstrap_servers, "commit_interval_s": 0.2, **FAST_GROUP_TIMINGS, **names,
+        "bootstrap_servers": bootstrap_servers, "commit_interval_s": 0.2, "fetch_max_wait_ms": 100,
+        **FAST_GROUP_TIMINGS, **names,
         **(kafka or {}),
     })
     window_settings = WindowSettings(
@@ -210,6 +211,7 @@ def service_env(settings: Settings, repos_file: Path) -> dict[str, str]:
         "LOGAGENT_KAFKA__HEARTBEAT_INTERVAL_MS": str(kafka.heartbeat_interval_ms),
         "LOGAGENT_KAFKA__REBALANCE_TIMEOUT_MS": str(kafka.rebalance_timeout_ms),
         "LOGAGENT_KAFKA__COMMIT_INTERVAL_S": str(kafka.commit_interval_s),
+        "LOGAGENT_KAFKA__FETCH_MAX_WAIT_MS": str(kafka.fetch_max_wait_ms),
         "LOGAGENT_WINDOW__QUIET_S": str(window.quiet_s),
         "LOGAGENT_WINDOW__MAX_LENGTH_S": str(window.max_length_s),
         "LOGAGENT_PIPELINE__MAX_INFLIGHT": str(pipeline.max_inflight),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -183,3 +184,87 @@ class TestBacklogReadUnkeyed:
         assert {d["analysis_id"] for d in outputs} == expected, f"bursts split or merged: {spans[:10]}"
         assert len(outputs) == len(expected), "a burst published twice"
         assert {d["cluster"]["count"] for d in outputs} == {SIZE}, "an event counted twice or missed"
+
+
+class _StalledReplica:
+    """A replica on a thread and event loop of its own, so that its loop can really stall while the others
+    run on: a machine too busy to give it the CPU."""
+
+    _loop: asyncio.AbstractEventLoop
+    _stop: asyncio.Event
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._run(),))
+        self._thread.start()
+        assert self._started.wait(10), "the replica's loop did not start"
+
+    async def _run(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        self._started.set()
+        await self.service.run(self._stop)
+
+    def stall(self, seconds: float) -> None:
+        """Block its loop for `seconds` from now: nothing of it runs, answers to its fetches included."""
+        self._loop.call_soon_threadsafe(time.sleep, seconds)
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the replica did not stop"
+
+
+class TestAStalledKeyStage:
+    def test_a_burst_waits_for_the_forwards_of_a_stalled_replica(
+            self, tansu: EmbeddedBroker, tmp_path: Path, shop_repos: Callable[..., ShopRepos]) -> None:
+        """Two replicas on two unkeyed partitions; as the second round of 9 bursts arrives, one replica
+        stalls for 2 s (four times the quiet time), its last marks saying it has read its partition to its
+        end. The other replica's window waits for the stalled one's forwards: 18 analyses, each whole."""
+        partitions, servers = 2, SERVERS[:3]  # 9 events at each instant: a burst's events alternate partitions
+        repos = shop_repos(*servers)
+        # Sessions outlast the stall: the stalled replica stays a member.
+        steady = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "rebalance_timeout_ms": 3000}
+        base = make_settings(tansu.bootstrap_servers, tmp_path / "data", partitions=partitions, kafka=steady)
+        kafka = base.kafka
+        io = KafkaIO(tansu.bootstrap_servers)
+        rounds = [round_stream(repos, r, servers) for r in range(2)]
+        expected = {burst_id(raw) for stream in rounds for raw in stream[:len(servers) * len(SHOP_BUGS)]}
+        other = base.model_copy(update={"kafka": kafka.model_copy(update={"client_id": "logagent-stalled"}),
+                                        "data_dir": base.data_dir / "stalled"})
+        stalled = _StalledReplica(Service(other, HeuristicAnalyzer(RepoSync(repos.config)), Metrics()))
+        replicas = [stalled.service]
+
+        async def wait(condition: Callable[[], bool], what: str) -> None:
+            deadline = time.monotonic() + 30
+            while not condition():
+                assert time.monotonic() < deadline, f"{what} not reached; stats {[r.stats for r in replicas]}"
+                await asyncio.sleep(0.05)
+
+        def published(at_least: int) -> Callable[[], bool]:
+            # Of the stalled replica (another thread) only counters: `idle` iterates what its loop changes.
+            return lambda: sum(r.stats.published for r in replicas) >= at_least and replicas[1].idle()
+
+        async def scenario() -> None:
+            stops, tasks = start_replicas(base, repos, 1, replicas)
+            try:
+                await wait(lambda: all(len(r.assigned) == partitions for r in replicas), "a stable assignment")
+                for r, stream in enumerate(rounds):
+                    if r:
+                        stalled.stall(2.0)
+                    for p in range(partitions):
+                        await io.produce(kafka.input_topic, stream[p::partitions], partition=p,
+                                         timestamp_ms=int((T0 + r * 100) * 1000))
+                    await wait(published((r + 1) * len(expected) // 2), f"round {r} published")
+            finally:
+                await stop_replicas(stops, tasks)
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            stalled.stop()
+        outputs = [orjson.loads(r.value)["data"] for r in asyncio.run(io.read_all(kafka.output_topic))]
+        split = sorted((d["cluster"]["server"], d["cluster"]["first_seen"], d["cluster"]["count"])
+                       for d in outputs if d["analysis_id"] not in expected)
+        assert {d["analysis_id"] for d in outputs} == expected, f"bursts split: {split}"
+        assert len(outputs) == len(expected) and {d["cluster"]["count"] for d in outputs} == {SIZE}

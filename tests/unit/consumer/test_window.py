@@ -57,9 +57,10 @@ def _add(window: BurstWindow, raw: bytes, offset: int, tp: tuple[str, int] = TP0
     return closed
 
 
-def _at(mark: float | None, through: bool = False) -> Callable[[PartitionKey], tuple[float, bool] | None]:
-    """Every partition read up to `mark` in broker time, and to its end if `through` (None: not known)."""
-    return lambda tp: None if mark is None else (mark, through)
+def _at(mark: float | None, end: float | None = None) -> Callable[[PartitionKey], tuple[float, float | None] | None]:
+    """Every partition read up to `mark` in broker time, and seen at its end at `end` of the window's clock
+    (None: not known)."""
+    return lambda tp: None if mark is None else (mark, end)
 
 
 def _spans(closed: list[ClosedBurst]) -> list[tuple[str, float, float, int]]:
@@ -194,19 +195,32 @@ class TestBurstWindow:
         assert window.held_offsets() == {}
 
     def test_once_everything_is_read_a_burst_closes_after_quiet_s_of_wall_time(self) -> None:
-        """Every input partition read to its end: a burst closes once it got nothing for quiet_s of wall
-        time, whatever its records' timestamps said."""
+        """Every input partition read to its end now: a burst closes once it got nothing for quiet_s of
+        wall time, whatever its records' timestamps said."""
         clock = FakeClock()
         window = _window(clock, quiet=10.0)
         _add(window, _event(1.0, server="a"), 0, arrival=1.0)
         clock.now += 6
         _add(window, _event(1.0, server="b"), 1, arrival=9e9)
         clock.now += 5
-        assert [c.cluster.server_id for c in window.expire(clock.now, _at(0.0, through=True))] == ["a"]
-        assert window.expire(clock.now, _at(0.0, through=True)) == []
+        assert [c.cluster.server_id for c in window.expire(clock.now, _at(0.0, clock.now))] == ["a"]
+        assert window.expire(clock.now, _at(0.0, clock.now)) == []
         clock.now += 5
-        closed = window.expire(clock.now, _at(0.0, through=True))
+        closed = window.expire(clock.now, _at(0.0, clock.now))
         assert [(c.cluster.server_id, c.reason) for c in closed] == [("b", "quiet")]
+
+    def test_idleness_counts_up_to_when_the_input_was_last_seen_at_its_end(self) -> None:
+        """A key stage whose forwards are late last saw the input's end 5 s after the burst's last event:
+        however long ago that was, what it forwards next was read after then, so the burst stays open
+        until an end seen quiet_s after its last event."""
+        clock = FakeClock()
+        window = _window(clock, quiet=10.0)
+        _add(window, _event(1.0), 0, arrival=1.0)
+        last_event = clock.now
+        clock.now += 60
+        assert window.expire(clock.now, _at(0.0, last_event + 5)) == []
+        assert window.expire(clock.now, _at(0.0, last_event + 9.5)) == []
+        assert [c.reason for c in window.expire(clock.now, _at(0.0, last_event + 10))] == ["quiet"]
 
     def test_a_partition_not_known_to_have_moved_holds_its_bursts(self) -> None:
         """While a partition's progress is unknown, or one of a burst's partitions lags, it stays open."""

@@ -43,6 +43,9 @@ class _Rig:
     stats: ServiceStats
     closed: list[ClosedBurst] = field(default_factory=list)
     offset: int = 0
+    clock: list[float] = field(default_factory=lambda: [0.0])
+    """The window's clock (monotonic) and the wall clock (epoch seconds), moved together by `tick`."""
+    wall: list[float] = field(default_factory=lambda: [10_000.0])
 
     def forward(self, raw: bytes, source: tuple[str, int], source_offset: int, source_time: float = 1.0) -> None:
         """Send `raw` through the key stage's forwarding and into the window stage, as one replica would."""
@@ -52,15 +55,22 @@ class _Rig:
             self.stage.ingest(_REPARTITION, _Record(self.offset, value, headers))
             self.offset += 1
 
-    def mark(self, marks: dict[int, float]) -> None:
-        """A key stage's watermark record for the input partitions it owns (still being read)."""
-        listed = {partition: (at, False) for partition, at in marks.items()}
-        self.stage.ingest(_REPARTITION, _Record(self.offset, b"", watermark_record("errors", listed)))
+    def mark(self, marks: dict[int, float], ends: dict[int, float] | None = None) -> None:
+        """A key stage's watermark record for the input partitions it owns: still being read, or seen at
+        their end at the `ends` given (epoch seconds)."""
+        ends = ends or {}
+        listed = {partition: (at, ends.get(partition)) for partition, at in marks.items()}
+        self.stage.ingest(_REPARTITION, _Record(self.offset, b"", watermark_record("errors", listed, set(ends))))
         self.offset += 1
 
-    def expire(self, partitions: set[int]) -> list[ClosedBurst]:
-        self.stage.expire(0.0, lambda tp: False, partitions)
+    def expire(self, partitions: set[int], read_through: bool = False) -> list[ClosedBurst]:
+        """Expire at the rig's clocks; `read_through`: the window's own partition is read to its end."""
+        self.stage.expire(self.clock[0], lambda tp: read_through, partitions)
         return self.closed
+
+    def tick(self, seconds: float) -> None:
+        self.clock[0] += seconds
+        self.wall[0] += seconds
 
 
 def _rig(build: BuildSamples | None = None) -> _Rig:
@@ -69,9 +79,10 @@ def _rig(build: BuildSamples | None = None) -> _Rig:
     offsets = OffsetTracker()
     dead_letters = DeadLetters(KafkaSettings(), offsets, Metrics(), stats, _REDACTOR.redact)
     window = WindowSettings(quiet_s=10.0, max_length_s=100.0, max_samples=4)
+    clock, wall = [0.0], [10_000.0]
     stage = WindowStage(window, build or sample_builder(_READER.config, _REDACTOR), closed.append, offsets,
-                        dead_letters, stats, "errors")
-    return _Rig(stage, stats, closed)
+                        dead_letters, stats, "errors", clock=lambda: clock[0], wall=lambda: wall[0])
+    return _Rig(stage, stats, closed, clock=clock, wall=wall)
 
 
 def _key_stage() -> KeyStage:
@@ -224,7 +235,7 @@ class TestWatermarks:
         """A mark of a topic that is not the input (the setting changed) says nothing about the input."""
         rig = _rig()
         rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
-        rig.stage.ingest(_REPARTITION, _Record(rig.offset, b"", watermark_record("other", {0: (900.0, False)})))
+        rig.stage.ingest(_REPARTITION, _Record(rig.offset, b"", watermark_record("other", {0: (900.0, None)}, ())))
         assert rig.expire({0}) == []
 
     def test_a_revoked_partition_forgets_its_marks(self) -> None:
@@ -234,3 +245,66 @@ class TestWatermarks:
         rig.stage.revoke([_REPARTITION])
         rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
         assert rig.expire({0}) == []
+
+
+class TestMarksBehindForwards:
+    def test_a_mark_sent_before_its_partition_was_read_does_not_close_what_it_forwards(self) -> None:
+        """Partition 0's last mark says nothing was read from it, placed at the time its end was seen; its
+        first events, stamped long before (a backlog's times), come before the mark that reports them.
+        They are not past the quiet time of themselves: the burst waits for the marks to move on."""
+        rig = _rig()
+        rig.mark({0: 5000.0, 1: 5000.0})  # nothing read yet: at the time each end was seen
+        rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
+        assert rig.expire({0, 1}) == []
+        rig.mark({0: 200.0, 1: 5000.0})
+        assert rig.expire({0, 1}) == []
+        rig.mark({0: 210.5, 1: 5000.0})
+        assert len(rig.expire({0, 1})) == 1
+
+
+class TestIdleness:
+    def test_a_quiet_burst_closes_once_every_key_stage_saw_the_input_end_quiet_s_after_it(self) -> None:
+        """A key stage whose forwards are late keeps saying it read its partition to its end, but last saw
+        that end 5 s after the burst's last event: however long the window waits, the burst stays open
+        until that stage reports an end seen 10 s (the quiet time) after it."""
+        rig = _rig()
+        rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
+        arrived = rig.wall[0]
+        rig.mark({0: 150.0}, ends={0: arrived + 30})
+        rig.mark({1: 150.0}, ends={1: arrived + 5})
+        rig.tick(60)
+        assert rig.expire({0, 1}, read_through=True) == []
+        rig.mark({1: 150.0}, ends={1: arrived + 10})
+        (closed,) = rig.expire({0, 1}, read_through=True)
+        assert (closed.reason, closed.cluster.count) == ("quiet", 1)
+
+    def test_ends_count_once_the_window_read_its_own_partition_to_its_end(self) -> None:
+        """A window behind on its own partition may not have read forwards the ends cover."""
+        rig = _rig()
+        rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
+        rig.mark({0: 150.0}, ends={0: rig.wall[0] + 30})
+        rig.tick(60)
+        assert rig.expire({0}) == []
+        assert len(rig.expire({0}, read_through=True)) == 1
+
+    def test_an_end_stamped_ahead_of_this_clock_counts_as_now(self) -> None:
+        """Another host's clock ahead (or a forged end) closes nothing before quiet_s of this clock."""
+        rig = _rig()
+        rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
+        rig.mark({0: 150.0}, ends={0: rig.wall[0] + 3600})
+        rig.tick(9)
+        assert rig.expire({0}, read_through=True) == []
+        rig.tick(1)
+        assert len(rig.expire({0}, read_through=True)) == 1
+
+    def test_a_replica_that_predates_end_times_is_read_to_its_end_as_of_now(self) -> None:
+        """During a rolling upgrade an older key stage sends "read to its end" without a time: the rule
+        before end times, quiet_s of this window's clock without an event."""
+        rig = _rig()
+        rig.forward(_event(100.0), ("errors", 0), 0, source_time=200.0)
+        older = orjson.dumps({"topic": "errors", "marks": [[0, 150.0, True]]})
+        rig.stage.ingest(_REPARTITION, _Record(rig.offset, b"", [("watermark", older)]))
+        rig.tick(9)
+        assert rig.expire({0}, read_through=True) == []
+        rig.tick(1)
+        assert len(rig.expire({0}, read_through=True)) == 1
