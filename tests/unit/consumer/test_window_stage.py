@@ -90,7 +90,7 @@ def _key_stage() -> KeyStage:
     stats, offsets = ServiceStats(), OffsetTracker()
     dead_letters = DeadLetters(KafkaSettings(), offsets, Metrics(), stats, _REDACTOR.redact)
     return KeyStage("bursts", _READER, None, offsets, dead_letters, Metrics(), stats,  # type: ignore[arg-type]
-                    forward=False, quiet_s=10.0, mark_every_s=1.0, max_forward_bytes=1 << 20)
+                    forward=False, mark_every_s=1.0, max_forward_bytes=1 << 20)
 
 
 def _event(ts: float, message: str = "boom", server: str = "checkout") -> bytes:
