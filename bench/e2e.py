@@ -49,6 +49,7 @@ from bench.timing import Timing, ratio
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
+from consumer.runner import configure_gc
 from consumer.settings import Settings
 from consumer.window import ClosedBurst
 from demo.broker import EmbeddedBroker, create_topics
@@ -383,4 +384,5 @@ def _alive(task: asyncio.Task[None], deadline: float, waiting_for: str) -> None:
 
 def bench(quick: bool) -> str:
     """Quick: 5k events, 3 repetitions; full: 40k events, 5 repetitions."""
+    configure_gc()  # as `logagent run` does (and every contender runs under it alike)
     return asyncio.run(measure(5_000 if quick else 40_000, 3 if quick else 5)).line()
