@@ -10,7 +10,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,31 @@ _STALE_REVIEW = "answer rests on stale past cases"
 _WARNED_SERVERS_CAP = 1024
 
 
+class _KeyedLocks:
+    """One lock per key, held by at most a few threads at a time and dropped when the last lets go."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[Hashable, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def held(self, key: Hashable) -> Iterator[None]:
+        """Hold the lock of `key` for the duration of the block."""
+        with self._guard:
+            lock, users = self._locks.get(key, (threading.Lock(), 0))
+            self._locks[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[key]
+                if users == 1:
+                    del self._locks[key]
+                else:
+                    self._locks[key] = (lock, users - 1)
+
+
 class Explainer:
     """Turns one closed burst into one analysis; the pipeline's `Analyzer`.
 
@@ -87,6 +113,7 @@ class Explainer:
         self._clock = clock
         self._stop = threading.Event()
         self._warned_no_repo: set[str] = set()
+        self._same_failure = _KeyedLocks()
         if agent is not None:
             metrics.ollama_up.set(1)
 
@@ -117,6 +144,12 @@ class Explainer:
 
     def _analyze(self, cluster: Cluster) -> Analysis:
         started = time.monotonic()
+        # Two bursts of one failure at one commit analysed side by side would both ask the LLM: the later
+        # waits for the earlier and is then answered from memory as its recurrence.
+        with self._same_failure.held((cluster.server_id, cluster.tenant, cluster.fingerprint, cluster.commit)):
+            return self._analyze_alone(cluster, started)
+
+    def _analyze_alone(self, cluster: Cluster, started: float) -> Analysis:
         now = self._clock()
         recurrence = self._recurrence(cluster, now)
         if recurrence is not None:

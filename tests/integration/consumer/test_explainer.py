@@ -221,6 +221,26 @@ class TestRecurrence:
         assert sample(rig.metrics, "logagent_llm_calls_avoided_total") == 1
         assert [row["id"] for row in rig.rows()] == [first.analysis_id]
 
+    def test_two_bursts_of_one_failure_analysed_side_by_side_ask_the_llm_once(
+        self, rig_factory: RigFactory
+    ) -> None:
+        """Two workers take two bursts of the same failure at the same commit while the model is slow: the
+        later waits for the earlier and goes out as its recurrence, with one LLM conversation in all."""
+        rig = rig_factory()
+        assert rig.ollama is not None
+        rig.ollama.add(Reply.delay(1.0, Reply.json(answer())), Reply.json(answer()))
+
+        async def side_by_side() -> list[Analysis]:
+            return await asyncio.gather(rig.explainer.analyze(burst(rig.commits["base"], T0)),
+                                        rig.explainer.analyze(burst(rig.commits["base"], T0 + 600)))
+
+        analyses = asyncio.run(side_by_side())
+
+        assert sorted(a.status for a in analyses) == ["analyzed", "recurrence"]
+        first, again = sorted(analyses, key=lambda a: a.status)
+        assert again.recurrence_of == first.analysis_id
+        assert len(rig.ollama.chat_calls) == 1
+
     def test_a_heuristic_case_does_not_keep_a_reachable_llm_away(self, rig_factory: RigFactory) -> None:
         """A heuristic answer stored while Ollama failed is no recurrence once the LLM can be asked again;
         with no LLM configured at all, the heuristic case is a recurrence."""
