@@ -4,9 +4,9 @@ Each point runs in a fresh process: the generated stream (`bench.workload`, 4 kB
 shapes) is produced in chunks and fed through the service's per-message path (`bench.intake`: decode,
 redact, fingerprint, window, at the default window settings, so at most 10k bursts are open), and the
 quiet bursts close every 2,000 events as the service's expiry (every 0.1 s) closes them, their samples
-built; only the feeding is timed (CPU). RSS is the growth of VmRSS over the process before the first event, at the end
-(bursts still open; freed heap returned to the system first, so what generating the stream freed does not
-count), and its peak (VmHWM, which includes the generator's chunks).
+built; only the feeding is timed (CPU). RSS is the growth of VmRSS over the process before the first
+event, at the end (bursts still open; freed heap returned to the system first, so what generating the
+stream freed does not count), and its peak (VmHWM, which includes the generator's chunks).
 - events: 10k, 100k and 1M events of the usual stream (160 failures, bursts of 20-400);
 - signatures: a fixed number of events spread over 1k, 10k and 100k failures, each in one burst.
 """

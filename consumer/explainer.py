@@ -52,7 +52,7 @@ _WARNED_SERVERS_CAP = 1024
 
 
 class _KeyedLocks:
-    """One lock per key, held by at most a few threads at a time and dropped when the last lets go."""
+    """One lock per key, kept while a thread holds or waits for it and dropped when the last lets go."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
