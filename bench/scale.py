@@ -26,7 +26,7 @@ from bench.timing import kilo
 from bench.workload import WorkloadEvent, WorkloadSpec, stream
 
 _CHUNK = 10_000
-_EXPIRE_EVERY = 2_000  # the service expires every 0.1 s: 2-4k events at the rates below
+_EXPIRE_EVERY = 2_000  # the service expires every 0.1 s: up to ~3.5k events at the fastest rates below
 _MB = 1024 * 1024
 
 

@@ -11,8 +11,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_with_expiry_a_long_stream_keeps_only_its_live_bursts_open() -> None:
-    """Ten minutes of stream (30 s quiet time): the bursts of its first minutes close, their samples built,
-    and what stays open is what the last half minute could still join; without expiry nothing closes."""
+    """Ten minutes of stream (30 s quiet time): most bursts close on the way, their samples built, and none
+    is lost; without expiry nothing closes."""
     spec = WorkloadSpec(events=6_000, mean_gap_s=0.1)
     expiring, holding = Intake(expire_every=500), Intake()
     for event in stream(spec):
