@@ -202,7 +202,10 @@ class KeyStage:
         raw: bytes = message.value if message.value is not None else b""
         received = broker_time(message)
         try:
-            groups = group_sightings(self._reader.read_sightings(raw, received_at=received))
+            sightings = self._reader.read_sightings(raw, received_at=received)
+            if len(sightings) == 1:  # the usual message: one group, the message itself (~0.6 µs less)
+                return Keyed([(KeyedGroup(((0, sightings[0]),)), raw)], received)
+            groups = group_sightings(sightings)
             values = forwarded_values(raw, groups)
         except BadInput as bad:
             self._dlq.inc()
