@@ -124,6 +124,7 @@ class KeyStage:
         self._forward = forward
         self._max_forward_bytes = max_forward_bytes
         self._accepted = metrics.events.labels("accepted")
+        self._keyed = 0  # accepted by `key` since the last `check`, which counts them in one update
         self._dlq = metrics.events.labels("dlq")
         self._forwarded = metrics.published.labels("repartition")
         self._acks: list[asyncio.Future[Any]] = []
@@ -143,10 +144,10 @@ class KeyStage:
 
     def key(self, tp: PartitionKey, message: Any) -> Keyed | None:
         """Key one input message for this process's own window (input keyed by server); None when it went
-        to the DLQ. Never raises on input."""
+        to the DLQ. Never raises on input. It is counted as accepted at the turn's `check`."""
         keyed = self._read(tp, message)
         if keyed is not None:
-            self._accepted.inc()
+            self._keyed += 1
         return keyed
 
     async def ingest(self, tp: PartitionKey, message: Any) -> None:
@@ -253,7 +254,10 @@ class KeyStage:
 
     def check(self) -> None:
         """Drop acknowledged forwards; re-raise the error of one that failed (the service must go down:
-        its message stays uncommitted and is replayed)."""
+        its message stays uncommitted and is replayed); count what `key` accepted since the last check."""
+        if self._keyed:
+            self._accepted.inc(self._keyed)  # once per turn: an update takes a lock (~0.3 µs)
+            self._keyed = 0
         if not self._acks or not self._acks[0].done():
             return
         waiting: list[asyncio.Future[Any]] = []

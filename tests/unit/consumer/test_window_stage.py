@@ -253,6 +253,19 @@ class TestKeyedInput:
         assert sum(burst[2] for burst in counted) == sum(map(len, messages))
         assert keyed.stats.records_in == len(messages)
 
+    def test_accepted_messages_are_counted_by_the_turns_check(self) -> None:
+        """`events_total{outcome="accepted"}` is updated once per turn (at `check`), for every message keyed."""
+        metrics = Metrics()
+        stats, offsets = ServiceStats(), OffsetTracker()
+        dead_letters = DeadLetters(KafkaSettings(), offsets, metrics, stats, _REDACTOR.redact)
+        stage = KeyStage("bursts", _READER, None, offsets, dead_letters, metrics, stats,  # type: ignore[arg-type]
+                         forward=False, mark_every_s=1.0, max_forward_bytes=1 << 20)
+        for offset in range(3):
+            assert stage.key(("errors", 0), _Record(offset, _event(100.0 + offset), ())) is not None
+        stage.check()
+        assert metrics.events.labels("accepted")._value.get() == 3
+
+
 class TestWatermarks:
     def test_a_burst_closes_once_every_input_partition_has_moved_past_its_quiet_time(self) -> None:
         """Marks of one input partition are not enough: another's events may still be on their way."""
