@@ -227,7 +227,6 @@ class TestKeyedInput:
             assert [s.message for s in burst.cluster.samples] == [f"{server} failed 0", f"{server} failed 1"]
         assert sum(decoded) < 2 * len(raw)
 
-
     @settings(max_examples=40, deadline=None)
     @given(st.lists(st.lists(st.tuples(st.sampled_from(["cart", "pay"]), st.sampled_from(["A", "B"]),
                                        st.integers(0, 3)), min_size=1, max_size=4), min_size=1, max_size=6))
