@@ -124,6 +124,7 @@ class KeyStage:
         self._forward = forward
         self._max_forward_bytes = max_forward_bytes
         self._accepted = metrics.events.labels("accepted")
+        self._keyed = 0  # accepted by `key` since the last `check`, which counts them in one update
         self._dlq = metrics.events.labels("dlq")
         self._forwarded = metrics.published.labels("repartition")
         self._acks: list[asyncio.Future[Any]] = []
@@ -143,10 +144,10 @@ class KeyStage:
 
     def key(self, tp: PartitionKey, message: Any) -> Keyed | None:
         """Key one input message for this process's own window (input keyed by server); None when it went
-        to the DLQ. Never raises on input."""
+        to the DLQ. Never raises on input. It is counted as accepted at the turn's `check`."""
         keyed = self._read(tp, message)
         if keyed is not None:
-            self._accepted.inc()
+            self._keyed += 1
         return keyed
 
     async def ingest(self, tp: PartitionKey, message: Any) -> None:
@@ -202,7 +203,10 @@ class KeyStage:
         raw: bytes = message.value if message.value is not None else b""
         received = broker_time(message)
         try:
-            groups = group_sightings(self._reader.read_sightings(raw, received_at=received))
+            sightings = self._reader.read_sightings(raw, received_at=received)
+            if len(sightings) == 1:  # the usual message: one group, the message itself (~0.6 µs less)
+                return Keyed([(KeyedGroup(((0, sightings[0]),)), raw)], received)
+            groups = group_sightings(sightings)
             values = forwarded_values(raw, groups)
         except BadInput as bad:
             self._dlq.inc()
@@ -250,7 +254,10 @@ class KeyStage:
 
     def check(self) -> None:
         """Drop acknowledged forwards; re-raise the error of one that failed (the service must go down:
-        its message stays uncommitted and is replayed)."""
+        its message stays uncommitted and is replayed); count what `key` accepted since the last check."""
+        if self._keyed:
+            self._accepted.inc(self._keyed)  # once per turn: an update takes a lock (~0.3 µs)
+            self._keyed = 0
         if not self._acks or not self._acks[0].done():
             return
         waiting: list[asyncio.Future[Any]] = []

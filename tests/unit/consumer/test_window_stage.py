@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analysis.event import ErrorEvent
 from analysis.intake.decode import DecodeConfig
@@ -97,6 +99,15 @@ def _event(ts: float, message: str = "boom", server: str = "checkout") -> bytes:
     return orjson.dumps({"server_id": server, "timestamp": ts, "message": message, "exception": {
         "type": "KeyError", "value": message,
         "stacktrace": [{"filename": "app/shop.py", "function": "total", "lineno": 3, "in_app": True}]}})
+
+
+def _otlp_batch(ts: float, records: list[tuple[str, str, int]]) -> bytes:
+    """An OTLP export of one record per (service, exception type, message number), all at `ts`."""
+    return orjson.dumps({"resourceLogs": [
+        {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+         "scopeLogs": [{"logRecords": [{"timeUnixNano": str(int(ts * 1e9)), "body": {"stringValue": f"failed {n}"},
+                                        "attributes": [{"key": "exception.type", "value": {"stringValue": exc}}]}]}]}
+        for service, exc, n in records]})
 
 
 class TestCountingOnce:
@@ -215,6 +226,43 @@ class TestKeyedInput:
             assert burst.cluster.count == 2
             assert [s.message for s in burst.cluster.samples] == [f"{server} failed 0", f"{server} failed 1"]
         assert sum(decoded) < 2 * len(raw)
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(st.lists(st.tuples(st.sampled_from(["cart", "pay"]), st.sampled_from(["A", "B"]),
+                                       st.integers(0, 3)), min_size=1, max_size=4), min_size=1, max_size=6))
+    def test_keyed_input_counts_what_the_repartition_topic_counts(
+            self, messages: list[list[tuple[str, str, int]]]) -> None:
+        """Messages of one record (the key stage's quick path) and OTLP batches of several keys, read by the
+        window itself: the same bursts, counts, messages and samples as when forwarded through the
+        repartition topic."""
+        forwarded, keyed, key_stage = _rig(), _rig(), _key_stage()
+        for offset, records in enumerate(messages):
+            raw = _otlp_batch(100.0 + offset, records)
+            forwarded.forward(raw, ("errors", 0), offset)
+            read = key_stage.key(("errors", 0), _Record(offset, raw, ()))
+            assert read is not None
+            keyed.stage.count_keyed(read, (("errors", 0), offset))
+
+        def bursts(rig: _Rig) -> list[tuple[str, str, int, object, list[str]]]:
+            return sorted((c.cluster.server_id, c.cluster.fingerprint, c.cluster.count, c.cluster.messages,
+                           [e.message for e in c.cluster.samples]) for c in rig.stage.window.flush())
+
+        counted = bursts(keyed)
+        assert counted == bursts(forwarded)
+        assert sum(burst[2] for burst in counted) == sum(map(len, messages))
+        assert keyed.stats.records_in == len(messages)
+
+    def test_accepted_messages_are_counted_by_the_turns_check(self) -> None:
+        """`events_total{outcome="accepted"}` is updated once per turn (at `check`), for every message keyed."""
+        metrics = Metrics()
+        stats, offsets = ServiceStats(), OffsetTracker()
+        dead_letters = DeadLetters(KafkaSettings(), offsets, metrics, stats, _REDACTOR.redact)
+        stage = KeyStage("bursts", _READER, None, offsets, dead_letters, metrics, stats,  # type: ignore[arg-type]
+                         forward=False, mark_every_s=1.0, max_forward_bytes=1 << 20)
+        for offset in range(3):
+            assert stage.key(("errors", 0), _Record(offset, _event(100.0 + offset), ())) is not None
+        stage.check()
+        assert metrics.events.labels("accepted")._value.get() == 3
 
 
 class TestWatermarks:
