@@ -98,8 +98,9 @@ class MemoryConfig(BaseModel):
     nprobes: int = Field(10, ge=1, description="Fewest IVF partitions a recall searches (more when the "
                          "filter leaves too few rows in them); higher is slower and closer to exact.")
     read_consistency_s: float = Field(0.0, ge=0.0, description="Most seconds a read may lag commits of "
-                                      "other replicas/processes; 0 re-checks the table version on every "
-                                      "read (one listing per read, costly on object stores).")
+                                      "other replicas/processes (a store sees its own at once); 0 re-checks "
+                                      "the table version on every read (one listing per read, costly on "
+                                      "object stores).")
     embedder: Literal["onnx", "ollama"] = "onnx"
     ollama_url: str = "http://127.0.0.1:11434"
     ollama_model: str = "all-minilm"

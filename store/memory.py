@@ -73,6 +73,7 @@ class MemoryStore:
         self._tables: dict[str, Any] = {}
         self._async_db: Any = None
         self._readers: dict[str, Any] = {}
+        self._written: set[str] = set()  # tables this store wrote since their reader last caught up
         self._keyed: set[str] = set()
 
     # -- connection and tables -------------------------------------------------------------------
@@ -90,10 +91,16 @@ class MemoryStore:
         return timedelta(seconds=self._config.read_consistency_s)
 
     def _reader(self, name: str) -> Any:
-        """The async handle of table `name` that recall reads through (same consistency as the writes')."""
+        """The async handle of table `name` that recall reads through (same consistency as the writes'),
+        caught up with this store's own writes whatever the interval: an analysis just remembered is
+        recalled at once by the replica that made it."""
         with self._lock:
             reader = self._readers.get(name)
+            written = name in self._written
+            self._written.discard(name)
         if reader is not None:
+            if written:
+                _on_lance_loop(reader.checkout_latest())
             return reader
         with self._lock:
             if self._async_db is None:
@@ -127,6 +134,11 @@ class MemoryStore:
         with self._lock:
             self._tables[name] = table
         return table
+
+    def _wrote(self, name: str) -> None:
+        """Table `name` has a commit of this store's: its reader catches up before the next recall."""
+        with self._lock:
+            self._written.add(name)
 
     def _writable_table(self, server: str) -> Any:
         table = self._table(server, create=True)
@@ -190,6 +202,7 @@ class MemoryStore:
         # Insert-only: a replay must not reset feedback or trust a person already gave the case.
         result = self._retry(lambda: table.merge_insert("id").when_not_matched_insert_all().execute(
             arrow_rows([row], table.schema)))
+        self._wrote(table.name)
         self._wait_visible(table, case.id)
         return RememberResult(case.id, result.num_inserted_rows > 0, time.perf_counter() - started)
 
@@ -224,6 +237,8 @@ class MemoryStore:
             judged = judge(self._connection(), table, analysis_id, verdict, clean_note, self._config.trust,
                            retry=self._retry, rounds=self._config.commit_retries + 2, verdict_id=verdict_id,
                            tenant=tenant)
+            if judged:
+                self._wrote(table.name)
             found = max(found, judged)
         return found
 
@@ -235,6 +250,7 @@ class MemoryStore:
         for table in self._tables_for(server):
             if table.count_rows(where):
                 deleted += self._retry(lambda t=table: t.delete(where)).num_deleted_rows
+                self._wrote(table.name)
                 self._retry(lambda t=table: forget_verdicts(self._connection(), t.name, analysis_id))
         return deleted
 
@@ -388,6 +404,7 @@ class MemoryStore:
         for table in self._all_tables():
             names.append(table.name)
             deleted, built = maintain_table(table, self._config, now, self._retry)
+            self._wrote(table.name)
             expired += deleted
             if built:
                 indexed.append(table.name)

@@ -336,6 +336,19 @@ class TestReadConsistency:
         time.sleep(interval + 0.1)
         assert recalled_ids(reader)[0] == "second"
 
+    def test_a_store_recalls_its_own_writes_at_once_whatever_the_interval(self, store_factory: StoreFactory) -> None:
+        """The interval bounds how late other replicas' commits are seen; the store's own remember,
+        verdict and forget are recalled at once (a burst answered from the analysis just stored)."""
+        memory = store_factory(read_consistency_s=3600.0)
+        memory.remember(case("first"))
+        assert recalled_ids(memory) == ["first"]
+        memory.remember(case("second", fingerprint="fp-new", error_text="KeyError: 'currency' in pricing"))
+        assert recalled_ids(memory) == ["second", "first"]
+        memory.feedback("orders", "first", "correct")
+        assert {c.memory_id: c.feedback for c in memory.recall(recall_query()).cases} == {"first": 1.0, "second": 0.0}
+        assert memory.forget("first") == 1
+        assert recalled_ids(memory) == ["second"]
+
 
 TEXT_A = "NullPointerException at com.acme.OrderService.place when the customer is missing"
 TEXT_B = "NullPointerException in OrderService.place: the order has no customer attached"
