@@ -205,14 +205,26 @@ _CARD_GROUPS = re.compile(r"4(?:,4)+(?:,[1-5])?|4,6,[45]|4,8,4")
 _DIGIT_RUN = re.compile(r"[0-9]+")
 
 
+def _is_card(runs: list[str]) -> bool:
+    digits = "".join(runs)
+    # A bare run longer than 16 digits is an id (trace ids, clocks) far more often than a card.
+    if len(runs) == 1:
+        plausible = len(digits) <= 16
+    else:
+        plausible = _CARD_GROUPS.fullmatch(",".join(str(len(run)) for run in runs)) is not None
+    return plausible and _CARD_NETWORKS.fullmatch(digits) is not None and _luhn_valid(digits)
+
+
 def _card(match: re.Match[str]) -> str:
     text = match.group()
-    digits = "".join(_DIGIT_RUN.findall(text))
-    groups = ",".join(str(len(run)) for run in _DIGIT_RUN.findall(text))
-    # A bare run longer than 16 digits is an id (trace ids, clocks) far more often than a card.
-    plausible = _CARD_GROUPS.fullmatch(groups) is not None if len(digits) < len(text) else len(digits) <= 16
-    if plausible and _CARD_NETWORKS.fullmatch(digits) and _luhn_valid(digits):
-        return placeholder("credit_card")
+    runs = list(_DIGIT_RUN.finditer(text))
+    # The match may take in digit groups beside the card (`4111111111111111 12/27`, a CVC, a count):
+    # try every span of whole groups, longest first.
+    for size in range(len(runs), 0, -1):
+        for first in range(len(runs) - size + 1):
+            start, end = runs[first].start(), runs[first + size - 1].end()
+            if _is_card([run.group() for run in runs[first : first + size]]):
+                return text[:start] + placeholder("credit_card") + text[end:]
     return text
 
 

@@ -160,6 +160,18 @@ class TestRedactor:
         assert secret not in redacted and "[REDACTED:" in redacted
         assert redacted == REDACTOR.every_rule(text)
 
+    @pytest.mark.parametrize(("text", "expected"), [
+        ("paid 4111111111111111 12/27", "paid [REDACTED:credit_card] 12/27"),
+        ("card 4111 1111 1111 1111 123 cvc", "card [REDACTED:credit_card] 123 cvc"),
+        ("amex 378282246310005 4", "amex [REDACTED:credit_card] 4"),
+        ("x 4111111111111111 0", "x [REDACTED:credit_card] 0"),
+        ("3 4111111111111111", "3 [REDACTED:credit_card]"),
+    ])  # fmt: skip
+    def test_a_card_beside_other_digit_groups_is_redacted(self, text: str, expected: str) -> None:
+        """An expiry, a CVC or a count next to the number is taken in by the match: the card inside still goes
+        and the groups around it stay."""
+        assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
+
     def test_what_looks_like_a_secret_but_is_not_stays(self) -> None:
         """Counters and types under secret-like names, a type name before its repr, a cut line after `:`."""
         for text in ("token_count=5 token_type=Bearer max_tokens=512", "token=Token{a64f992 u0 com.app}",
