@@ -5,9 +5,10 @@ git through an inline credential helper that reads it from the child's environme
 in argv, the stored remote config, notes or exception text (git error text is redacted all the same).
 
 The cache holds only what this module made: a clone is used when it is a real directory holding a bare
-repository with the remote `_clone` sets up (`_is_our_clone`); anything else found in its place (a
-directory of something else, a file, a symlink) is removed and cloned afresh, with a note. Symlinks in the
-cache are removed, never followed, so nothing is read or written outside it.
+repository with the remote `_clone` sets up and no other config (`_is_our_clone`); anything else found in
+its place (a directory of something else, a file, a symlink) is removed and cloned afresh, with a note. A
+worktree is reused only when the clone names it back (`_is_worktree_of`). Symlinks in the cache are removed,
+never followed, so nothing is read or written outside it; no git command runs a hook.
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ _SAFE_REVISION = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._/+-]{0,199}$")
 _URL_USERINFO = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^/@\s]+@")
 _SEEN_COMMITS_CAP = 2048
 _MIRROR_REFSPEC = "+refs/heads/*:refs/heads/*"  # a clone's fetch refspec: the remote's branches as ours
+# Every git command runs with no hooks and no file-system monitor: we only read, and nothing found in a
+# repository (a planted `hooks/post-checkout`) may run a program.
+_NO_PROGRAMS = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+# All a clone made here holds in its config (`git clone --bare`, then `_clone`); any other key (an
+# `include`, a `core.sshCommand`, a URL rewrite) means something else wrote it.
+_CLONE_CONFIG = {
+    "core": {"repositoryformatversion", "filemode", "bare", "ignorecase", "precomposeunicode", "symlinks",
+             "logallrefupdates"},
+    "extensions": {"objectformat"},
+    'remote "origin"': {"url", "fetch"},
+}  # fmt: skip
 
 
 class RepoError(LogAgentError):
@@ -127,12 +139,19 @@ def _safe_revision(requested: str) -> bool:
     return bool(_SAFE_REVISION.match(requested)) and ".." not in requested
 
 
+def open_repo(path: Path, **options: bool) -> git.Repo:
+    """`git.Repo(path)` whose commands run no hooks nor monitor (`_NO_PROGRAMS`)."""
+    repo = git.Repo(path, **options)
+    repo.git.set_persistent_git_options(c=list(_NO_PROGRAMS))
+    return repo
+
+
 def resolve_revision(repo_dir: Path, revision: str) -> str | None:
     """The full sha `revision` names in the repository at `repo_dir`; None when it is not there (or is
     not a plain revision: it may come from a log)."""
     if not _safe_revision(revision):
         return None
-    with git.Repo(repo_dir) as repo:
+    with open_repo(repo_dir) as repo:
         return _resolve_commit(repo, revision)
 
 
@@ -191,7 +210,7 @@ class RepoSync:
             if os.path.lexists(repo_dir):
                 notes.append("the repository cache held something other than a clone made here; cloned afresh")
             self._clone(server_id, spec, token)
-        with git.Repo(repo_dir) as repo:
+        with open_repo(repo_dir) as repo:
             return self._checkout_in(repo, server_id, spec, token, requested, notes)
 
     def _checkout_in(
@@ -255,7 +274,7 @@ class RepoSync:
         """Run a network git command; returns "" on success, else redacted, bounded error text."""
         env = {k: v for k, v in self._environ.items() if k != _TOKEN_ENV}
         env["GIT_TERMINAL_PROMPT"] = "0"
-        argv = ["git", "-c", "credential.helper="]
+        argv = ["git", *(arg for option in _NO_PROGRAMS for arg in ("-c", option)), "-c", "credential.helper="]
         if token:
             env[_TOKEN_ENV] = token
             argv += ["-c", f"credential.helper={_CREDENTIAL_HELPER}"]
@@ -295,7 +314,7 @@ class RepoSync:
             self._failed_clone[server_id] = (self._clock(), unavailable)
             raise unavailable
         self._failed_clone.pop(server_id, None)
-        with git.Repo(staging / "git") as clone, clone.config_writer() as cfg:
+        with open_repo(staging / "git") as clone, clone.config_writer() as cfg:
             # A bare clone has no fetch refspec; mirror the remote's branches and tags into ours.
             cfg.set_value('remote "origin"', "fetch", _MIRROR_REFSPEC)
             # Fetches pass the configured URL each time; the stored one never keeps credentials.
@@ -369,16 +388,23 @@ class RepoSync:
 
 def _is_our_clone(repo_dir: Path) -> bool:
     """Whether `repo_dir` is a clone `RepoSync._clone` made: a real directory (no symlink in it is followed)
-    holding a bare repository with the fetch refspec `_clone` sets."""
+    holding a bare repository with the fetch refspec `_clone` sets and no other config than a clone's."""
     parts = [repo_dir, *(repo_dir / name for name in ("HEAD", "config", "objects", "refs"))]
     if any(part.is_symlink() for part in parts) or not repo_dir.is_dir() or not (repo_dir / "HEAD").is_file():
         return False
     try:
         config = git.GitConfigParser(str(repo_dir / "config"), read_only=True, merge_includes=False)
         bare, fetch = config.get_value("core", "bare", False), config.get_value('remote "origin"', "fetch", "")
+        # Git's section and key names are case-insensitive; the parser adds `__name__`.
+        foreign = any(
+            key.lower() not in _CLONE_CONFIG.get(section.lower(), set())
+            for section in config.sections()
+            for key in config.options(section)
+            if key != "__name__"
+        )
     except (configparser.Error, OSError, ValueError):
         return False
-    return bare is True and fetch == _MIRROR_REFSPEC
+    return bare is True and fetch == _MIRROR_REFSPEC and not foreign
 
 
 def _discard(path: Path) -> None:
@@ -391,8 +417,9 @@ def _discard(path: Path) -> None:
 
 
 def _real_dirs(root: Path, path: Path) -> None:
-    """Make each directory from below `root` down to `path` a real one: a symlink or file in the way is
-    removed, never followed (`root` itself is the operator's: it may be a symlink to a volume)."""
+    """Make each directory from below `root` down to `path` a real one of ours: a symlink or file in the way
+    is removed, never followed, and one another user owns is refused (`root` itself is the operator's: it
+    may be a symlink to a volume, or the shared temp dir)."""
     current = root
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -400,7 +427,9 @@ def _real_dirs(root: Path, path: Path) -> None:
             current /= part
             if current.is_symlink() or current.is_file():
                 current.unlink()
-            current.mkdir(exist_ok=True)
+            current.mkdir(mode=0o700, exist_ok=True)
+            if current.stat().st_uid != os.getuid():
+                raise RepoError(f"cannot use {current} as a directory of the repository cache (another user owns it)")
     except OSError as failed:  # another user's symlink in a shared temp dir, a read-only volume
         raise RepoError(f"cannot use {current} as a directory of the repository cache "
                         f"({failed.strerror or type(failed).__name__})") from None
@@ -410,8 +439,7 @@ def _ensure_worktree(repo: git.Repo, root: Path, path: Path, sha: str, cap: int)
     """A detached worktree of `sha` at `path` under `root`, reused when present; the least recent beyond
     `cap` go. A symlink on the way is removed, never followed."""
     _real_dirs(root, path.parent)
-    marker = path / ".git"  # a worktree's is a file naming its repository
-    if not path.is_symlink() and marker.is_file() and not marker.is_symlink():
+    if _is_worktree_of(repo, path, sha):
         os.utime(path)
         return path.resolve()
     _discard(path)
@@ -431,6 +459,23 @@ def _ensure_worktree(repo: git.Repo, root: Path, path: Path, sha: str, cap: int)
     return path.resolve()
 
 
+def _is_worktree_of(repo: git.Repo, path: Path, sha: str) -> bool:
+    """Whether `path` is a worktree `repo` added, detached at `sha`: its `.git` file names an entry of the
+    repository's worktrees that names it back (a planted directory with a `.git` file is no checkout)."""
+    marker = path / ".git"
+    if path.is_symlink() or marker.is_symlink() or not marker.is_file():
+        return False
+    try:
+        # Either path may be relative (`worktree.useRelativePaths`): to the file's own directory.
+        entry = (path / marker.read_text(encoding="utf-8").removeprefix("gitdir:").strip()).resolve()
+        named_back = (entry / (entry / "gitdir").read_text(encoding="utf-8").strip()).resolve()
+        head = (entry / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    worktrees = Path(repo.common_dir).resolve() / "worktrees"
+    return entry.parent == worktrees and named_back == marker.resolve() and head == sha
+
+
 def _dirname(name: str) -> str:
     """A directory name of its own for an untrusted id: readable, with no separators or dot-dot, and a
     digest of the exact id, so ids the cleaning maps alike (`team/pay`, `team_pay`, `Team_Pay` on a
@@ -446,7 +491,7 @@ def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = N
     with one, a detached worktree under `cache_dir` (default: the system temp dir) is used.
     """
     try:
-        repo = git.Repo(path, search_parent_directories=False)
+        repo = open_repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
         raise RepoError(f"not a git repository: {path}") from exc
     with repo:
@@ -471,7 +516,7 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
     if sha is None:
         raise RepoError(f"commit {commit[:40]!r} not found in {path}")
     # In the shared temp dir, `logagent-worktrees` is ours to check too: another user may have put a symlink there.
-    root_dir = cache_dir or Path(tempfile.gettempdir())
-    base = (cache_dir or root_dir / "logagent-worktrees") / _dirname(repo_dir.as_posix())
+    root_dir = (cache_dir or Path(tempfile.gettempdir())).absolute()  # git runs in the repository
+    base = (root_dir if cache_dir else root_dir / "logagent-worktrees") / _dirname(repo_dir.as_posix())
     root = _ensure_worktree(repo, root_dir, base / sha, sha, cap=8)
     return Checkout(root=root, commit=sha, repo_dir=repo_dir, requested=commit, notes=tuple(notes))

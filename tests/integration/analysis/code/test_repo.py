@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,10 @@ def _plant(place: Path, kind: str, outside: Path) -> None:
         place.write_text("not a repository")
     elif kind == "a bare repository":
         git(place.parent, "init", "--quiet", "--bare", place.name)
+    elif kind == "a clone with a command in its config":
+        git(place.parent, "clone", "--quiet", "--bare", str(outside), place.name)
+        git(place, "config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")
+        git(place, "config", "Core.sshCommand", f"touch {place.parent / 'ran'}")
     else:  # a symlink to a clone outside the cache
         place.symlink_to(outside)
 
@@ -168,7 +173,7 @@ class TestCacheHoldsOnlyItsClones:
     planted directory gave raw errors, and a symlink out of the cache was used)."""
 
     @pytest.mark.parametrize("kind", ["a directory of files", "a directory with a HEAD", "a file",
-                                      "a bare repository", "a symlink"])
+                                      "a bare repository", "a clone with a command in its config", "a symlink"])
     def test_what_is_no_clone_made_here_is_replaced_by_a_fresh_clone(self, kind: str, tmp_path: Path,
                                                                      upstream: GitRepo) -> None:
         """The checkout reads a fresh clone and says so; a symlink is removed and what it pointed to is left as
@@ -181,7 +186,7 @@ class TestCacheHoldsOnlyItsClones:
         assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
         assert checkout.notes == ("the repository cache held something other than a clone made here; cloned afresh",)
         assert not checkout.repo_dir.is_symlink() and checkout.repo_dir.resolve().is_relative_to(tmp_path / "cache")
-        assert not (outside / "worktrees").exists()
+        assert not (outside / "worktrees").exists() and not (checkout.repo_dir.parent / "ran").exists()
         assert sync.checkout("orders", None).notes == ()
 
     def test_a_symlink_among_the_worktrees_is_not_followed(self, tmp_path: Path, upstream: GitRepo) -> None:
@@ -199,6 +204,56 @@ class TestCacheHoldsOnlyItsClones:
         assert checkout.root == root and not root.parent.is_symlink()
         assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
         assert (fake / "app.py").read_text() == "VERSION = 666\n"
+
+
+class TestNothingPlantedRuns:
+    """Attacker review: a hook planted in a cached clone ran at the next checkout, and any directory with a
+    `.git` file at a worktree's place was read as the checkout."""
+
+    def test_a_planted_hook_does_not_run(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """Hooks in the clone (and in a local repository) are never run by a checkout or a fetch."""
+        old, clock = upstream.head(), FakeClock()
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), clock=clock)
+        repo_dir = sync.checkout("orders", None).repo_dir
+        new = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        ran = tmp_path / "ran"
+        for where in (repo_dir / "hooks", upstream.path / ".git" / "hooks"):
+            for hook in ("post-checkout", "reference-transaction", "post-index-change"):
+                (where / hook).write_text(f"#!/bin/sh\necho {hook} >> {ran}\n")
+                (where / hook).chmod(0o755)
+        clock.now += 3600
+        assert (sync.checkout("orders", new).root / "app.py").read_text() == "VERSION = 2\n"  # fetched, checked out
+        assert (open_local(upstream.path, old, cache_dir=tmp_path / "wt").root / "app.py").read_text() == "VERSION = 1\n"
+        assert not ran.exists()
+        git(upstream.path, "checkout", "--quiet", "--detach", old)  # the planted hooks do run for git itself
+        assert "post-checkout" in ran.read_text().splitlines()
+
+    def test_a_planted_directory_at_a_worktrees_place_is_not_read(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A directory with a `.git` file of its own, or one copied from another worktree, is replaced by a
+        real checkout of the commit."""
+        old = upstream.head()
+        new = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        other = sync.checkout("orders", old).root
+        root = sync.checkout("orders", new).root
+        for dot_git in ("gitdir: /nowhere\n", (other / ".git").read_text()):
+            shutil.rmtree(root)
+            root.mkdir()
+            (root / ".git").write_text(dot_git)
+            (root / "app.py").write_text("VERSION = 666\n")
+            checkout = sync.checkout("orders", new)
+            assert checkout.root == root and (root / "app.py").read_text() == "VERSION = 2\n"
+        assert (other / "app.py").read_text() == "VERSION = 1\n"
+
+    def test_a_cache_directory_another_user_owns_is_refused(self, tmp_path: Path, upstream: GitRepo,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+        """In a shared temp dir another user may have made `logagent-worktrees` first: it is not used."""
+        planted = tmp_path / "logagent-worktrees"
+        planted.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        monkeypatch.setattr(os, "getuid", lambda: planted.stat().st_uid + 1)
+        with pytest.raises(RepoError, match="another user owns it"):
+            open_local(upstream.path, upstream.head())
 
 
 class TestFetchFailures:
