@@ -139,9 +139,9 @@ def _safe_revision(requested: str) -> bool:
     return bool(_SAFE_REVISION.match(requested)) and ".." not in requested
 
 
-def open_repo(path: Path, **options: bool) -> git.Repo:
+def open_repo(path: Path) -> git.Repo:
     """`git.Repo(path)` whose commands run no hooks nor monitor (`_NO_PROGRAMS`)."""
-    repo = git.Repo(path, **options)
+    repo = git.Repo(path)
     repo.git.set_persistent_git_options(c=list(_NO_PROGRAMS))
     return repo
 
@@ -491,7 +491,7 @@ def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = N
     with one, a detached worktree under `cache_dir` (default: the system temp dir) is used.
     """
     try:
-        repo = open_repo(path, search_parent_directories=False)
+        repo = open_repo(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
         raise RepoError(f"not a git repository: {path}") from exc
     with repo:
