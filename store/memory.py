@@ -255,10 +255,16 @@ class MemoryStore:
         return deleted
 
     def _tables_for(self, server: str | None) -> list[Any]:
+        """The tables a verdict or forget looks in, at their latest version: another replica may have
+        stored the case since this store's handle last looked, whatever `read_consistency_s` allows."""
         if server is None:
-            return list(self._all_tables())
-        table = self._table(server, create=False)
-        return [table] if table is not None else []
+            tables = list(self._all_tables())
+        else:
+            table = self._table(server, create=False)
+            tables = [table] if table is not None else []
+        for table in tables:
+            table.checkout_latest()
+        return tables
 
     # -- reading -----------------------------------------------------------------------------------
 

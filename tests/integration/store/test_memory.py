@@ -19,6 +19,7 @@ import pytest
 from store import (
     CitedRange,
     IncompatibleEmbedding,
+    Judged,
     MemoryConfig,
     MemoryStore,
     NewCase,
@@ -348,6 +349,24 @@ class TestReadConsistency:
         assert {c.memory_id: c.feedback for c in memory.recall(recall_query()).cases} == {"first": 1.0, "second": 0.0}
         assert memory.forget("first") == 1
         assert recalled_ids(memory) == ["second"]
+
+    def test_a_verdict_or_forget_reaches_another_replicas_case_whatever_the_interval(
+        self, store_factory: StoreFactory
+    ) -> None:
+        """Attacker review: a replica whose table handle predates another's commit answered a forget with 0
+        rows and a verdict with unknown, for up to the interval. Verdicts and forgets read the latest."""
+        judging = store_factory(read_consistency_s=3600.0)
+        writer = store_factory()
+        writer.remember(case("first"))
+        assert recalled_ids(judging) == ["first"]  # the table is open, at the version with one case
+        writer.remember(case("second", fingerprint="fp-new", error_text="KeyError: 'currency' in pricing"))
+        writer.remember(case("third", fingerprint="fp-third", error_text="ValueError: bad quantity in cart"))
+        assert judging.forget("third") == 1
+        writer.remember(case("fourth", fingerprint="fp-fourth", error_text="OSError: disk full in exporter"))
+        assert judging.feedback("orders", "fourth", "correct") == Judged.APPLIED
+        assert judging.feedback("orders", "second", "wrong") == Judged.APPLIED
+        feedback = {c.memory_id: c.feedback for c in writer.recall(recall_query()).cases}
+        assert feedback == {"first": 0.0, "second": -1.0, "fourth": 1.0}
 
 
 TEXT_A = "NullPointerException at com.acme.OrderService.place when the customer is missing"
