@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 import orjson
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
@@ -24,9 +25,13 @@ from analysis.intake.redact import RedactionConfig
 from consumer.notify_settings import NotifySettings
 from store import MemoryConfig
 
-__all__ = ["ConfigError", "KafkaSettings", "RepartitionSettings", "Settings", "env_name", "masked_url"]
+__all__ = ["ConfigError", "KafkaSettings", "RepartitionSettings", "Settings", "env_name", "masked_url", "secret_name"]
 
 _URL_HEAD = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://")
+# Names a secret is kept under: query parameters (`api_key`, `X-Amz-Signature`, `sig`) and keys of mapping
+# settings (`aws_secret_access_key`, `accessKey`, `Authorization`, `pwd`, `sas_token`).
+_SECRET_NAME = re.compile(r"secret|token|passw|pwd|credential|auth|signature|sas|key$|^sig$", re.IGNORECASE)
+_QUERY_PAIR = re.compile(r"(?P<head>[?&;](?P<name>[^=&;#\s]{1,256})=)(?P<value>[^&;#\s]+)")
 
 
 class ConfigError(Exception):
@@ -38,10 +43,17 @@ def env_name(*path: str) -> str:
     return "LOGAGENT_" + "__".join(part.upper() for part in path)
 
 
+def secret_name(name: str) -> bool:
+    """Whether a value kept under `name` is a secret; `*_env` and `*_file` name where one is kept instead."""
+    return bool(_SECRET_NAME.search(name)) and not name.lower().endswith(("_env", "_file"))
+
+
 def masked_url(text: str) -> str:
-    """`text` with the userinfo of any URL in it replaced (scheme://***@host), for logs and output. The
-    userinfo is all before the last `@` up to the next URL, user name included (a token may stand there),
-    whatever it holds (`@`, `/`, spaces): a URL with `@` in its path loses its host too, but nothing leaks."""
+    """`text` with the userinfo of any URL in it replaced (scheme://***@host), and the value of each query
+    parameter with a secret's name (`?api_key=***`), for logs and output. The userinfo is all before the
+    last `@` up to the next URL, user name included (a token may stand there), whatever it holds (`@`, `/`,
+    spaces): a URL with `@` in its path loses its host too, but nothing leaks."""
+    text = _QUERY_PAIR.sub(lambda pair: pair["head"] + "***" if secret_name(unquote(pair["name"])) else pair[0], text)
     heads = list(_URL_HEAD.finditer(text))
     stops = [head.start() for head in heads[1:]] + [len(text)]
     parts: list[str] = []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import re
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -22,16 +21,13 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from consumer.cli import settings_tree as tree
 from consumer.cli.common import add_command, add_output_flags, readable
-from consumer.settings import ConfigError, Settings, env_name, masked_url
+from consumer.settings import ConfigError, Settings, env_name, masked_url, secret_name
 from consumer.url import http_url
 
 __all__ = ["effective_settings", "load_settings", "register"]
 
 _PREFIX = "LOGAGENT_"
 _MASK = "********"
-# Keys of a mapping setting whose value is a secret, whatever its type (`aws_secret_access_key`,
-# `azure_storage_account_key`); `*_env` and `*_file` name where a secret is kept, not the secret.
-_SECRET_KEY = re.compile(r"secret|token|passw|credential|apikey|(?:^|[_.-])key$", re.IGNORECASE)
 _MAX_VALUE_CHARS = 80
 # Settings filled from others when not set (Settings._derive), with what they follow.
 _DERIVED: dict[tuple[str, ...], str] = {
@@ -70,10 +66,6 @@ def load_settings(environ: Mapping[str, str]) -> Settings:
     _refuse_unknown(ours, allowed=token_envs)
     _check_urls(settings, ours)
     return settings
-
-
-def _secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key)) and not key.endswith(("_env", "_file"))
 
 
 def _depth_set(path: tuple[str, ...], ours: Mapping[str, str], default: int) -> int:
@@ -158,7 +150,8 @@ def describe_error(error: ValidationError, ours: Mapping[str, str]) -> str:
         given = masked_url(given)[:_MAX_VALUE_CHARS]
     # Never the value of a secret setting, nor of any key named like one (a number is a secret too).
     shown = (isinstance(given, str | int | float) and first["type"] != "missing"
-             and not tree.holds_secret(tree.annotation_at(loc)) and not any(map(_secret_key, loc[len(setting):])))
+             and not tree.holds_secret(tree.annotation_at(loc))
+             and not any(secret_name(str(key)) for key in loc[len(setting):]))
     expected = _lower_first(message)
     if tree.json_shape(tree.annotation_at(loc[:depth])):
         expected += f"; {tree.example(loc[:depth])}"
@@ -234,7 +227,8 @@ def _masked(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return _masked({name: getattr(value, name) for name in type(value).model_fields})
     if isinstance(value, dict):
-        return {k: _MASK if _secret_key(str(k)) else _masked(v) for k, v in value.items()}
+        # A key of a mapping setting names a secret whatever its value's type (`aws_secret_access_key`).
+        return {k: _MASK if secret_name(str(k)) else _masked(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_masked(v) for v in value]
     if isinstance(value, SecretStr):

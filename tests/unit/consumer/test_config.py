@@ -216,14 +216,15 @@ class TestConfigCommand:
     ) -> None:
         """Storage options passed to LanceDB as-is: a key or token under any of their names is masked, an
         account key too (`azure_storage_account_key` was shown), and a number under a secret name too."""
-        monkeypatch.setenv("LOGAGENT_MEMORY__STORAGE__EXTRA", orjson.dumps(
-            {"azure_storage_account_key": "c2VjcmV0LWtleQ==", "aws_session_token": "tok-123", "region": "eu-1"}
-        ).decode())
+        hidden = {"azure_storage_account_key": "c2VjcmV0LWtleQ==", "aws_session_token": "tok-123",
+                  "Authorization": "Bearer abc", "pwd": "hunter2", "accessKey": "AK1", "sas": "sv=1&sig=2",
+                  "signature": "dead"}  # the last five: attacker review
+        monkeypatch.setenv("LOGAGENT_MEMORY__STORAGE__EXTRA", orjson.dumps({**hidden, "region": "eu-1"}).decode())
         monkeypatch.setenv("LOGAGENT_MEMORY__TTL_S", '{"default": 60, "team_token": 987654321}')
         assert main(["config", "--json"]) == 0
         rows = {row["setting"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
         assert json.loads(rows["LOGAGENT_MEMORY__STORAGE__EXTRA"]["value"]) == {
-            "azure_storage_account_key": "********", "aws_session_token": "********", "region": "eu-1"}
+            **dict.fromkeys(hidden, "********"), "region": "eu-1"}
         assert json.loads(rows["LOGAGENT_MEMORY__TTL_S"]["value"]) == {"default": 60.0, "team_token": "********"}
 
     def test_lists_exactly_the_settings_the_readme_documents(self) -> None:

@@ -1,4 +1,5 @@
-"""`masked_url`: the userinfo of a URL (password and user name, which may be a token) never shows."""
+"""`masked_url`: the userinfo of a URL (password and user name, which may be a token) and query parameters
+named like a secret never show."""
 
 from __future__ import annotations
 
@@ -17,6 +18,18 @@ class TestMaskedUrl:
          "lancedb s3://***@bucket/x and http://***@ollama:11434"),  # each URL of a text
     ])
     def test_all_userinfo_is_masked(self, text: str, shown: str) -> None:
+        assert masked_url(text) == shown
+
+    @pytest.mark.parametrize(("text", "shown"), [
+        ("http://ollama:11434/?api_key=abc123&model=x", "http://ollama:11434/?api_key=***&model=x"),
+        ("s3://bucket/memory?region=eu-1&aws_secret_access_key=wJalr", "s3://bucket/memory?region=eu-1&aws_secret_access_key=***"),
+        ("https://acct.blob/c?sv=2022&sig=abc%2Fdef#top", "https://acct.blob/c?sv=2022&sig=***#top"),
+        ("https://h/p?X-Amz-Signature=dead&X-Amz-Date=20261205", "https://h/p?X-Amz-Signature=***&X-Amz-Date=20261205"),
+        ("http://u:p@h/?access%5Ftoken=t", "http://***@h/?access%5Ftoken=***"),  # a percent-encoded name
+    ])  # fmt: skip
+    def test_a_query_parameter_named_like_a_secret_is_masked(self, text: str, shown: str) -> None:
+        """Attacker review: `logagent config` and the start-up log showed `?api_key=` and
+        `?aws_secret_access_key=` values of the Ollama URL and the memory URI."""
         assert masked_url(text) == shown
 
     @pytest.mark.parametrize("text", ["http://ollama:11434/api", "kafka-0:9092,kafka-1:9092", "bob@example.com",
