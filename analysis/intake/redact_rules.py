@@ -289,6 +289,9 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("aws_secret_key",
           r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?[=:][ \t]{0,4}[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
           r"\1[REDACTED:aws_secret_key]"),
+    # A key pair as AWS prints and exports it: the secret right after the access key id (redacted first).
+    _rule("aws_secret_key", r"(\[REDACTED:aws_access_key\][ \t,;/|\"']{1,4})[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
+          r"\1[REDACTED:aws_secret_key]"),
     # Azure Storage, Service Bus and Event Hubs connection strings.
     _rule("azure_key", r"(?i)((?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedSecretValue)[ \t]?=[ \t]?)"
                        r"[A-Za-z0-9+/]{20,512}={0,2}", r"\1[REDACTED:azure_key]"),
@@ -308,8 +311,9 @@ _CONTEXT: tuple[Rule, ...] = (
           r"\1[REDACTED:bearer]"),
     _rule("cookie", r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\\?[\"']?)"
                     r"(?P<pairs>[^\r\n\"']{1,8192})", _cookie),
-    # URL userinfo (RFC 3986) `scheme://user:password@host`: the password may hold `@` and `/` (last `@`).
-    _rule("url_password", r"(?i)((?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'<>]{0,256}):"
+    # URL userinfo (RFC 3986) `scheme://user:password@host`: the password may hold `@` and `/` (last `@`);
+    # in a JSON string the slashes may be escaped (`https:\/\/`).
+    _rule("url_password", r"(?i)((?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]{1,20}:\\?/\\?/[^\s:/@\"'<>]{0,256}):"
                           r"(?!\[REDACTED)[^\s\"'<>]{1,256}@(?=[^\s\"'<>@]{0,256}[A-Za-z0-9])",
           r"\1:[REDACTED:url_password]@"),
     # Command lines: `--password hunter2`, `--api-key=…`, `-u user:password`, `--user user:password`.
@@ -318,6 +322,9 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|private-?key|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_-])(?:-u|--user)[ \t]+[^\s:\"']{1,128}:)(?!\[REDACTED)[^\s\"']{1,256}",
           r"\1[REDACTED:secret]"),
+    # MySQL and MariaDB clients take the password glued to `-p` (`mysql -uroot -phunter2 shop`).
+    _rule("secret", r"((?<![A-Za-z0-9_-])(?:mysql|mysqldump|mysqladmin|mariadb)(?:[ \t]+[^\s]{1,256}){0,8}?[ \t]+-p)"
+                    r"(?!\[REDACTED)[^\s\"']{1,256}", r"\1[REDACTED:secret]"),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})>)(?!\[REDACTED)[^<\r\n]{{1,512}}"
                     r"(?=</)", r"\1[REDACTED:secret]"),

@@ -118,6 +118,11 @@ ATTACKER_REVIEW = [
      "---- END SSH2 ENCRYPTED PRIVATE KEY ----", "P2/56wAAAi4AAAA3aWYt"),
     ("PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nPublic-Lines: 1\nAAAAB3NzaC1yc2E\nPrivate-Lines: 1\n"
      "AAABAQCsecretbits\nPrivate-MAC: 8a3f0c9d7e6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f", "AAABAQCsecretbits"),
+    # The attacker review of issue 15: a key pair as printed or exported, escaped slashes, a glued `-p`.
+    ("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ('{"dsn": "https:\\/\\/bob:hunter2@db.example\\/shop"}', "hunter2"),
+    ("mysql -h db -uroot -phunter2 shop", "hunter2"),
 ]
 
 
@@ -177,7 +182,8 @@ class TestRedactor:
         for text in ("token_count=5 token_type=Bearer max_tokens=512", "token=Token{a64f992 u0 com.app}",
                      "secret=SecretStr('**********')", "token: android.os.BinderProxy@2bd79ce",
                      "Settings(db_password=SecretStr('**********'))", "token=AccessToken(scope=read)",
-                     "password=[REDACTED:secret] was hidden", "card 5015 150454 240 counters"):
+                     "password=[REDACTED:secret] was hidden", "card 5015 150454 240 counters",
+                     "gcc -pthread -o app app.c", "mysql -p shop"):
             assert REDACTOR.redact(text) == text, text
         assert REDACTOR.redact("password: hunter2, user: bob") == "password: [REDACTED:secret], user: bob"
 
