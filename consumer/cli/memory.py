@@ -66,10 +66,11 @@ def register(commands: Any) -> None:
         actions, "search", summary="stored cases most similar to a text",
         description=_WHERE + "Ranks cases by the cosine similarity of their error text to TEXT (score 0-1).",
         examples=["logagent memory search 'NullPointerException customer is null' --server checkout-service",
-                  "logagent memory search 'KeyError price' -k 3 --json"])
+                  "logagent memory search 'KeyError price' --limit 3 --json"])
     search.add_argument("text", help="error text to compare with")
     _scope_flags(search)
-    search.add_argument("-k", type=positive_int, default=10, help="most cases to print (default 10)")
+    search.add_argument("--limit", "-k", dest="k", type=positive_int, default=10,
+                        help="most cases to print (default 10)")
     search.set_defaults(handler=_memory_search)
     show = add_command(
         actions, "show", summary="one case in full: analysis, verdicts, trust history, staleness",

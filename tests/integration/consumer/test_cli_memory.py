@@ -239,7 +239,7 @@ class TestMemorySearch:
                                    "KeyError price missing in shop total", data_dir=data_dir))
         assert [r["memory_id"] for r in rows] == ["key-price", "npe-old"]
         assert rows[0]["score"] > rows[1]["score"]
-        text = logagent("memory", "search", "KeyError price missing in shop total", "-k", "1", "--text",
+        text = logagent("memory", "search", "KeyError price missing in shop total", "--limit", "1", "--text",
                         data_dir=data_dir).stdout.decode()
         assert text.startswith("key-price  orders / acme") and re.search(r"similarity\s+0\.\d\d", text)
 
