@@ -28,6 +28,7 @@ from analysis.report import Analysis, PastCaseRef
 from consumer.breaker import CircuitBreaker
 from consumer.embedder import build_embedder
 from consumer.metrics import Metrics
+from consumer.notify.routing import RateLimiter
 from consumer.retry import Backoff
 from consumer.settings import Settings
 from store import (
@@ -97,6 +98,7 @@ class Explainer:
         breaker: CircuitBreaker | None = None,
         scope: str = "default",
         llm_backoff: Backoff | None = None,
+        analyses_per_hour: int = 0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._repo_sync = repo_sync
@@ -110,6 +112,8 @@ class Explainer:
         self._breaker_lock = threading.Lock()
         self._scope = scope
         self._llm_backoff = llm_backoff or Backoff(0.5, 8.0, attempts=2)
+        self._analyses_per_hour = analyses_per_hour
+        self._budgets: dict[str, RateLimiter] = {}  # per server with a repository: a bounded set
         self._clock = clock
         self._stop = threading.Event()
         self._warned_no_repo: set[str] = set()
@@ -295,6 +299,9 @@ class Explainer:
             return heuristic
         from analysis.agent.loop import LlmUnavailable  # loaded already: the agent was built from it
 
+        if not self._within_budget(cluster.server_id):
+            return _note(heuristic, f"model budget of this server spent ({self._analyses_per_hour} analyses an "
+                                    "hour); heuristic analysis")
         with self._breaker_lock:
             allowed = self._breaker.allow()
         if not allowed:
@@ -317,6 +324,17 @@ class Explainer:
         self._metrics.ollama_up.set(1)
         self._record_agent(outcome.stats)
         return outcome.analysis
+
+    def _within_budget(self, server: str) -> bool:
+        """Whether `server` may have one more model analysis this hour (taking it)."""
+        if not self._analyses_per_hour:
+            return True
+        with self._breaker_lock:
+            budget = self._budgets.get(server)
+            if budget is None:
+                budget = RateLimiter(self._analyses_per_hour / 60, self._analyses_per_hour, self._clock)
+                self._budgets[server] = budget
+            return budget.wait_s() == 0.0
 
     def _record_agent(self, stats: AgentStats) -> None:
         for seconds in stats.llm_seconds:
@@ -360,6 +378,7 @@ def build_explainer(
         breaker=CircuitBreaker(settings.ollama.failure_threshold, settings.ollama.reset_after_s),
         scope=settings.scope,
         llm_backoff=Backoff(settings.pipeline.retry_initial_s, settings.pipeline.retry_max_s, settings.ollama.attempts),
+        analyses_per_hour=settings.ollama.analyses_per_hour,
     )
 
 

@@ -138,14 +138,15 @@ RigFactory = Callable[..., Rig]
 @pytest.fixture
 def rig_factory(tmp_path: Path, embedder: OnnxEmbedder) -> Iterator[RigFactory]:
     """Build rigs: `rig_factory(ollama=True, memory=True, threshold=3, reset_after_s=30, url=None)`; `clock`
-    is the breaker's (time.monotonic unless a test moves time itself)."""
+    is the breaker's (time.monotonic unless a test moves time itself), `wall_clock` the explainer's."""
     servers: list[ScriptedOllama] = []
     origin = GitRepo(tmp_path / "origin")
     commits = {"base": origin.commit("shop service", {"README.md": "shop\n", "app/__init__.py": "",
                                                       "app/shop.py": SHOP_PY})}
 
     def build(*, ollama: bool = True, memory: bool = True, threshold: int = 3, reset_after_s: float = 30.0,
-              url: str | None = None, attempts: int = 1, clock: Callable[[], float] = time.monotonic) -> Rig:
+              url: str | None = None, attempts: int = 1, clock: Callable[[], float] = time.monotonic,
+              analyses_per_hour: int = 0, wall_clock: Callable[[], float] = time.time) -> Rig:
         server = None
         if ollama and url is None:
             server = ScriptedOllama(models=(MODEL,)).start()
@@ -162,7 +163,8 @@ def rig_factory(tmp_path: Path, embedder: OnnxEmbedder) -> Iterator[RigFactory]:
         metrics = Metrics()
         explainer = Explainer(sync, metrics, redactor=redactor, agent=agent, memory=store,
                               breaker=CircuitBreaker(threshold, reset_after_s, clock),
-                              llm_backoff=Backoff(0.5, 8.0, attempts))
+                              llm_backoff=Backoff(0.5, 8.0, attempts), analyses_per_hour=analyses_per_hour,
+                              clock=wall_clock)
         return Rig(origin, commits, memory_uri, metrics, explainer, server, store)
 
     yield build
@@ -429,6 +431,29 @@ class TestOllamaDown:
         assert len(rig.ollama.chat_calls) == 3
         assert rig.explainer.llm_reachable
         assert sample(rig.metrics, "logagent_ollama_up") == 1
+
+
+class TestModelBudget:
+    def test_a_server_past_its_hourly_budget_gets_heuristic_analyses_until_it_refills(
+        self, rig_factory: RigFactory
+    ) -> None:
+        """Attacker review: one export of thousands of distinct failures got as many model analyses. With
+        `analyses_per_hour` spent, a burst is explained by the localiser with a note and asks no model; an hour
+        later the server has its budget again."""
+        now = [T0]
+        rig = rig_factory(memory=False, analyses_per_hour=2, wall_clock=lambda: now[0])
+        assert rig.ollama is not None
+        rig.ollama.add(Reply.json(answer()), Reply.json(answer()))
+        assert [rig.run(burst(rig.commits["base"], T0 + i)).status for i in range(2)] == ["analyzed"] * 2
+        over = rig.run(burst(rig.commits["base"], T0 + 2))
+        assert over.status == "heuristic" and over.culprit is not None and over.culprit.path == "app/shop.py"
+        assert any("model budget of this server spent (2 analyses an hour)" in note for note in over.notes)
+        assert len(rig.ollama.chat_calls) == 2 and rig.explainer.llm_reachable
+        rig.ollama.add(Reply.json(answer()))
+        now[0] += 1800  # half an hour gives one analysis back
+        assert rig.run(burst(rig.commits["base"], T0 + 3)).status == "analyzed"
+        assert rig.run(burst(rig.commits["base"], T0 + 4)).status == "heuristic"
+        assert len(rig.ollama.chat_calls) == 3
 
 
 class TestIndexLag:
