@@ -223,7 +223,8 @@ class TestNothingPlantedRuns:
                 (where / hook).chmod(0o755)
         clock.now += 3600
         assert (sync.checkout("orders", new).root / "app.py").read_text() == "VERSION = 2\n"  # fetched, checked out
-        assert (open_local(upstream.path, old, cache_dir=tmp_path / "wt").root / "app.py").read_text() == "VERSION = 1\n"
+        local = open_local(upstream.path, old, cache_dir=tmp_path / "wt")
+        assert (local.root / "app.py").read_text() == "VERSION = 1\n"
         assert not ran.exists()
         git(upstream.path, "checkout", "--quiet", "--detach", old)  # the planted hooks do run for git itself
         assert "post-checkout" in ran.read_text().splitlines()
