@@ -31,7 +31,7 @@ _URL_HEAD = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://")
 # Names a secret is kept under: query parameters (`api_key`, `X-Amz-Signature`, `sig`) and keys of mapping
 # settings (`aws_secret_access_key`, `accessKey`, `Authorization`, `pwd`, `sas_token`).
 _SECRET_NAME = re.compile(r"secret|token|passw|pwd|credential|auth|signature|sas|key$|^sig$", re.IGNORECASE)
-_QUERY_PAIR = re.compile(r"(?P<head>[?&;](?P<name>[^=&;#\s]{1,256})=)(?P<value>[^&;#\s]+)")
+_QUERY_PAIR = re.compile(r"(?P<head>[?&;](?P<name>[^=?&;#\s]{1,256})=)(?P<value>[^&;#\s]+)")
 
 
 class ConfigError(Exception):
