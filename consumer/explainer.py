@@ -113,7 +113,7 @@ class Explainer:
         self._scope = scope
         self._llm_backoff = llm_backoff or Backoff(0.5, 8.0, attempts=2)
         self._analyses_per_hour = analyses_per_hour
-        self._budgets: dict[str, RateLimiter] = {}  # per server with a repository: a bounded set
+        self._budgets: dict[str, RateLimiter] = {}  # per server with a repository (a bounded set); breaker lock
         self._clock = clock
         self._stop = threading.Event()
         self._warned_no_repo: set[str] = set()
