@@ -9,6 +9,8 @@ from pathlib import Path
 
 import git
 
+from analysis.code.repo import open_repo
+
 _PORCELAIN_HEADER = re.compile(r"^([0-9a-f]{40}) (\d+) (\d+)(?: \d+)?$")
 _FIELD_SEP = "\x1f"
 _REGULAR_MODES = (0o100644, 0o100755, 0o100664)  # git's regular files; 0o120000 is a symlink, 0o160000 a submodule
@@ -42,7 +44,7 @@ class BlameLine:
 
 def log_entries(repo_dir: Path, commit: str, path: str, limit: int, timeout_s: float) -> list[LogEntry]:
     """The last `limit` commits reachable from `commit` touching `path` (repo-relative), newest first."""
-    repo = git.Repo(repo_dir)
+    repo = open_repo(repo_dir)
     try:
         fmt = _FIELD_SEP.join(("%H", "%aI", "%an", "%s"))
         out = repo.git.log(
@@ -63,7 +65,7 @@ def blame_lines(
 ) -> list[BlameLine]:
     """Porcelain blame of `start`..`end` (clamped to the file) of `path` at `commit`; a path that is no
     regular file of at most `max_bytes` there (a symlink, a submodule, a directory) raises GitReadError."""
-    repo = git.Repo(repo_dir)
+    repo = open_repo(repo_dir)
     try:
         total = _line_count(repo, commit, path, max_bytes)
         if total == 0 or start > total:
@@ -136,7 +138,7 @@ def changed_lines(repo_dir: Path, since: str | None, commit: str, timeout_s: flo
     """The files changed from `since` to `commit` with the first line of each change (in `commit`'s
     numbering), and the commit compared against. Without `since`, `commit`'s first parent is used;
     a root commit has no history: ('', {})."""
-    repo = git.Repo(repo_dir)
+    repo = open_repo(repo_dir)
     try:
         base = since or next((str(p.hexsha) for p in repo.commit(commit).parents[:1]), "")
         if not base:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import git
 
+from analysis.code.repo import open_repo
+
 __all__ = ["Hunk", "file_hunks", "map_line"]
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
@@ -47,7 +49,7 @@ def map_line(hunks: Sequence[Hunk], line: int) -> int | None:
 
 def file_hunks(repo_dir: Path, path: str, from_commit: str, to_commit: str) -> list[Hunk] | None:
     """The hunks of `path` from `from_commit` to `to_commit`; None when either commit lacks the file."""
-    repo = git.Repo(repo_dir)
+    repo = open_repo(repo_dir)
     try:
         try:
             old = repo.commit(from_commit).tree / path

@@ -8,7 +8,9 @@ The cache holds only what this module made: a clone is used when it is a real di
 repository with the remote `_clone` sets up and no other config (`_is_our_clone`); anything else found in
 its place (a directory of something else, a file, a symlink) is removed and cloned afresh, with a note. A
 worktree is reused only when the clone names it back (`_is_worktree_of`). Symlinks in the cache are removed,
-never followed, so nothing is read or written outside it; no git command runs a hook.
+never followed, so nothing is read or written outside it; no git command runs a hook. The cache must be
+writable by the service alone: what is planted there is refused where it could run a program or lead
+outside the cache, but whoever can write it could also change the objects a commit is read from.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ _SAFE_REVISION = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._/+-]{0,199}$")
 _URL_USERINFO = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^/@\s]+@")
 _SEEN_COMMITS_CAP = 2048
 _MIRROR_REFSPEC = "+refs/heads/*:refs/heads/*"  # a clone's fetch refspec: the remote's branches as ours
-# Every git command runs with no hooks and no file-system monitor: we only read, and nothing found in a
-# repository (a planted `hooks/post-checkout`) may run a program.
-_NO_PROGRAMS = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+# Every git command runs with no hooks, no file-system monitor and no replace refs: we only read, and
+# nothing found in a repository (a planted `hooks/post-checkout`, `refs/replace/<sha>`) may run a program
+# or stand in for a commit.
+_SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.useReplaceRefs=false")
 # All a clone made here holds in its config (`git clone --bare`, then `_clone`); any other key (an
 # `include`, a `core.sshCommand`, a URL rewrite) means something else wrote it.
 _CLONE_CONFIG = {
@@ -54,6 +57,9 @@ _CLONE_CONFIG = {
     "extensions": {"objectformat"},
     'remote "origin"': {"url", "fetch"},
 }  # fmt: skip
+# Files a clone made here never has, each of which would take config, attributes or objects from elsewhere.
+_FOREIGN_FILES = ("commondir", "gitdir", "config.worktree", "info/attributes", "info/grafts",
+                  "objects/info/alternates", "objects/info/http-alternates")
 
 
 class RepoError(LogAgentError):
@@ -140,9 +146,9 @@ def _safe_revision(requested: str) -> bool:
 
 
 def open_repo(path: Path) -> git.Repo:
-    """`git.Repo(path)` whose commands run no hooks nor monitor (`_NO_PROGRAMS`)."""
+    """`git.Repo(path)` whose commands run no hooks, monitor nor replace refs (`_SAFE_GIT`)."""
     repo = git.Repo(path)
-    repo.git.set_persistent_git_options(c=list(_NO_PROGRAMS))
+    repo.git.set_persistent_git_options(c=list(_SAFE_GIT))
     return repo
 
 
@@ -274,7 +280,7 @@ class RepoSync:
         """Run a network git command; returns "" on success, else redacted, bounded error text."""
         env = {k: v for k, v in self._environ.items() if k != _TOKEN_ENV}
         env["GIT_TERMINAL_PROMPT"] = "0"
-        argv = ["git", *(arg for option in _NO_PROGRAMS for arg in ("-c", option)), "-c", "credential.helper="]
+        argv = ["git", *(arg for option in _SAFE_GIT for arg in ("-c", option)), "-c", "credential.helper="]
         if token:
             env[_TOKEN_ENV] = token
             argv += ["-c", f"credential.helper={_CREDENTIAL_HELPER}"]
@@ -388,9 +394,12 @@ class RepoSync:
 
 def _is_our_clone(repo_dir: Path) -> bool:
     """Whether `repo_dir` is a clone `RepoSync._clone` made: a real directory (no symlink in it is followed)
-    holding a bare repository with the fetch refspec `_clone` sets and no other config than a clone's."""
+    holding a bare repository with the fetch refspec `_clone` sets, no other config than a clone's and none
+    of the `_FOREIGN_FILES`."""
     parts = [repo_dir, *(repo_dir / name for name in ("HEAD", "config", "objects", "refs"))]
     if any(part.is_symlink() for part in parts) or not repo_dir.is_dir() or not (repo_dir / "HEAD").is_file():
+        return False
+    if any(os.path.lexists(repo_dir / name) for name in _FOREIGN_FILES):
         return False
     try:
         config = git.GitConfigParser(str(repo_dir / "config"), read_only=True, merge_includes=False)

@@ -9,10 +9,8 @@ import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 
-import git
-
 from analysis.code.linemap import file_hunks
-from analysis.code.repo import Checkout
+from analysis.code.repo import Checkout, open_repo
 from analysis.report import Citation, CitationRef, Fix, Location
 
 _SYMLINK_MODE = 0o120000
@@ -45,7 +43,7 @@ class _Tree:
     """Blob lookups at one commit, cached for the duration of one validation."""
 
     def __init__(self, checkout: Checkout) -> None:
-        self._repo = git.Repo(checkout.repo_dir)
+        self._repo = open_repo(checkout.repo_dir)
         self._commit = self._repo.commit(checkout.commit)
         self._cache: dict[str, tuple[str, list[str]] | None] = {}
 

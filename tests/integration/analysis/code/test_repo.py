@@ -229,6 +229,33 @@ class TestNothingPlantedRuns:
         git(upstream.path, "checkout", "--quiet", "--detach", old)  # the planted hooks do run for git itself
         assert "post-checkout" in ran.read_text().splitlines()
 
+    def test_a_clone_taking_config_from_elsewhere_is_cloned_afresh(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """Second attacker review: a `commondir` file in the clone made git read another repository's config,
+        whose smudge filter ran at the next checkout."""
+        other = tmp_path / "other.git"
+        git(tmp_path, "clone", "--quiet", "--bare", str(upstream.path), other.name)
+        ran = tmp_path / "ran"
+        git(other, "config", "filter.x.smudge", f"sh -c 'touch {ran}; cat'")
+        (other / "info" / "attributes").write_text("* filter=x\n")
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        repo_dir = sync.checkout("orders", None).repo_dir
+        (repo_dir / "commondir").write_text(f"{other}\n")
+        (repo_dir / "gitdir").write_text(f"{repo_dir}/.git\n")
+        new = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        checkout = sync.checkout("orders", new)
+        assert checkout.notes[0] == "the repository cache held something other than a clone made here; cloned afresh"
+        assert (checkout.root / "app.py").read_text() == "VERSION = 2\n" and not ran.exists()
+
+    def test_a_replace_ref_does_not_stand_in_for_the_commit(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """Second attacker review: `refs/replace/<sha>` planted in the clone made the checkout of `sha` read
+        another commit's files while naming `sha`."""
+        deployed = upstream.head()
+        evil = upstream.commit("evil", {"app.py": "VERSION = 666\n"})
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        git(sync.checkout("orders", evil).repo_dir, "update-ref", f"refs/replace/{deployed}", evil)
+        checkout = sync.checkout("orders", deployed)
+        assert checkout.commit == deployed and (checkout.root / "app.py").read_text() == "VERSION = 1\n"
+
     def test_a_planted_directory_at_a_worktrees_place_is_not_read(self, tmp_path: Path, upstream: GitRepo) -> None:
         """A directory with a `.git` file of its own, or one copied from another worktree, is replaced by a
         real checkout of the commit."""
