@@ -13,6 +13,7 @@ context (authorization headers, cookies, URL userinfo, `key=value`), then person
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -207,6 +208,8 @@ _DIGIT_RUN = re.compile(r"[0-9]+")
 
 def _is_card(runs: list[str]) -> bool:
     digits = "".join(runs)
+    if not 12 <= len(digits) <= 19:
+        return False
     # A bare run longer than 16 digits is an id (trace ids, clocks) far more often than a card.
     if len(runs) == 1:
         plausible = len(digits) <= 16
@@ -215,17 +218,34 @@ def _is_card(runs: list[str]) -> bool:
     return plausible and _CARD_NETWORKS.fullmatch(digits) is not None and _luhn_valid(digits)
 
 
+_CARD_MAX_GROUPS = 5  # 4-4-4-4-3, the most groups a printed card number has
+_CARD_FIRST_DIGITS = "23456"  # every network's prefix starts with one of these
+
+
 def _card(match: re.Match[str]) -> str:
+    """Each card number among the match's digit groups, which may hold other numbers beside it (a date, an
+    expiry, a CVC, a count): from each group, the longest run of whole groups that is a card. A number
+    counts as beside the card only across a space; a group joined by `.`, `/`, `_` or `-` belongs to it
+    (`4.5111927921674155` is one decimal, not a 4 and a card)."""
     text = match.group()
-    runs = list(_DIGIT_RUN.finditer(text))
-    # The match may take in digit groups beside the card (`4111111111111111 12/27`, a CVC, a count):
-    # try every span of whole groups, longest first.
-    for size in range(len(runs), 0, -1):
-        for first in range(len(runs) - size + 1):
-            start, end = runs[first].start(), runs[first + size - 1].end()
-            if _is_card([run.group() for run in runs[first : first + size]]):
-                return text[:start] + placeholder("credit_card") + text[end:]
-    return text
+    groups = [group.group() for group in _DIGIT_RUN.finditer(text)]
+    if _is_card(groups):
+        return placeholder("credit_card")
+    spans = [group.span() for group in _DIGIT_RUN.finditer(text)]
+    # Where a card may begin or end: before group i, when it is set off by a space (or starts the match).
+    edges = [True, *(" " in text[a[1] : b[0]] for a, b in itertools.pairwise(spans)), True]
+    parts: list[str] = []
+    position, first = 0, 0
+    while first < len(groups):
+        size = 0
+        if edges[first] and groups[first][0] in _CARD_FIRST_DIGITS:
+            size = next((size for size in range(min(_CARD_MAX_GROUPS, len(groups) - first), 0, -1)
+                         if edges[first + size] and _is_card(groups[first : first + size])), 0)
+        if size:
+            parts += [text[position : spans[first][0]], placeholder("credit_card")]
+            position = spans[first + size - 1][1]
+        first += size or 1
+    return "".join(parts) + text[position:]
 
 
 # ISO 13616 IBAN length per country (the SWIFT IBAN registry).
@@ -340,7 +360,7 @@ _CONTEXT: tuple[Rule, ...] = (
                    rf"(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
                    rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
     # Card numbers: a card network's prefix and length, printed grouping (any separators) or none, Luhn.
-    _rule("credit_card", r"(?<![0-9])(?<![0-9][.,])[2-6](?:[ ./_-]{0,2}[0-9]){12,18}(?![0-9])(?![.,][0-9])", _card),
+    _rule("credit_card", r"(?<![0-9])(?<![0-9]\.)[0-9](?:[ ./_-]{0,3}[0-9]){12,59}(?![0-9])(?!\.[0-9])", _card),
     _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
           _iban),
     # Phone numbers: international `+CC …` (E.164) with separators, or the North American `(415) 555-0132`.
