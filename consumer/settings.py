@@ -29,9 +29,14 @@ __all__ = ["ConfigError", "KafkaSettings", "RepartitionSettings", "Settings", "e
 
 _URL_HEAD = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://")
 # Names a secret is kept under: query parameters (`api_key`, `X-Amz-Signature`, `sig`) and keys of mapping
-# settings (`aws_secret_access_key`, `accessKey`, `Authorization`, `pwd`, `sas_token`).
-_SECRET_NAME = re.compile(r"secret|token|passw|pwd|credential|auth|signature|sas|key$|^sig$", re.IGNORECASE)
-_QUERY_PAIR = re.compile(r"(?P<head>[?&;](?P<name>[^=?&;#\s]{1,256})=)(?P<value>[^&;#\s]+)")
+# settings (`aws_secret_access_key`, `accessKey`, `Authorization`, `pwd`, `sas_token`, `aws_access_key_id`,
+# `aws_sse_customer_key_base64`).
+_SECRET_NAME = re.compile(
+    r"secret|token|pass|pwd|^pw$|credential|auth|signature|sas|jwt|hmac|key$|key_?id$|key_base64$|^sig$",
+    re.IGNORECASE,
+)
+# A query parameter, also in the fragment (`#access_token=…`, as OAuth's implicit flow returns it).
+_QUERY_PAIR = re.compile(r"(?P<head>[?&;#](?P<name>[^=?&;#\s]{1,256})=)(?P<value>[^&;#\s]+)")
 
 
 class ConfigError(Exception):

@@ -218,7 +218,8 @@ class TestConfigCommand:
         account key too (`azure_storage_account_key` was shown), and a number under a secret name too."""
         hidden = {"azure_storage_account_key": "c2VjcmV0LWtleQ==", "aws_session_token": "tok-123",
                   "Authorization": "Bearer abc", "pwd": "hunter2", "accessKey": "AK1", "sas": "sv=1&sig=2",
-                  "signature": "dead"}  # the last five: attacker review
+                  "signature": "dead", "aws_access_key_id": "AKIA1", "accessKeyId": "AKIA2", "passphrase": "open",
+                  "aws_sse_customer_key_base64": "MDEy"}  # from Authorization on: attacker reviews
         monkeypatch.setenv("LOGAGENT_MEMORY__STORAGE__EXTRA", orjson.dumps({**hidden, "region": "eu-1"}).decode())
         monkeypatch.setenv("LOGAGENT_MEMORY__TTL_S", '{"default": 60, "team_token": 987654321}')
         assert main(["config", "--json"]) == 0

@@ -26,6 +26,8 @@ class TestMaskedUrl:
         ("https://acct.blob/c?sv=2022&sig=abc%2Fdef#top", "https://acct.blob/c?sv=2022&sig=***#top"),
         ("https://h/p?X-Amz-Signature=dead&X-Amz-Date=20261205", "https://h/p?X-Amz-Signature=***&X-Amz-Date=20261205"),
         ("http://u:p@h/?access%5Ftoken=t", "http://***@h/?access%5Ftoken=***"),  # a percent-encoded name
+        ("http://h/cb#access_token=t&state=1", "http://h/cb#access_token=***&state=1"),  # in the fragment
+        ("http://h/?pass=a&pw=b&passphrase=c&jwt=d&hmac=e&model=x", "http://h/?pass=***&pw=***&passphrase=***&jwt=***&hmac=***&model=x"),
     ])  # fmt: skip
     def test_a_query_parameter_named_like_a_secret_is_masked(self, text: str, shown: str) -> None:
         """Attacker review: `logagent config` and the start-up log showed `?api_key=` and
