@@ -299,11 +299,14 @@ class Explainer:
             return heuristic
         from analysis.agent.loop import LlmUnavailable  # loaded already: the agent was built from it
 
-        if not self._within_budget(cluster.server_id):
-            return _note(heuristic, f"model budget of this server spent ({self._analyses_per_hour} analyses an "
-                                    "hour); heuristic analysis")
+        budget = self._budget(cluster.server_id)
         with self._breaker_lock:
+            if budget is not None and budget.wait_s() > 0:
+                return _note(heuristic, f"model budget of this server spent ({self._analyses_per_hour} analyses "
+                                        "an hour on this replica); heuristic analysis")
             allowed = self._breaker.allow()
+            if not allowed and budget is not None:
+                budget.give_back()  # an open circuit spends no budget
         if not allowed:
             return _note(heuristic, "LLM circuit open (Ollama unreachable); heuristic analysis")
         past = [_prompt_case(c, self._redactor) for c in recalled]
@@ -325,16 +328,14 @@ class Explainer:
         self._record_agent(outcome.stats)
         return outcome.analysis
 
-    def _within_budget(self, server: str) -> bool:
-        """Whether `server` may have one more model analysis this hour (taking it)."""
+    def _budget(self, server: str) -> RateLimiter | None:
+        """The model budget of `server` on this replica (None: no limit)."""
         if not self._analyses_per_hour:
-            return True
+            return None
         with self._breaker_lock:
-            budget = self._budgets.get(server)
-            if budget is None:
-                budget = RateLimiter(self._analyses_per_hour / 60, self._analyses_per_hour, self._clock)
-                self._budgets[server] = budget
-            return budget.wait_s() == 0.0
+            if server not in self._budgets:
+                self._budgets[server] = RateLimiter(self._analyses_per_hour / 60, self._analyses_per_hour, self._clock)
+            return self._budgets[server]
 
     def _record_agent(self, stats: AgentStats) -> None:
         for seconds in stats.llm_seconds:

@@ -295,9 +295,10 @@ class OllamaSettings(BaseModel):
     failure_threshold: int = Field(3, ge=1, description="Consecutive failures that open the circuit.")
     reset_after_s: float = Field(30.0, gt=0, description="How long the circuit stays open before a probe.")
     analyses_per_hour: int = Field(
-        60, ge=0, description="Most model analyses a server gets an hour (all at once if need be); past it its "
-        "bursts get the heuristic analysis with a note, so a flood of new failures from one server cannot take "
-        "the model from the others (0: no limit). Recurrences answered from memory do not count."
+        60, ge=0, description="Most model analyses a server gets an hour on each replica (all at once if need be); "
+        "past it its bursts get the heuristic analysis with a note, so a flood of new failures from one server "
+        "cannot take the model from the others (0: no limit). Recurrences answered from memory and bursts while "
+        "the circuit is open do not count."
     )
 
 

@@ -54,3 +54,7 @@ class RateLimiter:
             self._tokens -= 1.0
             return 0.0
         return (1.0 - self._tokens) / rate
+
+    def give_back(self) -> None:
+        """Return a token taken for something that then did not happen."""
+        self._tokens = min(float(self.burst), self._tokens + 1.0)

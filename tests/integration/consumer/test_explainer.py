@@ -447,13 +447,27 @@ class TestModelBudget:
         assert [rig.run(burst(rig.commits["base"], T0 + i)).status for i in range(2)] == ["analyzed"] * 2
         over = rig.run(burst(rig.commits["base"], T0 + 2))
         assert over.status == "heuristic" and over.culprit is not None and over.culprit.path == "app/shop.py"
-        assert any("model budget of this server spent (2 analyses an hour)" in note for note in over.notes)
+        assert any("model budget of this server spent (2 analyses an hour on this replica)" in note
+                   for note in over.notes)
         assert len(rig.ollama.chat_calls) == 2 and rig.explainer.llm_reachable
         rig.ollama.add(Reply.json(answer()))
         now[0] += 1800  # half an hour gives one analysis back
         assert rig.run(burst(rig.commits["base"], T0 + 3)).status == "analyzed"
         assert rig.run(burst(rig.commits["base"], T0 + 4)).status == "heuristic"
         assert len(rig.ollama.chat_calls) == 3
+
+    def test_an_open_circuit_spends_no_budget(self, rig_factory: RigFactory) -> None:
+        """Bursts explained heuristically while Ollama is down leave the server's budget for when it is back."""
+        now, breaker_now = [T0], [0.0]
+        rig = rig_factory(memory=False, threshold=1, reset_after_s=30.0, clock=lambda: breaker_now[0],
+                          analyses_per_hour=2, wall_clock=lambda: now[0])
+        assert rig.ollama is not None
+        assert rig.run(burst(rig.commits["base"], T0)).status == "heuristic"  # no reply queued: Ollama fails
+        for i in range(5):
+            assert any("circuit open" in note for note in rig.run(burst(rig.commits["base"], T0 + 1 + i)).notes)
+        rig.ollama.add(Reply.json(answer()))
+        breaker_now[0] += 30.0
+        assert rig.run(burst(rig.commits["base"], T0 + 10)).status == "analyzed"  # the probe: the second token
 
 
 class TestIndexLag:
