@@ -307,7 +307,8 @@ _FULL_WIDTH_AT = "\uff20"  # the character itself: the prefilter reads it as its
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
     _rule("aws_secret_key",
-          r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?[=:][ \t]{0,4}[\"']?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
+          r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?(?:[=:][ \t]{0,4}|[ \t]{1,4})[\"']?)[A-Za-z0-9/+=]{40}"
+          r"(?![A-Za-z0-9/+=])",
           r"\1[REDACTED:aws_secret_key]"),
     # A key pair as AWS prints and exports it: the secret right after the access key id (redacted first).
     _rule("aws_secret_key", r"(\[REDACTED:aws_access_key\][ \t,;/|\"']{1,4})[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
@@ -342,9 +343,11 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|private-?key|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_-])(?:-u|--user)[ \t]+[^\s:\"']{1,128}:)(?!\[REDACTED)[^\s\"']{1,256}",
           r"\1[REDACTED:secret]"),
-    # MySQL and MariaDB clients take the password glued to `-p` (`mysql -uroot -phunter2 shop`).
-    _rule("secret", r"((?<![A-Za-z0-9_-])(?:mysql|mysqldump|mysqladmin|mariadb)(?:[ \t]+[^\s]{1,256}){0,8}?[ \t]+-p)"
-                    r"(?!\[REDACTED)[^\s\"']{1,256}", r"\1[REDACTED:secret]"),
+    # MySQL and MariaDB clients take the password glued to `-p` after their other options
+    # (`mysql -h db -uroot -phunter2 shop`, `mysqldump -p'two words'`).
+    _rule("secret", r"((?<![A-Za-z0-9_-])(?i:mysql|mariadb)[a-z-]{0,12}"
+                    r"(?:[ \t]+--?[A-Za-z][^\s]{0,255}(?:[ \t]+[^\s-][^\s]{0,255})?){0,8}?[ \t]+-p)(?!\[REDACTED)"
+                    r"(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})", r"\1[REDACTED:secret]"),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})>)(?!\[REDACTED)[^<\r\n]{{1,512}}"
                     r"(?=</)", r"\1[REDACTED:secret]"),

@@ -123,6 +123,11 @@ ATTACKER_REVIEW = [
     ("AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
     ('{"dsn": "https:\\/\\/bob:hunter2@db.example\\/shop"}', "hunter2"),
     ("mysql -h db -uroot -phunter2 shop", "hunter2"),
+    ("mysqldump -p'hunter2' shop", "hunter2"),
+    ("MYSQL -uroot -phunter2", "hunter2"),
+    ("mariadb-dump -uroot -phunter2 db", "hunter2"),
+    ("aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("setx AWS_SECRET_ACCESS_KEY wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
 ]
 
 
@@ -198,7 +203,7 @@ class TestRedactor:
                      "secret=SecretStr('**********')", "token: android.os.BinderProxy@2bd79ce",
                      "Settings(db_password=SecretStr('**********'))", "token=AccessToken(scope=read)",
                      "password=[REDACTED:secret] was hidden", "card 5015 150454 240 counters",
-                     "gcc -pthread -o app app.c", "mysql -p shop"):
+                     "gcc -pthread -o app app.c", "mysql -p shop", "mysql server went away: retry -pause 5"):
             assert REDACTOR.redact(text) == text, text
         assert REDACTOR.redact("password: hunter2, user: bob") == "password: [REDACTED:secret], user: bob"
 
