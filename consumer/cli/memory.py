@@ -60,7 +60,8 @@ def register(commands: Any) -> None:
         examples=["logagent memory list --server checkout-service --tenant acme",
                   "logagent memory list --limit 5"])
     _scope_flags(listing)
-    listing.add_argument("--limit", type=positive_int, default=50, help="most cases to print (default 50)")
+    listing.add_argument("--limit", "-k", dest="k", type=positive_int, default=50,
+                         help="most cases to print (default 50)")
     listing.set_defaults(handler=_memory_list)
     search = add_command(
         actions, "search", summary="stored cases most similar to a text",
@@ -194,7 +195,7 @@ def _memory_list(args: argparse.Namespace, settings: Settings) -> int:
     if _missing(settings):
         return 0
     with _store_errors():
-        rows = _open_memory(settings).list_cases(args.server, args.tenant, args.limit)
+        rows = _open_memory(settings).list_cases(args.server, args.tenant, args.k)
     return _print_cases(args, settings, rows)
 
 

@@ -100,10 +100,11 @@ class TestMemoryList:
         assert rows[0]["tenant"] == "globex" and rows[0]["trust"] == pytest.approx(0.7)
 
     def test_tenant_and_limit_narrow_the_list(self, data_dir: Path) -> None:
-        """`--tenant` keeps one tenant's cases, `--limit` the newest N."""
-        rows = json_lines(logagent("memory", "list", "--server", "orders", "--tenant", "acme", "--limit", "1",
-                                   data_dir=data_dir))
-        assert [r["memory_id"] for r in rows] == ["key-price"]
+        """`--tenant` keeps one tenant's cases, `--limit` (or `-k`, as search takes it) the newest N."""
+        for limit in ("--limit", "-k"):
+            rows = json_lines(logagent("memory", "list", "--server", "orders", "--tenant", "acme", limit, "1",
+                                       data_dir=data_dir))
+            assert [r["memory_id"] for r in rows] == ["key-price"]
 
     def test_an_unknown_server_lists_nothing_and_says_where_it_looked(self, data_dir: Path) -> None:
         """A server or tenant without memory prints no line, exits 0, and says on stderr which server,

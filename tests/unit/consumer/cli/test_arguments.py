@@ -68,7 +68,7 @@ class TestArgumentValues:
         (("demo", "--timeout", "-1"), "logagent demo: error: argument --timeout: must be more than 0 seconds"),
         (("demo", "--timeout", "nan"), "logagent demo: error: argument --timeout: must be more than 0 seconds"),
         (("demo", "--timeout", "soon"), "logagent demo: error: argument --timeout: 'soon' is not a number of seconds"),
-        (("memory", "list", "--limit", "many"), "logagent memory list: error: argument --limit: 'many' is not a whole "
+        (("memory", "list", "--limit", "many"), "logagent memory list: error: argument --limit/-k: 'many' is not a whole "
                                                 "number"),
         (("demo", "--events", "0"), "logagent demo: error: argument --events: must be at least 1"),
     ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else "")
