@@ -337,7 +337,10 @@ JAVA_SERVICE = {
 
         public final class Main {
             public static void main(String[] args) {
-                OrderService service = new OrderService(new CustomerRepository());
+                OrderService service = new OrderService(new CustomerRepository(), new AuditLog());
+                if (args[1].equals("greet")) {
+                    System.out.println(service.greet(args[0]));
+                }
                 System.out.println(service.place(args[0], args[1])); // MARK:main-call
             }
         }
@@ -348,10 +351,18 @@ JAVA_SERVICE = {
         import com.acme.util.Validate;
 
         public class OrderService {
+            private final AuditLog audit;
             private final CustomerRepository customers;
 
-            public OrderService(CustomerRepository customers) {
+            public OrderService(CustomerRepository customers, AuditLog audit) {
                 this.customers = customers;
+                this.audit = audit;
+            }
+
+            public String greet(String customerId) {
+                String entry = audit.find(customerId);
+                Customer customer = customers.find(customerId);
+                return "Hello " + customer.name() + " " + entry; // MARK:local-deref
             }
 
             public String place(String customerId, String quantity) {
@@ -375,6 +386,15 @@ JAVA_SERVICE = {
             }
         }
         """),
+    _JAVA + "orders/AuditLog.java": _dedent("""
+        package com.acme.orders;
+
+        public class AuditLog {
+            public String find(String id) {
+                return "seen " + id;
+            }
+        }
+        """),
     _JAVA + "orders/Customer.java": "package com.acme.orders;\n\npublic record Customer(String name) {}\n",
     _JAVA + "util/Validate.java": _dedent("""
         package com.acme.util;
@@ -395,7 +415,7 @@ JAVA_SERVICE = {
 
         class OrderServiceTest {
             void placesOrder() {
-                new OrderService(new CustomerRepository()).place("c1", "2");
+                new OrderService(new CustomerRepository(), new AuditLog()).place("c1", "2");
             }
         }
         """),
@@ -420,7 +440,8 @@ def compile_java(src_root: Path, out: Path) -> None:
     javac = shutil.which("javac")
     assert javac, "javac is required for the Java localiser tests"
     sources = sorted(str(p) for p in (src_root / "src/main/java").rglob("*.java"))
-    subprocess.run([javac, "-d", str(out), *sources], check=True, capture_output=True, timeout=120)
+    # With local variable names, as Maven and Gradle compile by default: helpful NPEs then name the local.
+    subprocess.run([javac, "-g", "-d", str(out), *sources], check=True, capture_output=True, timeout=120)
 
 
 def run_java(classes: Path, *args: str, commit: str | None = None, server: str = "orders-jvm") -> ErrorEvent:

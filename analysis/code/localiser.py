@@ -35,6 +35,7 @@ from analysis.code.suspects import (
     merge,
     null_callee,
     rank_exception,
+    receiver_type,
 )
 from analysis.code.tools import FileTools
 from analysis.code.validate import validate_citations
@@ -250,7 +251,10 @@ def _callee_suspect(
     if not hits or len(hits) > 3:
         return None
     directory = top.path.rsplit("/", 1)[0]
-    hits.sort(key=lambda m: (m.path != top.path, not m.path.startswith(directory), m.path, m.line))
+    # Two classes defining `name`: the one the culprit line's receiver is declared as comes first.
+    owner = receiver_type(name, [*before, line_text]) if len(hits) > 1 else None
+    hits.sort(key=lambda m: (m.path.rsplit("/", 1)[-1].split(".", 1)[0] != owner, m.path != top.path,
+                             not m.path.startswith(directory), m.path, m.line))
     hit = hits[0]
     what = "returns the null value dereferenced" if null else "produced the value that failed"
     reason = f"{name} {what} at {top.path}:{top.line}"

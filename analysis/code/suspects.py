@@ -283,6 +283,24 @@ def null_callee(message: str, line: str, before: Sequence[str]) -> str | None:
     return None
 
 
+def receiver_type(name: str, lines: Sequence[str]) -> str | None:
+    """The declared type of the object the last call to `name` in `lines` is made on: for
+    `customers.findById(id)` with `private final CustomerRepository customers;` (or `customers:
+    CustomerRepository`, `self.customers = CustomerRepository(...)`) above, `CustomerRepository`."""
+    text = "\n".join(lines)
+    calls = re.findall(r"(?<![\w.])(?:this\.|self\.)?([A-Za-z_]\w*)\s*\.\s*" + re.escape(name) + r"\s*\(", text)
+    if not calls:
+        return None
+    receiver = re.escape(calls[-1])
+    declared = re.search(
+        rf"\b([A-Z]\w*)(?:<[^<>\n]*>)?\s+{receiver}\s*[;=,)]"  # Java, C#, Go fields and parameters
+        rf"|\b{receiver}\s*[?!]?\s*:\s*([A-Z]\w*)"  # TypeScript, Kotlin, Python annotations
+        rf"|\b{receiver}\s*=\s*(?:new\s+)?([A-Z]\w*)\s*\(",  # assigned a new instance
+        text,
+    )
+    return next((group for group in declared.groups() if group), None) if declared else None
+
+
 def definition_pattern(name: str, extension: str) -> str | None:
     """A regex finding where function `name` is defined in a file with `extension`."""
     n = re.escape(name)

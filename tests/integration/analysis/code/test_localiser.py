@@ -214,6 +214,19 @@ class TestJava:
         repo_file = "src/main/java/com/acme/orders/CustomerRepository.java"
         assert suspect_at(analysis, repo_file, service.line(repo_file, "MARK:find")) == 1
 
+    def test_a_null_local_names_the_definition_its_receiver_is_declared_as(self, jvm: tuple[Service, Path]) -> None:
+        """'because "customer" is null', assigned from `customers.find(...)` while `AuditLog` defines a `find`
+        too: the suspect is CustomerRepository's, the class `customers` is declared as (the demo named the
+        other class's method, first in path order)."""
+        service, classes = jvm
+        event = run_java(classes, "c9", "greet")
+        assert 'because "customer" is null' in event.message
+        analysis = analyse(service, event)
+        assert culprit_at(analysis) == (self.ORDERS, service.line(self.ORDERS, "MARK:local-deref"))
+        repo_file = "src/main/java/com/acme/orders/CustomerRepository.java"
+        assert suspect_at(analysis, repo_file, service.line(repo_file, "MARK:find")) == 1
+        assert "CustomerRepository.java" in analysis.root_cause and "AuditLog" not in analysis.root_cause
+
 
 # --- Go: panics written against the repository's real line numbers ---------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.code.suspects import is_null_dereference, null_callee
+from analysis.code.suspects import is_null_dereference, null_callee, receiver_type
 
 
 class TestNullDereference:
@@ -27,3 +27,20 @@ class TestNullCallee:
         before = ["users = load_users(path)"]
         line = "print(users[0].name)"
         assert null_callee("'NoneType' object has no attribute 'name'", line, before) == "load_users"
+
+
+class TestReceiverType:
+    def test_the_declared_type_of_the_receiver_in_each_language(self) -> None:
+        """A field or parameter (Java), an annotation (TypeScript), an instance assigned (Python)."""
+        java = ["    private final CustomerRepository customers;", "    private final CartRepository carts;",
+                "        var cart = carts.findById(cartId);", "        Customer c = customers.findById(id);"]
+        assert receiver_type("findById", java) == "CustomerRepository"
+        typescript = ["  constructor(private repo: UserRepo) {}", "    const u = this.repo.get(id);"]
+        assert receiver_type("get", typescript) == "UserRepo"
+        assert receiver_type("find", ["        self.store = AccountStore(db)", "        a = self.store.find(i)"]) == (
+            "AccountStore")
+
+    def test_no_call_or_no_declaration_gives_none(self) -> None:
+        """Nothing to go on is said as None, never a guess."""
+        assert receiver_type("find", ["x = 1"]) is None
+        assert receiver_type("find", ["    a = store.find(i)"]) is None

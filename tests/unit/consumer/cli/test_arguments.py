@@ -68,8 +68,8 @@ class TestArgumentValues:
         (("demo", "--timeout", "-1"), "logagent demo: error: argument --timeout: must be more than 0 seconds"),
         (("demo", "--timeout", "nan"), "logagent demo: error: argument --timeout: must be more than 0 seconds"),
         (("demo", "--timeout", "soon"), "logagent demo: error: argument --timeout: 'soon' is not a number of seconds"),
-        (("memory", "list", "--limit", "many"), "logagent memory list: error: argument --limit/-k: 'many' is not a whole "
-                                                "number"),
+        (("memory", "list", "--limit", "many"), "logagent memory list: error: argument --limit/-k: 'many' is not a "
+                                                "whole number"),
         (("demo", "--events", "0"), "logagent demo: error: argument --events: must be at least 1"),
     ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else "")
     def test_a_value_out_of_its_range_is_refused_in_the_users_words(
