@@ -15,7 +15,6 @@ outside the cache, but whoever can write it could also change the objects a comm
 
 from __future__ import annotations
 
-import configparser
 import hashlib
 import os
 import re
@@ -52,10 +51,8 @@ _SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.useReplac
 # All a clone made here holds in its config (`git clone --bare`, then `_clone`); any other key (an
 # `include`, a `core.sshCommand`, a URL rewrite) means something else wrote it.
 _CLONE_CONFIG = {
-    "core": {"repositoryformatversion", "filemode", "bare", "ignorecase", "precomposeunicode", "symlinks",
-             "logallrefupdates"},
-    "extensions": {"objectformat"},
-    'remote "origin"': {"url", "fetch"},
+    "core.repositoryformatversion", "core.filemode", "core.bare", "core.ignorecase", "core.precomposeunicode",
+    "core.symlinks", "core.logallrefupdates", "extensions.objectformat", "remote.origin.url", "remote.origin.fetch",
 }  # fmt: skip
 # Files a clone made here never has, each of which would take config, attributes or objects from elsewhere.
 _FOREIGN_FILES = ("commondir", "gitdir", "config.worktree", "info/attributes", "info/grafts",
@@ -401,19 +398,20 @@ def _is_our_clone(repo_dir: Path) -> bool:
         return False
     if any(os.path.lexists(repo_dir / name) for name in _FOREIGN_FILES):
         return False
+    # Read by git itself: another parser may read a file differently (a key on its section's line).
     try:
-        config = git.GitConfigParser(str(repo_dir / "config"), read_only=True, merge_includes=False)
-        bare, fetch = config.get_value("core", "bare", False), config.get_value('remote "origin"', "fetch", "")
-        # Git's section and key names are case-insensitive; the parser adds `__name__`.
-        foreign = any(
-            key.lower() not in _CLONE_CONFIG.get(section.lower(), set())
-            for section in config.sections()
-            for key in config.options(section)
-            if key != "__name__"
-        )
-    except (configparser.Error, OSError, ValueError):
+        listed = subprocess.run(
+            ["git", "config", "--file", str(repo_dir / "config"), "--no-includes", "--null", "--list"],
+            capture_output=True, timeout=30, check=True,
+        ).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError):
         return False
-    return bare is True and fetch == _MIRROR_REFSPEC and not foreign
+    config: dict[str, list[str]] = {}
+    for entry in filter(None, listed.split("\0")):
+        key, _, value = entry.partition("\n")
+        config.setdefault(key, []).append(value)
+    return (set(config) <= _CLONE_CONFIG and config.get("core.bare") == ["true"]
+            and config.get("remote.origin.fetch") == [_MIRROR_REFSPEC])
 
 
 def _discard(path: Path) -> None:

@@ -164,6 +164,13 @@ def _plant(place: Path, kind: str, outside: Path) -> None:
         git(place.parent, "clone", "--quiet", "--bare", str(outside), place.name)
         git(place, "config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")
         git(place, "config", "Core.sshCommand", f"touch {place.parent / 'ran'}")
+    elif kind == "a clone with a key on its section's line":  # read by git, not by every config parser
+        git(place.parent, "clone", "--quiet", "--bare", str(outside), place.name)
+        git(place, "config", "remote.origin.fetch", "+refs/heads/*:refs/heads/*")
+        (place / "attrs").write_text("* filter=x\n")
+        with (place / "config").open("a") as config:
+            config.write(f"[core] attributesFile = {place / 'attrs'}\n"
+                         f"[filter \"x\"] smudge = \"sh -c 'touch {place.parent / 'ran'}; cat'\"\n")
     else:  # a symlink to a clone outside the cache
         place.symlink_to(outside)
 
@@ -173,7 +180,8 @@ class TestCacheHoldsOnlyItsClones:
     planted directory gave raw errors, and a symlink out of the cache was used)."""
 
     @pytest.mark.parametrize("kind", ["a directory of files", "a directory with a HEAD", "a file",
-                                      "a bare repository", "a clone with a command in its config", "a symlink"])
+                                      "a bare repository", "a clone with a command in its config",
+                                      "a clone with a key on its section's line", "a symlink"])
     def test_what_is_no_clone_made_here_is_replaced_by_a_fresh_clone(self, kind: str, tmp_path: Path,
                                                                      upstream: GitRepo) -> None:
         """The checkout reads a fresh clone and says so; a symlink is removed and what it pointed to is left as
