@@ -283,22 +283,26 @@ def null_callee(message: str, line: str, before: Sequence[str]) -> str | None:
     return None
 
 
+_LINE_COMMENT = re.compile(r"(?://|#).*")
+
+
 def receiver_type(name: str, lines: Sequence[str]) -> str | None:
     """The declared type of the object the last call to `name` in `lines` is made on: for
     `customers.findById(id)` with `private final CustomerRepository customers;` (or `customers:
-    CustomerRepository`, `self.customers = CustomerRepository(...)`) above, `CustomerRepository`."""
-    text = "\n".join(lines)
-    calls = re.findall(r"(?<![\w.])(?:this\.|self\.)?([A-Za-z_]\w*)\s*\.\s*" + re.escape(name) + r"\s*\(", text)
+    CustomerRepository`, `self.customers = CustomerRepository(...)`) above, `CustomerRepository`. The
+    declaration nearest above the call wins; comments are not read."""
+    text = "\n".join(_LINE_COMMENT.sub("", line) for line in lines)
+    calls = list(re.finditer(r"(?<![\w.])(?:this\.|self\.)?([A-Za-z_]\w*)\s*\.\s*" + re.escape(name) + r"\s*\(", text))
     if not calls:
         return None
-    receiver = re.escape(calls[-1])
-    declared = re.search(
+    receiver = re.escape(calls[-1].group(1))
+    declarations = re.findall(
         rf"\b([A-Z]\w*)(?:<[^<>\n]*>)?\s+{receiver}\s*[;=,)]"  # Java, C#, Go fields and parameters
-        rf"|\b{receiver}\s*[?!]?\s*:\s*([A-Z]\w*)"  # TypeScript, Kotlin, Python annotations
+        rf"|\b{receiver}\s*[?!]?\s*:\s*(?:Optional\[)?([A-Z]\w*)"  # TypeScript, Kotlin, Python annotations
         rf"|\b{receiver}\s*=\s*(?:new\s+)?([A-Z]\w*)\s*\(",  # assigned a new instance
-        text,
+        text[: calls[-1].start()],
     )
-    return next((group for group in declared.groups() if group), None) if declared else None
+    return "".join(declarations[-1]) if declarations else None  # one group of the three matched
 
 
 def definition_pattern(name: str, extension: str) -> str | None:

@@ -224,16 +224,16 @@ _CARD_FIRST_DIGITS = "23456"  # every network's prefix starts with one of these
 
 def _card(match: re.Match[str]) -> str:
     """Each card number among the match's digit groups, which may hold other numbers beside it (a date, an
-    expiry, a CVC, a count): from each group, the longest run of whole groups that is a card. A number
-    counts as beside the card only across a space; a group joined by `.`, `/`, `_` or `-` belongs to it
-    (`4.5111927921674155` is one decimal, not a 4 and a card)."""
+    expiry, a CVC, a count, a path segment): from each group, the longest run of whole groups that is a
+    card. Only a lone `.` joins two groups into one number (`4.5111927921674155` is one decimal, not a 4 and
+    a card)."""
     text = match.group()
     groups = [group.group() for group in _DIGIT_RUN.finditer(text)]
     if _is_card(groups):
         return placeholder("credit_card")
     spans = [group.span() for group in _DIGIT_RUN.finditer(text)]
-    # Where a card may begin or end: before group i, when it is set off by a space (or starts the match).
-    edges = [True, *(" " in text[a[1] : b[0]] for a, b in itertools.pairwise(spans)), True]
+    # Where a card may begin or end: before group i, unless a lone `.` joins it to the one before.
+    edges = [True, *(text[a[1] : b[0]] != "." for a, b in itertools.pairwise(spans)), True]
     parts: list[str] = []
     position, first = 0, 0
     while first < len(groups):
@@ -363,7 +363,7 @@ _CONTEXT: tuple[Rule, ...] = (
                    rf"(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
                    rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
     # Card numbers: a card network's prefix and length, printed grouping (any separators) or none, Luhn.
-    _rule("credit_card", r"(?<![0-9])(?<![0-9]\.)[0-9](?:[ ./_-]{0,3}[0-9]){12,59}(?![0-9])(?!\.[0-9])", _card),
+    _rule("credit_card", r"(?<![0-9])(?<![0-9]\.)[0-9](?:[ ./_-]{0,3}[0-9]){12,}(?![0-9])(?!\.[0-9])", _card),
     _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
           _iban),
     # Phone numbers: international `+CC …` (E.164) with separators, or the North American `(415) 555-0132`.

@@ -55,6 +55,7 @@ _DYNAMIC = {
     "analysis.intake.template:": "module constants compiled from rule tables; the compiled rules are tested",
     "analysis.code.tools:FileTools.grep_files": "the model's pattern, run on `regex` with a timeout",
     "analysis.code.suspects:null_callee": "identifiers from the message, escaped; tested via _SAMPLES",
+    "analysis.code.suspects:receiver_type": "an escaped callee and an escaped identifier; tested via _SAMPLES",
     "analysis.code.blame:_operation": "an escaped operator or attribute between operands with a lookbehind; tested via _SAMPLES",  # noqa: E501
     "analysis.code.clue:ClueFinder._member": "definition_regex of an escaped name, anchored; tested via _SAMPLES",
     "analysis.code.clue:ClueFinder.definitions": "definition_regex of an escaped name, anchored; tested via _SAMPLES",
@@ -80,6 +81,11 @@ _SAMPLES = {
         r"(?<![\w.])([\w.]+)\s*\([^()]*\)\s*\??\." + re.escape("name") + r"\b",
         r"(?<!\w)([A-Za-z_]\w*)\??(?:\[[^\][]*\])?\." + re.escape("name") + r"\b",
         r"\b" + re.escape("user") + r"\s*(?:,\s*\w+\s*)*(?::=|=(?!=))\s*(?:await\s+)?(?:new\s+)?([\w.]+)\s*\(",
+    ),
+    "analysis.code.suspects:receiver_type": (
+        r"(?<![\w.])(?:this\.|self\.)?([A-Za-z_]\w*)\s*\.\s*" + _NAME + r"\s*\(",
+        rf"\b([A-Z]\w*)(?:<[^<>\n]*>)?\s+{_NAME}\s*[;=,)]|\b{_NAME}\s*[?!]?\s*:\s*(?:Optional\[)?([A-Z]\w*)"
+        rf"|\b{_NAME}\s*=\s*(?:new\s+)?([A-Z]\w*)\s*\(",
     ),
     "analysis.code.blame:_operation": (
         _OPERAND + r"\s*+" + re.escape("+") + r"=?\s*+" + _OPERAND, _RECEIVER + r"\??\." + _NAME + r"\b"),

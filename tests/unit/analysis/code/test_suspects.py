@@ -40,6 +40,15 @@ class TestReceiverType:
         assert receiver_type("find", ["        self.store = AccountStore(db)", "        a = self.store.find(i)"]) == (
             "AccountStore")
 
+    def test_comments_and_optional_do_not_mislead_it(self) -> None:
+        """Third attacker review: `// Load customers` read as a declaration of type Load, `Optional[...]` as
+        the type itself."""
+        java = ["    // Load customers, then pick one", "    private final CustomerRepository customers;",
+                "        Customer c = customers.find(id);"]
+        assert receiver_type("find", java) == "CustomerRepository"
+        python = ["        self.customers: Optional[CustomerRepository] = None", "        c = self.customers.find(i)"]
+        assert receiver_type("find", python) == "CustomerRepository"
+
     def test_no_call_or_no_declaration_gives_none(self) -> None:
         """Nothing to go on is said as None, never a guess."""
         assert receiver_type("find", ["x = 1"]) is None

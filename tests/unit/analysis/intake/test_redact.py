@@ -183,6 +183,11 @@ class TestRedactor:
         ("4111111111111111,12,2027,123", "[REDACTED:credit_card],12,2027,123"),
         ('{"cards":[4111111111111111,5555555555554444]}', '{"cards":[[REDACTED:credit_card],[REDACTED:credit_card]]}'),
         ("4111 - 1111 - 1111 - 1111", "[REDACTED:credit_card]"),
+        # The third: a card in a path or a key, and after many other numbers.
+        ("GET /v1/payments/42/4111111111111111/verify", "GET /v1/payments/42/[REDACTED:credit_card]/verify"),
+        ("key pan_2024_4111111111111111", "key pan_2024_[REDACTED:credit_card]"),
+        ("row 1700000000123 1700000000456 1700000000789 1700000001000 4111 1111 1111 1111 12/27",
+         "row 1700000000123 1700000000456 1700000000789 1700000001000 [REDACTED:credit_card] 12/27"),
     ])  # fmt: skip
     def test_a_card_beside_other_digit_groups_is_redacted(self, text: str, expected: str) -> None:
         """An expiry, a CVC, a date or a count next to the number is taken in by the match: the card inside
