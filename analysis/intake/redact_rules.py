@@ -343,11 +343,11 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|private-?key|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_-])(?:-u|--user)[ \t]+[^\s:\"']{1,128}:)(?!\[REDACTED)[^\s\"']{1,256}",
           r"\1[REDACTED:secret]"),
-    # MySQL and MariaDB clients take the password glued to `-p` after their other options
-    # (`mysql -h db -uroot -phunter2 shop`, `mysqldump -p'two words'`).
-    _rule("secret", r"((?<![A-Za-z0-9_-])(?i:mysql|mariadb)[a-z-]{0,12}"
-                    r"(?:[ \t]+--?[A-Za-z][^\s]{0,255}(?:[ \t]+[^\s-][^\s]{0,255})?){0,8}?[ \t]+-p)(?!\[REDACTED)"
-                    r"(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})", r"\1[REDACTED:secret]"),
+    # MySQL and MariaDB clients take the password glued to `-p`, anywhere among their arguments
+    # (`mysql -h db -uroot -phunter2 shop`, `mysqldump shop -p'two words'`, `MYSQL.EXE -p…`).
+    _rule("secret", r"((?<![A-Za-z0-9_-])(?i:mysql|mariadb)[\w.-]{0,16}(?:[ \t]+[^\s]{1,256}){0,16}?[ \t]+-p)"
+                    r"(?!\[REDACTED)(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})",
+          r"\1[REDACTED:secret]"),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})>)(?!\[REDACTED)[^<\r\n]{{1,512}}"
                     r"(?=</)", r"\1[REDACTED:secret]"),

@@ -126,6 +126,11 @@ ATTACKER_REVIEW = [
     ("mysqldump -p'hunter2' shop", "hunter2"),
     ("MYSQL -uroot -phunter2", "hunter2"),
     ("mariadb-dump -uroot -phunter2 db", "hunter2"),
+    ("mysql shop -uroot -phunter2", "hunter2"),
+    ('mysql -e "SELECT 1" -uroot -phunter2', "hunter2"),
+    ("MYSQLDUMP -uroot -phunter2", "hunter2"),
+    ("mysql.exe -uroot -phunter2", "hunter2"),
+    ("mysql_upgrade -uroot -phunter2", "hunter2"),
     ("aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
     ("setx AWS_SECRET_ACCESS_KEY wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
 ]
@@ -208,7 +213,7 @@ class TestRedactor:
                      "secret=SecretStr('**********')", "token: android.os.BinderProxy@2bd79ce",
                      "Settings(db_password=SecretStr('**********'))", "token=AccessToken(scope=read)",
                      "password=[REDACTED:secret] was hidden", "card 5015 150454 240 counters",
-                     "gcc -pthread -o app app.c", "mysql -p shop", "mysql server went away: retry -pause 5"):
+                     "gcc -pthread -o app app.c", "mysql -p shop"):
             assert REDACTOR.redact(text) == text, text
         assert REDACTOR.redact("password: hunter2, user: bob") == "password: [REDACTED:secret], user: bob"
 
