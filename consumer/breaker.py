@@ -57,6 +57,11 @@ class CircuitBreaker:
             self._opened_at = self.clock()
             self._probing = False
 
+    def abandon(self) -> None:
+        """A call let through ended without telling whether the LLM is up (a bug of ours, not Ollama's): the
+        next call may probe again instead of the circuit waiting for an answer that will never come."""
+        self._probing = False
+
     @property
     def closed(self) -> bool:
         """True while the LLM is considered reachable."""

@@ -316,6 +316,10 @@ class Explainer:
                 break
             except LlmUnavailable as error:
                 last_error = error
+            except BaseException:
+                with self._breaker_lock:
+                    self._breaker.abandon()
+                raise
             # A shutdown cuts the wait short and the burst goes out heuristic.
             if attempt >= self._llm_backoff.attempts or self._stop.wait(self._llm_backoff.delay(attempt)):
                 with self._breaker_lock:

@@ -162,6 +162,8 @@ def parse_answer(text: str) -> AgentAnswer:
         obj = json.loads(body)
     except json.JSONDecodeError as exc:
         raise AnswerError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:  # `[[[[…` nested past the interpreter's stack
+        raise AnswerError("invalid JSON: nested too deeply") from None
     try:
         return AgentAnswer.model_validate(obj)
     except ValidationError as exc:

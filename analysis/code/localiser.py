@@ -252,8 +252,8 @@ def _callee_suspect(
         return None
     directory = top.path.rsplit("/", 1)[0]
     # Two classes defining `name`: the one the culprit line's receiver is declared as comes first.
-    owner = receiver_type(name, [*before, line_text]) if len(hits) > 1 else None
-    hits.sort(key=lambda m: (m.path.rsplit("/", 1)[-1].split(".", 1)[0] != owner, m.path != top.path,
+    declared = receiver_type(name, [*before, line_text]) if len(hits) > 1 else None
+    hits.sort(key=lambda m: (m.path.rsplit("/", 1)[-1].split(".", 1)[0] != declared, m.path != top.path,
                              not m.path.startswith(directory), m.path, m.line))
     hit = hits[0]
     what = "returns the null value dereferenced" if null else "produced the value that failed"

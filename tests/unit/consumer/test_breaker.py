@@ -71,3 +71,16 @@ class TestCircuitBreaker:
         assert not breaker.allow()
         clock.now = 11.0
         assert breaker.allow()
+
+    def test_an_abandoned_probe_lets_the_next_call_probe(self) -> None:
+        """Third attacker review: a probe that raised something other than an LLM failure (an answer nested
+        too deeply to parse) left the circuit waiting for its outcome for good."""
+        clock = _Clock()
+        breaker = CircuitBreaker(failure_threshold=1, reset_after_s=5, clock=clock)
+        breaker.record_failure()
+        clock.now = 6.0
+        assert breaker.allow() and not breaker.allow()
+        breaker.abandon()
+        assert breaker.allow()
+        breaker.record_success()
+        assert breaker.closed

@@ -205,6 +205,11 @@ class TestParseAnswer:
         assert "confidence" in message and "culprit.line" in message and "SECRETVALUE" not in message
         assert "SECRETVALUE" not in retry_instruction(message)
 
+    def test_json_nested_past_the_stack_is_an_answer_error(self) -> None:
+        """Third attacker review: `[[[…` 50,000 deep raised RecursionError out of the agent."""
+        with pytest.raises(AnswerError, match="nested too deeply"):
+            parse_answer('{"root_cause": ' + "[" * 50_000 + "]" * 50_000 + "}")
+
     def test_no_json_at_all(self) -> None:
         """Prose without any object is rejected."""
         with pytest.raises(AnswerError, match="no JSON object"):
