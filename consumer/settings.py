@@ -32,11 +32,12 @@ _URL_HEAD = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://")
 # settings (`aws_secret_access_key`, `accessKey`, `Authorization`, `pwd`, `sas_token`, `aws_access_key_id`,
 # `aws_sse_customer_key_base64`).
 _SECRET_NAME = re.compile(
-    r"secret|token|pass|pwd|^pw$|credential|auth|signature|sas|jwt|hmac|key$|key_?id$|key_base64$|^sig$",
+    r"secret|token|passw|passphrase|(?:^|[_.-])pass(?:$|[_.-])|pwd|^pw$|credential|auth|signature"
+    r"|(?:^|[_.-])sas(?:$|[_.-])|jwt|hmac|private_?key|keys?$|key_?id$|key_base64$|^sig$",
     re.IGNORECASE,
 )
 # A query parameter, also in the fragment (`#access_token=…`, as OAuth's implicit flow returns it).
-_QUERY_PAIR = re.compile(r"(?P<head>[?&;#](?P<name>[^=?&;#\s]{1,256})=)(?P<value>[^&;#\s]+)")
+_QUERY_PAIR = re.compile(r"(?P<head>[?&;#](?P<name>[^=?&;#\s]{1,256})=)(?P<value>[^&#\s]+)")
 
 
 class ConfigError(Exception):

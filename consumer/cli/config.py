@@ -227,8 +227,10 @@ def _masked(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return _masked({name: getattr(value, name) for name in type(value).model_fields})
     if isinstance(value, dict):
-        # A key of a mapping setting names a secret whatever its value's type (`aws_secret_access_key`).
-        return {k: _MASK if secret_name(str(k)) else _masked(v) for k, v in value.items()}
+        # A key of a mapping setting names a secret whatever its value's type (`aws_secret_access_key`: 12), but
+        # a key holding a group is a name (a server called `compass-api`), its group masked in turn.
+        return {k: _MASK if secret_name(str(k)) and not isinstance(v, BaseModel | dict) else _masked(v)
+                for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_masked(v) for v in value]
     if isinstance(value, SecretStr):

@@ -222,8 +222,12 @@ class TestConfigCommand:
                   "aws_sse_customer_key_base64": "MDEy"}  # from Authorization on: attacker reviews
         monkeypatch.setenv("LOGAGENT_MEMORY__STORAGE__EXTRA", orjson.dumps({**hidden, "region": "eu-1"}).decode())
         monkeypatch.setenv("LOGAGENT_MEMORY__TTL_S", '{"default": 60, "team_token": 987654321}')
+        monkeypatch.setenv("LOGAGENT_REPO__SERVERS", '{"compass-api": {"url": "https://u:s3cret@git.example/c.git"}}')
         assert main(["config", "--json"]) == 0
         rows = {row["setting"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
+        # A server named like a secret is a name: its entry shows, its URL's password does not.
+        servers = json.loads(rows["LOGAGENT_REPO__SERVERS"]["value"])
+        assert servers["compass-api"]["url"] == "https://***@git.example/c.git"
         assert json.loads(rows["LOGAGENT_MEMORY__STORAGE__EXTRA"]["value"]) == {
             **dict.fromkeys(hidden, "********"), "region": "eu-1"}
         assert json.loads(rows["LOGAGENT_MEMORY__TTL_S"]["value"]) == {"default": 60.0, "team_token": "********"}

@@ -27,6 +27,7 @@ class TestMaskedUrl:
         ("https://h/p?X-Amz-Signature=dead&X-Amz-Date=20261205", "https://h/p?X-Amz-Signature=***&X-Amz-Date=20261205"),
         ("http://u:p@h/?access%5Ftoken=t", "http://***@h/?access%5Ftoken=***"),  # a percent-encoded name
         ("http://h/cb#access_token=t&state=1", "http://h/cb#access_token=***&state=1"),  # in the fragment
+        ("http://h/?password=pa;ss&x=1", "http://h/?password=***&x=1"),  # `;` inside a value
         ("http://h/?pass=a&pw=b&passphrase=c&jwt=d&hmac=e&model=x", "http://h/?pass=***&pw=***&passphrase=***&jwt=***&hmac=***&model=x"),
     ])  # fmt: skip
     def test_a_query_parameter_named_like_a_secret_is_masked(self, text: str, shown: str) -> None:
