@@ -228,10 +228,11 @@ def _card(match: re.Match[str]) -> str:
     card. Only a lone `.` joins two groups into one number (`4.5111927921674155` is one decimal, not a 4 and
     a card)."""
     text = match.group()
-    groups = [group.group() for group in _DIGIT_RUN.finditer(text)]
+    found = list(_DIGIT_RUN.finditer(text))
+    groups = [group.group() for group in found]
     if _is_card(groups):
         return placeholder("credit_card")
-    spans = [group.span() for group in _DIGIT_RUN.finditer(text)]
+    spans = [group.span() for group in found]
     # Where a card may begin or end: before group i, unless a lone `.` joins it to the one before.
     edges = [True, *(text[a[1] : b[0]] != "." for a, b in itertools.pairwise(spans)), True]
     parts: list[str] = []
