@@ -13,7 +13,6 @@ context (authorization headers, cookies, URL userinfo, `key=value`), then person
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import re
 from collections.abc import Callable
@@ -179,14 +178,12 @@ _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-ke
 # ---------------------------------------------------------------- personal data
 
 
+_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")  # each digit doubled, its two digits summed
+
+
 def _luhn_valid(digits: str) -> bool:
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        value = ord(char) - 48
-        if position % 2:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-    return total % 10 == 0
+    doubled = digits[-2::-2].translate(_LUHN_DOUBLED)
+    return (sum(map(int, digits[-1::-2])) + sum(map(int, doubled))) % 10 == 0
 
 
 # Issuer prefixes (ISO/IEC 7812 IINs of the card networks) with the lengths each issues.
@@ -201,51 +198,55 @@ _CARD_NETWORKS = re.compile(
     r"|(?:50|5[6-9]|6[0-9])[0-9]{10,17}",  # Maestro
     re.ASCII,
 )
-# How printed card numbers are grouped: fours (the last group 1-5), Amex 4-6-5, Diners 4-6-4, 4-8-4.
-_CARD_GROUPS = re.compile(r"4(?:,4)+(?:,[1-5])?|4,6,[45]|4,8,4")
-_DIGIT_RUN = re.compile(r"[0-9]+")
+# How card numbers are printed, as the digit count of each group: one run of 12-16 (a longer bare run is an
+# id, a trace id or a clock, far more often than a card), fours with a last group of 1-5, Amex 4-6-5,
+# Diners 4-6-4, and 4-8-4; 12 to 19 digits in all.
+_CARD_SHAPES = frozenset({
+    *((digits,) for digits in range(12, 17)), (4, 4, 4), (4, 4, 5), (4, 4, 4, 4), (4, 6, 4), (4, 6, 5), (4, 8, 4),
+    *((4, 4, 4, last) for last in range(1, 6)), *((4, 4, 4, 4, last) for last in range(1, 4)),
+})
+# Where a card may begin: a digit group not joined by a lone `.` to the number before it, opening with a
+# network's first four digits and starting a printed shape.
+_CARD_START = re.compile(
+    r"(?<![0-9])(?<![0-9]\.)"
+    r"(?=(?:2[2-7]|3[0-8]|[4-6][0-9])[0-9]{2}"
+    r"(?:[0-9]{8,12}|[ ./_-]{1,3}(?:[0-9]{4}|[0-9]{6}|[0-9]{8}))(?![0-9]))"
+)
+# The five digit groups from a start, each captured: a card is never longer.
+_CARD_WINDOW = re.compile(r"([0-9]+)" + r"(?:[ ./_-]{1,3}([0-9]+)" * 4 + r")?" * 4)
+_JOINED = re.compile(r"\.[0-9]")  # a lone `.` between two groups: they are one number
 
 
-def _is_card(runs: list[str]) -> bool:
-    digits = "".join(runs)
-    if not 12 <= len(digits) <= 19:
-        return False
-    # A bare run longer than 16 digits is an id (trace ids, clocks) far more often than a card.
-    if len(runs) == 1:
-        plausible = len(digits) <= 16
-    else:
-        plausible = _CARD_GROUPS.fullmatch(",".join(str(len(run)) for run in runs)) is not None
-    return plausible and _CARD_NETWORKS.fullmatch(digits) is not None and _luhn_valid(digits)
-
-
-_CARD_MAX_GROUPS = 5  # 4-4-4-4-3, the most groups a printed card number has
-_CARD_FIRST_DIGITS = "23456"  # every network's prefix starts with one of these
+def _card_size(text: str, window: re.Match[str]) -> int:
+    """How many of the window's groups make the longest card from its start; 0 if none do."""
+    groups = [group for group in window.groups() if group]
+    lengths = tuple(map(len, groups))
+    for size in range(len(groups), 0, -1):
+        if lengths[:size] in _CARD_SHAPES and not _JOINED.match(text, window.end(size)):
+            digits = "".join(groups[:size])
+            if _CARD_NETWORKS.fullmatch(digits) and _luhn_valid(digits):
+                return size
+    return 0
 
 
 def _card(match: re.Match[str]) -> str:
     """Each card number among the match's digit groups, which may hold other numbers beside it (a date, an
-    expiry, a CVC, a count, a path segment): from each group, the longest run of whole groups that is a
-    card. Only a lone `.` joins two groups into one number (`4.5111927921674155` is one decimal, not a 4 and
-    a card)."""
+    expiry, a CVC, a count, a path segment): from each place a card may begin, the longest run of up to
+    five whole groups that is a card. Only a lone `.` joins two groups into one number
+    (`4.5111927921674155` is one decimal, not a 4 and a card). The work is per place a card may begin,
+    so a megabyte of other numbers costs one scan."""
     text = match.group()
-    found = list(_DIGIT_RUN.finditer(text))
-    groups = [group.group() for group in found]
-    if _is_card(groups):
-        return placeholder("credit_card")
-    spans = [group.span() for group in found]
-    # Where a card may begin or end: before group i, unless a lone `.` joins it to the one before.
-    edges = [True, *(text[a[1] : b[0]] != "." for a, b in itertools.pairwise(spans)), True]
     parts: list[str] = []
-    position, first = 0, 0
-    while first < len(groups):
-        size = 0
-        if edges[first] and groups[first][0] in _CARD_FIRST_DIGITS:
-            size = next((size for size in range(min(_CARD_MAX_GROUPS, len(groups) - first), 0, -1)
-                         if edges[first + size] and _is_card(groups[first : first + size])), 0)
+    position = 0
+    for start in _CARD_START.finditer(text):
+        if start.start() < position:
+            continue
+        window = _CARD_WINDOW.match(text, start.start())
+        assert window is not None  # a start is always a digit group
+        size = _card_size(text, window)
         if size:
-            parts += [text[position : spans[first][0]], placeholder("credit_card")]
-            position = spans[first + size - 1][1]
-        first += size or 1
+            parts += [text[position : start.start()], placeholder("credit_card")]
+            position = window.end(size)
     return "".join(parts) + text[position:]
 
 
