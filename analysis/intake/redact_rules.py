@@ -205,15 +205,18 @@ _CARD_SHAPES = frozenset({
     *((digits,) for digits in range(12, 17)), (4, 4, 4), (4, 4, 5), (4, 4, 4, 4), (4, 6, 4), (4, 6, 5), (4, 8, 4),
     *((4, 4, 4, last) for last in range(1, 6)), *((4, 4, 4, 4, last) for last in range(1, 4)),
 })
+# What may stand between a card's digit groups: spaces (also the no-break and figure spaces of locale-aware
+# formatting), dots, slashes, dashes and underscores, one to three of them.
+_CARD_SEP = " ./_\u00a0\u2007\u202f-"
 # Where a card may begin: a digit group not joined by a lone `.` to the number before it, opening with a
 # network's first four digits and starting a printed shape.
 _CARD_START = re.compile(
     r"(?<![0-9])(?<![0-9]\.)"
     r"(?=(?:2[2-7]|3[0-8]|[4-6][0-9])[0-9]{2}"
-    r"(?:[0-9]{8,12}|[ ./_-]{1,3}(?:[0-9]{4}|[0-9]{6}|[0-9]{8}))(?![0-9]))"
+    rf"(?:[0-9]{{8,12}}|[{_CARD_SEP}]{{1,3}}(?:[0-9]{{4}}|[0-9]{{6}}|[0-9]{{8}}))(?![0-9]))"
 )
 # The five digit groups from a start, each captured: a card is never longer.
-_CARD_WINDOW = re.compile(r"([0-9]+)" + r"(?:[ ./_-]{1,3}([0-9]+)" * 4 + r")?" * 4)
+_CARD_WINDOW = re.compile(r"([0-9]+)" + rf"(?:[{_CARD_SEP}]{{1,3}}([0-9]+)" * 4 + r")?" * 4)
 _JOINED = re.compile(r"\.[0-9]")  # a lone `.` between two groups: they are one number
 
 
@@ -306,6 +309,10 @@ INTL = "\u0080-\U0010ffff"
 _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
 _FULL_WIDTH_AT = "\uff20"  # the character itself: the prefilter reads it as its UTF-8 bytes
 
+_AWS_SEP = "[ \\t,;/|\"']{1,4}"
+_ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
+             r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?")
+
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
     _rule("aws_secret_key",
@@ -313,8 +320,12 @@ _CONTEXT: tuple[Rule, ...] = (
           r"(?![A-Za-z0-9/+=])",
           r"\1[REDACTED:aws_secret_key]"),
     # A key pair as AWS prints and exports it: the secret right after the access key id (redacted first).
-    _rule("aws_secret_key", r"(\[REDACTED:aws_access_key\][ \t,;/|\"']{1,4})[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
-          r"\1[REDACTED:aws_secret_key]"),
+    # The CLI's text output puts a date between them (`create-access-key`, `get-session-token`), and a session
+    # token after the secret.
+    _rule("aws_secret_key", rf"(\[REDACTED:aws_access_key\]{_AWS_SEP}(?:{_ISO_TIME}{_AWS_SEP})?)[A-Za-z0-9/+=]{{40}}"
+                            r"(?![A-Za-z0-9/+=])", r"\1[REDACTED:aws_secret_key]"),
+    _rule("secret", rf"(\[REDACTED:aws_secret_key\]{_AWS_SEP})[A-Za-z0-9/+=]{{100,8192}}(?![A-Za-z0-9/+=])",
+          r"\1[REDACTED:secret]"),
     # Azure Storage, Service Bus and Event Hubs connection strings.
     _rule("azure_key", r"(?i)((?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedSecretValue)[ \t]?=[ \t]?)"
                        r"[A-Za-z0-9+/]{20,512}={0,2}", r"\1[REDACTED:azure_key]"),
@@ -365,7 +376,8 @@ _CONTEXT: tuple[Rule, ...] = (
                    rf"(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
                    rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
     # Card numbers: a card network's prefix and length, printed grouping (any separators) or none, Luhn.
-    _rule("credit_card", r"(?<![0-9])(?<![0-9]\.)[0-9](?:[ ./_-]{0,3}[0-9]){12,}(?![0-9])(?!\.[0-9])", _card),
+    _rule("credit_card", rf"(?<![0-9])(?<![0-9]\.)[0-9](?:[{_CARD_SEP}]{{0,3}}[0-9]){{12,}}(?![0-9])(?!\.[0-9])",
+          _card),
     _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
           _iban),
     # Phone numbers: international `+CC …` (E.164) with separators, or the North American `(415) 555-0132`.

@@ -121,6 +121,13 @@ ATTACKER_REVIEW = [
     # The attacker review of issue 15: a key pair as printed or exported, escaped slashes, a glued `-p`.
     ("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
     ("AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    # The AWS CLI's text output: a date between the key id and the secret, a session token after it.
+    ("CREDENTIALS\tASIAJEXAMPLEXEG2JICE\t2024-06-21T02:25:41+00:00\twJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE",
+     "wJalrXUtnFEMI"),
+    ("ACCESSKEY AKIAIOSFODNN7EXAMPLE 2013-09-15T20:59:54.123Z wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY Active",
+     "wJalrXUtnFEMI"),
+    ("CREDENTIALS\tASIAJEXAMPLEXEG2JICE\t2024-06-21T02:25:41Z\twJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE\t"
+     "IQoJb3JpZ2luX2VjEHAaCXVzLWVhc3QtMSJHMEUCIQD" + "Ab1+/Zx9" * 30, "IQoJb3JpZ2luX2VjEHAa"),
     ('{"dsn": "https:\\/\\/bob:hunter2@db.example\\/shop"}', "hunter2"),
     ("mysql -h db -uroot -phunter2 shop", "hunter2"),
     ("mysqldump -p'hunter2' shop", "hunter2"),
@@ -193,6 +200,13 @@ class TestRedactor:
         ("key pan_2024_4111111111111111", "key pan_2024_[REDACTED:credit_card]"),
         ("row 1700000000123 1700000000456 1700000000789 1700000001000 4111 1111 1111 1111 12/27",
          "row 1700000000123 1700000000456 1700000000789 1700000001000 [REDACTED:credit_card] 12/27"),
+        # Locale-aware formatting groups with no-break, narrow no-break and figure spaces.
+        ("paid 4111\u00a01111\u00a01111\u00a01111", "paid [REDACTED:credit_card]"),
+        ("paid 5500\u202f0055\u202f5555\u202f5559 ok", "paid [REDACTED:credit_card] ok"),
+        ("amex 3782\u2007822463\u200710005", "amex [REDACTED:credit_card]"),
+        # A card starts at every group that may begin one: the groups before it never hide it.
+        ("2024 4111 1111 1111 1111", "2024 [REDACTED:credit_card]"),
+        ("4111 4111 1111 1111 1111", "4111 [REDACTED:credit_card]"),
     ])  # fmt: skip
     def test_a_card_beside_other_digit_groups_is_redacted(self, text: str, expected: str) -> None:
         """An expiry, a CVC, a date or a count next to the number is taken in by the match: the card inside
