@@ -16,17 +16,19 @@ patterns (`extra_patterns`) run on the `regex` engine with a timeout, after the 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import logging
 import operator
 import re
 import sys
 import threading
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, TypeVar, cast
 
 import hyperscan
 import regex
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from analysis.cache import OBJECT_BYTES, BoundedCache, memoize
 from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
@@ -57,6 +59,9 @@ class RedactionConfig(BaseModel):
     enabled: bool = True
     kinds: tuple[str, ...] = Field(default=KINDS, description="Built-in kinds to redact.")
     extra_patterns: dict[str, str] = Field(default_factory=dict, description="Name → regex, each redacted.")
+    id_key: SecretStr | None = Field(
+        None, description="Key of the digest that tags an id redaction changed (a tenant's email, a server's IP); "
+                          "the same on every replica. Unset, the digest is unkeyed and confirms a guessed id.")
 
     @field_validator("kinds")
     @classmethod
@@ -306,11 +311,27 @@ def redact_id(value: str, redactor: Redactor) -> str:
     """An identifier (server, tenant, commit) redacted, and tagged with a digest of the original when that
     changed it: ids that redact alike (two tenants' emails, two servers' IPs) stay apart in bursts, in the
     memory's tenant scope and tables, and the same id gets the same tag on every replica and restart.
-    The tag is 12 hex digits of an unkeyed SHA-256: it confirms a guessed id, it does not reveal one."""
+    The tag is 12 hex digits of an HMAC-SHA256 under `redaction.id_key`: without the key, nobody who
+    reads it can test guesses against it (there are only 2^32 IPv4 addresses). Unset, it is a plain
+    SHA-256, and the first such tag logs a warning."""
     redacted = redactor.redact(value)
     if redacted == value:
         return value
-    return f"{redacted}~{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+    raw = value.encode("utf-8", "surrogatepass")
+    key = redactor.config.id_key
+    if key is None:
+        _warn_unkeyed()
+        digest = hashlib.sha256(raw).hexdigest()
+    else:
+        digest = hmac.new(key.get_secret_value().encode(), raw, hashlib.sha256).hexdigest()
+    return f"{redacted}~{digest[:12]}"
+
+
+@cache  # once per process
+def _warn_unkeyed() -> None:
+    logging.getLogger(__name__).warning(
+        "an id was redacted and tagged with an unkeyed digest, which confirms a guessed id to anyone who reads "
+        "it; set LOGAGENT_REDACTION__ID_KEY (the same on every replica)")
 
 
 def _redact_exception(exception: ExceptionInfo, redactor: Redactor) -> ExceptionInfo:

@@ -325,7 +325,8 @@ class TestPodSpec:
         assert spec["selector"] == _one(docs, "StatefulSet")["spec"]["selector"]
 
     def test_full_values_reach_the_pod(self, full_docs: list[Doc]) -> None:
-        """Scheduling, resources and the SASL password secret from the values land in the pod spec."""
+        """Scheduling, resources, the SASL password and the redaction id key secrets from the values land in
+        the pod spec."""
         pod = _one(full_docs, "StatefulSet")["spec"]["template"]["spec"]
         container = _container(full_docs)
         assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
@@ -335,6 +336,10 @@ class TestPodSpec:
         assert env["LOGAGENT_KAFKA__SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
             "name": "kafka-credentials",
             "key": "sasl-password",
+        }
+        assert env["LOGAGENT_REDACTION__ID_KEY"]["valueFrom"]["secretKeyRef"] == {
+            "name": "logagent-redaction",
+            "key": "id-key",
         }
 
 

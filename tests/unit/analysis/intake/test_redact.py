@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import SecretStr
 
 from analysis.event import ErrorEvent, ExceptionInfo, Frame
 from analysis.intake.redact import (
     KINDS,
     RedactionConfig,
     Redactor,
+    _warn_unkeyed,
     redact_event,
     redact_id,
     redact_key_fields,
@@ -159,6 +162,26 @@ class TestRedactId:
 
     def test_a_clean_id_is_left_as_it_is(self) -> None:
         assert redact_id("checkout-service", REDACTOR) == "checkout-service"
+
+    def test_with_a_key_the_tag_confirms_no_guess_and_every_replica_agrees(self) -> None:
+        """Under `id_key` the tag is an HMAC: the unkeyed digest of a guessed IP no longer matches it, every
+        replica with the key gives the same tag, and another key gives another."""
+        keyed = Redactor(RedactionConfig(id_key=SecretStr("k3y-of-this-deployment")))
+        tag = redact_id("10.0.0.5", keyed).split("~")[1]
+        assert tag != hashlib.sha256(b"10.0.0.5").hexdigest()[:12] == redact_id("10.0.0.5", REDACTOR).split("~")[1]
+        assert redact_id("10.0.0.5", Redactor(RedactionConfig(id_key=SecretStr("k3y-of-this-deployment")))) \
+            == f"[REDACTED:ipv4]~{tag}"
+        assert redact_id("10.0.0.5", Redactor(RedactionConfig(id_key=SecretStr("another")))).split("~")[1] != tag
+
+    def test_an_unkeyed_tag_warns_once(self, caplog: pytest.LogCaptureFixture) -> None:
+        _warn_unkeyed.cache_clear()
+        with caplog.at_level(logging.WARNING, logger="analysis.intake.redact"):
+            redact_id("checkout-service", REDACTOR)
+            assert not caplog.records  # nothing redacted, nothing tagged
+            redact_id("10.0.0.7", REDACTOR)
+            redact_id("10.0.0.8", REDACTOR)
+        assert [record.getMessage() for record in caplog.records] == [caplog.records[0].getMessage()]
+        assert "LOGAGENT_REDACTION__ID_KEY" in caplog.records[0].getMessage()
 
 
 class TestRedactor:
