@@ -201,7 +201,7 @@ class Service:
             if self._health is not None:
                 self._health.beat()  # /livez fails when this stops for http.stall_after_s
             batch = await poll(consumer, pipeline.poll_timeout_ms)
-            # Each message costs at most ~0.2 s per MiB (every rule is linear); a turn stops after
+            # Each message costs at most ~1 s of CPU per MiB (every rule is linear); a turn stops after
             # max_turn_s all the same (after one message at least, so a turn always moves on), or at once on
             # SIGTERM, and what it did not read is fetched again.
             turn_ends = time.monotonic() + pipeline.max_turn_s

@@ -51,6 +51,9 @@ _FRAMES_CACHE_SIZE = 4096
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
+_MIN_ID_KEY = 16
+
+
 class RedactionConfig(BaseModel):
     """Which kinds to redact, and extra patterns (`name → regex`) for secrets only this company has."""
 
@@ -70,6 +73,13 @@ class RedactionConfig(BaseModel):
         if unknown:
             raise ValueError(f"unknown redaction kinds: {unknown}")
         return kinds
+
+    @field_validator("id_key")
+    @classmethod
+    def _strong_key(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None and len(key.get_secret_value().strip()) < _MIN_ID_KEY:
+            raise ValueError(f"the id key must hold at least {_MIN_ID_KEY} characters: a shorter one can be guessed")
+        return key
 
     @field_validator("extra_patterns")
     @classmethod

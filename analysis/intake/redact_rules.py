@@ -16,6 +16,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 from analysis.intake.token_formats import START, TOKEN_FORMATS
 
@@ -75,8 +76,9 @@ _VALUE = (
     r"|(?P<wv>\([^()\r\n]{1,512}\)|\[[^\[\]\r\n]{1,512}\]|<[^<>\r\n]{1,512}>|\{[^{}\r\n]{1,512}\}|`[^`\r\n]{1,512}`)"
     rf"|(?P<bv>{_BARE}{{1,512}}+))"  # bare, up to a delimiter
 )
-# After a `:` the rest of the line is the value, words and all (`db_password: correct horse battery`).
-_WORDS = rf"(?!\[REDACTED|\\)(?P<bv>{_BARE}{{1,512}}+(?:[ \t]{{1,5}}+{_BARE}{{1,512}}+){{0,32}})"
+# After a `:` the rest of the line is the value, words and all (`db_password: correct horse battery`); a
+# quoted value, prefixed or not (`b'…'`), is `_VALUE`'s.
+_WORDS = rf"(?!\[REDACTED|\\|[bBuUrRfF]{{0,2}}[\"'])(?P<bv>{_BARE}{{1,512}}+(?:[ \t]{{1,5}}+{_BARE}{{1,512}}+){{0,32}})"
 
 
 # `android.os.BinderProxy@2bd79ce`: Java's default toString of an object, not a secret.
@@ -182,8 +184,9 @@ _LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")  # each digit doubled,
 
 
 def _luhn_valid(digits: str) -> bool:
+    # Summed as bytes: each ASCII digit is 48 more than its value.
     doubled = digits[-2::-2].translate(_LUHN_DOUBLED)
-    return (sum(map(int, digits[-1::-2])) + sum(map(int, doubled))) % 10 == 0
+    return (sum(digits[-1::-2].encode()) + sum(doubled.encode()) - 48 * len(digits)) % 10 == 0
 
 
 # Issuer prefixes (ISO/IEC 7812 IINs of the card networks) with the lengths each issues.
@@ -209,23 +212,28 @@ _CARD_SHAPES = frozenset({
 # formatting), dots, slashes, dashes and underscores, one to three of them.
 _CARD_SEP = " ./_\u00a0\u2007\u202f-"
 # Where a card may begin: a digit group not joined by a lone `.` to the number before it, opening with a
-# network's first four digits and starting a printed shape.
+# network's first four digits and starting a printed shape; the lookahead captures the five groups from
+# there (a card is never longer).
 _CARD_START = re.compile(
     r"(?<![0-9])(?<![0-9]\.)"
     r"(?=(?:2[2-7]|3[0-8]|[4-6][0-9])[0-9]{2}"
     rf"(?:[0-9]{{8,12}}|[{_CARD_SEP}]{{1,3}}(?:[0-9]{{4}}|[0-9]{{6}}|[0-9]{{8}}))(?![0-9]))"
+    r"(?=([0-9]+)" + rf"(?:[{_CARD_SEP}]{{1,3}}([0-9]+)" * 4 + r")?" * 4 + ")"
 )
-# The five digit groups from a start, each captured: a card is never longer.
-_CARD_WINDOW = re.compile(r"([0-9]+)" + rf"(?:[{_CARD_SEP}]{{1,3}}([0-9]+)" * 4 + r")?" * 4)
 _JOINED = re.compile(r"\.[0-9]")  # a lone `.` between two groups: they are one number
 
 
-def _card_size(text: str, window: re.Match[str]) -> int:
-    """How many of the window's groups make the longest card from its start; 0 if none do."""
-    groups = [group for group in window.groups() if group]
-    lengths = tuple(map(len, groups))
-    for size in range(len(groups), 0, -1):
-        if lengths[:size] in _CARD_SHAPES and not _JOINED.match(text, window.end(size)):
+@lru_cache(maxsize=4096)
+def _card_sizes(lengths: tuple[int, ...]) -> tuple[int, ...]:
+    """How many of groups of these lengths may make a card, longest first."""
+    return tuple(size for size in range(len(lengths), 0, -1) if lengths[:size] in _CARD_SHAPES)
+
+
+def _card_size(text: str, start: re.Match[str]) -> int:
+    """How many of the groups from `start` make the longest card; 0 if none do."""
+    groups = [group for group in start.groups() if group]
+    for size in _card_sizes(tuple(map(len, groups))):
+        if not _JOINED.match(text, start.end(size)):
             digits = "".join(groups[:size])
             if _CARD_NETWORKS.fullmatch(digits) and _luhn_valid(digits):
                 return size
@@ -244,12 +252,10 @@ def _card(match: re.Match[str]) -> str:
     for start in _CARD_START.finditer(text):
         if start.start() < position:
             continue
-        window = _CARD_WINDOW.match(text, start.start())
-        assert window is not None  # a start is always a digit group
-        size = _card_size(text, window)
+        size = _card_size(text, start)
         if size:
             parts += [text[position : start.start()], placeholder("credit_card")]
-            position = window.end(size)
+            position = start.end(size)
     return "".join(parts) + text[position:]
 
 
@@ -310,13 +316,14 @@ _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
 _FULL_WIDTH_AT = "\uff20"  # the character itself: the prefilter reads it as its UTF-8 bytes
 
 _AWS_SEP = "[ \\t,;/|\"']{1,4}"
+_AWS_NAME_END = rf"{_QUOTE_CLOSE}(?:{_SEPARATOR}|[ \t]{{0,5}}\|[ \t]{{0,5}}|[ \t]{{1,5}})[bu]?[\"']?"
 _ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
              r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?")
 
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
     _rule("aws_secret_key",
-          r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?(?:[=:][ \t]{0,4}|[ \t]{1,4})[\"']?)[A-Za-z0-9/+=]{40}"
+          r"(?i)(aws.{0,24}?(?:secret|key)[^=:\r\n]{0,24}?(?:[=:][ \t]{0,4}|[ \t]{1,4})[\"']?)[A-Za-z0-9/+=]{40}"
           r"(?![A-Za-z0-9/+=])",
           r"\1[REDACTED:aws_secret_key]"),
     # A key pair as AWS prints and exports it: the secret right after the access key id (redacted first).
@@ -326,6 +333,12 @@ _CONTEXT: tuple[Rule, ...] = (
                             r"(?![A-Za-z0-9/+=])", r"\1[REDACTED:aws_secret_key]"),
     _rule("secret", rf"(\[REDACTED:aws_secret_key\]{_AWS_SEP})[A-Za-z0-9/+=]{{100,8192}}(?![A-Za-z0-9/+=])",
           r"\1[REDACTED:secret]"),
+    # Credentials by their AWS names, also in the CLI's tables (`|  SecretAccessKey |  …  |`) and `configure set`;
+    # a session token runs to the end of its base64, however long.
+    _rule("aws_secret_key", rf"(?i)((?<![A-Za-z0-9])secret_?access_?key{_AWS_NAME_END})[A-Za-z0-9/+=]{{40}}"
+                            r"(?![A-Za-z0-9/+=])", r"\1[REDACTED:aws_secret_key]", spans_lines=True),
+    _rule("secret", rf"(?i)((?<![A-Za-z0-9])(?:aws_?|x-amz-)?(?:session|security)[_-]?token{_AWS_NAME_END})"
+                    r"[A-Za-z0-9/+=]{100,65536}+", r"\1[REDACTED:secret]", spans_lines=True),
     # Azure Storage, Service Bus and Event Hubs connection strings.
     _rule("azure_key", r"(?i)((?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedSecretValue)[ \t]?=[ \t]?)"
                        r"[A-Za-z0-9+/]{20,512}={0,2}", r"\1[REDACTED:azure_key]"),

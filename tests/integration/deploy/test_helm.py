@@ -405,7 +405,7 @@ class TestSettingsContract:
         environ.pop("LOGAGENT_REPOS_FILE")  # mounted from the ConfigMap's repos.json in the pod
         for entry in _container(full_docs)["env"]:
             if entry["name"].startswith("LOGAGENT_"):
-                environ[entry["name"]] = entry.get("value", "from-a-secret")
+                environ[entry["name"]] = entry.get("value", "a-value-from-a-secret")
         for key, value in environ.items():
             monkeypatch.setenv(key, value)
         settings = load_settings(environ)

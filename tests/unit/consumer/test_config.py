@@ -66,6 +66,8 @@ MISTAKES = {
                                ["LOGAGENT_REDACTION__KINDS", "unknown redaction kinds: ['nope']"]),
     "redaction pattern not a regex": ({"LOGAGENT_REDACTION__EXTRA_PATTERNS": '{"x": "("}'},
                                       ["LOGAGENT_REDACTION__EXTRA_PATTERNS", "'x' is not a regular expression"]),
+    "redaction id key too short": ({"LOGAGENT_REDACTION__ID_KEY": "shortkey"},
+                                   ["LOGAGENT_REDACTION__ID_KEY is invalid", "at least 16 characters"]),
     "Ollama shorthand not a URL": ({"LOGAGENT_OLLAMA_URL": "notaurl"},
                                    ["LOGAGENT_OLLAMA_URL is invalid", "not an http(s) URL", "http://host"]),
     "Ollama URL without a host": ({"LOGAGENT_OLLAMA__URL": "http://:11434"},

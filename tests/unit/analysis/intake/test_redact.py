@@ -85,6 +85,8 @@ RED_TEAM = [
 
 # What an attacker review got through the rules after issue 13 (secret names with a suffix, prefixed
 # headers, values hidden in part, emails, cards, SSH2/PuTTY keys): each must now go.
+SESSION_TOKEN = "IQoJb3JpZ2luX2VjEHAaCXVzLWVhc3QtMSJHMEUCIQD" + "Ab1+/Zx9" * 120  # as long as real ones: ~1,000
+
 ATTACKER_REVIEW = [
     ("password_confirmation=hunter2", "hunter2"),
     ("passwordConfirm=xyzzy1", "xyzzy1"),
@@ -124,6 +126,16 @@ ATTACKER_REVIEW = [
     # The attacker review of issue 15: a key pair as printed or exported, escaped slashes, a glued `-p`.
     ("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
     ("AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    # The fourth: a Python bytes or unicode literal after `key: `, session tokens longer than 512
+    # characters, the AWS CLI's tables and `configure set`.
+    ("password: b'hunter2'", "hunter2"),
+    ("{'password': u'hunter2'}", "hunter2"),
+    ("'X-Amz-Security-Token': b'" + SESSION_TOKEN + "'", "IQoJb3JpZ2luX2VjEHAa"),
+    ('"SessionToken": "' + SESSION_TOKEN + '"', "IQoJb3JpZ2luX2VjEHAa"),
+    ("export AWS_SESSION_TOKEN=" + SESSION_TOKEN, "Zx9Ab1"),
+    ("aws configure set aws_session_token " + SESSION_TOKEN, "IQoJb3JpZ2luX2VjEHAa"),
+    ("||  SecretAccessKey |  wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY  ||", "wJalrXUtnFEMI"),
+    ("||  SessionToken    |  " + SESSION_TOKEN + "  ||", "IQoJb3JpZ2luX2VjEHAa"),
     # The AWS CLI's text output: a date between the key id and the secret, a session token after it.
     ("CREDENTIALS\tASIAJEXAMPLEXEG2JICE\t2024-06-21T02:25:41+00:00\twJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE",
      "wJalrXUtnFEMI"),
@@ -166,12 +178,23 @@ class TestRedactId:
     def test_with_a_key_the_tag_confirms_no_guess_and_every_replica_agrees(self) -> None:
         """Under `id_key` the tag is an HMAC: the unkeyed digest of a guessed IP no longer matches it, every
         replica with the key gives the same tag, and another key gives another."""
-        keyed = Redactor(RedactionConfig(id_key=SecretStr("k3y-of-this-deployment")))
-        tag = redact_id("10.0.0.5", keyed).split("~")[1]
-        assert tag != hashlib.sha256(b"10.0.0.5").hexdigest()[:12] == redact_id("10.0.0.5", REDACTOR).split("~")[1]
-        assert redact_id("10.0.0.5", Redactor(RedactionConfig(id_key=SecretStr("k3y-of-this-deployment")))) \
-            == f"[REDACTED:ipv4]~{tag}"
-        assert redact_id("10.0.0.5", Redactor(RedactionConfig(id_key=SecretStr("another")))).split("~")[1] != tag
+        def tag(redactor: Redactor) -> str:
+            return redact_id("10.0.0.5", redactor).split("~")[1]
+
+        def keyed(key: str) -> Redactor:
+            return Redactor(RedactionConfig(id_key=SecretStr(key)))
+
+        ours = tag(keyed("k3y-of-this-deployment"))
+        assert ours != hashlib.sha256(b"10.0.0.5").hexdigest()[:12] == tag(REDACTOR)
+        assert redact_id("10.0.0.5", keyed("k3y-of-this-deployment")) == f"[REDACTED:ipv4]~{ours}"
+        assert tag(keyed("another-deployment-key")) != ours
+
+    @pytest.mark.parametrize("key", ["", "   ", "short-key"])
+    def test_a_key_anyone_could_guess_is_refused(self, key: str) -> None:
+        """An empty key (an empty Secret, `LOGAGENT_REDACTION__ID_KEY=`) would silence the warning and
+        protect nothing."""
+        with pytest.raises(ValueError, match="at least 16 characters"):
+            RedactionConfig(id_key=SecretStr(key))
 
     def test_an_unkeyed_tag_warns_once(self, caplog: pytest.LogCaptureFixture) -> None:
         _warn_unkeyed.cache_clear()
