@@ -303,8 +303,13 @@ def _ipv4(match: re.Match[str]) -> str:
 
 
 def _ipv6(match: re.Match[str]) -> str:
-    # `dead::beef`-like words and `A::B` scopes are not addresses worth hiding; real ones carry digits.
+    # `dead::beef`-like words and `A::B` scopes are not addresses worth hiding; real ones carry digits. A
+    # slice (`items[::2]`, `data[1::3]`) or a clock (`12:34::56`) is up to three small decimals: `::1` is
+    # only the loopback, and the addresses that say where something is have hex letters or more groups.
     text = match.group()
+    groups = text.replace("::", ":").strip(":").split(":")
+    if len(groups) <= 3 and all(group.isdigit() and len(group) <= 3 for group in groups):
+        return text
     return placeholder("ipv6") if any(char.isdigit() for char in text) else text
 
 
@@ -389,7 +394,7 @@ _CONTEXT: tuple[Rule, ...] = (
                    rf"(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
                    rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
     # Card numbers: a card network's prefix and length, printed grouping (any separators) or none, Luhn.
-    _rule("credit_card", rf"(?<![0-9])(?<![0-9]\.)[0-9](?:[{_CARD_SEP}]{{0,3}}[0-9]){{12,}}(?![0-9])(?!\.[0-9])",
+    _rule("credit_card", rf"(?<![0-9])(?<![0-9]\.)[0-9](?:[{_CARD_SEP}]{{0,3}}[0-9]){{11,}}(?![0-9])(?!\.[0-9])",
           _card),
     _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
           _iban),
