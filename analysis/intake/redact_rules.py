@@ -201,11 +201,12 @@ _CARD_NETWORKS = re.compile(
     r"|(?:50|5[6-9]|6[0-9])[0-9]{10,17}",  # Maestro
     re.ASCII,
 )
-# How card numbers are printed, as the digit count of each group: one run of 12-16 (a longer bare run is an
+# How card numbers are printed, as the digit count of each group: one run of 13-16 (a longer bare run is an
 # id, a trace id or a clock, far more often than a card), fours with a last group of 1-5, Amex 4-6-5,
-# Diners 4-6-4, and 4-8-4; 12 to 19 digits in all.
+# Diners 4-6-4, and 4-8-4; 13 to 19 digits in all. Twelve digits are an AWS account id or an offset far
+# more often than one of Maestro's rare 12-digit cards (1.65% of them would pass Luhn and a prefix).
 _CARD_SHAPES = frozenset({
-    *((digits,) for digits in range(12, 17)), (4, 4, 4), (4, 4, 5), (4, 4, 4, 4), (4, 6, 4), (4, 6, 5), (4, 8, 4),
+    *((digits,) for digits in range(13, 17)), (4, 4, 5), (4, 4, 4, 4), (4, 6, 4), (4, 6, 5), (4, 8, 4),
     *((4, 4, 4, last) for last in range(1, 6)), *((4, 4, 4, 4, last) for last in range(1, 4)),
 })
 # What may stand between a card's digit groups: spaces (also the no-break and figure spaces of locale-aware
@@ -217,7 +218,7 @@ _CARD_SEP = " ./_\u00a0\u2007\u202f-"
 _CARD_START = re.compile(
     r"(?<![0-9])(?<![0-9]\.)"
     r"(?=(?:2[2-7]|3[0-8]|[4-6][0-9])[0-9]{2}"
-    rf"(?:[0-9]{{8,12}}|[{_CARD_SEP}]{{1,3}}(?:[0-9]{{4}}|[0-9]{{6}}|[0-9]{{8}}))(?![0-9]))"
+    rf"(?:[0-9]{{9,12}}|[{_CARD_SEP}]{{1,3}}(?:[0-9]{{4}}|[0-9]{{6}}|[0-9]{{8}}))(?![0-9]))"
     r"(?=([0-9]+)" + rf"(?:[{_CARD_SEP}]{{1,3}}([0-9]+)" * 4 + r")?" * 4 + ")"
 )
 _JOINED = re.compile(r"\.[0-9]")  # a lone `.` between two groups: they are one number
@@ -321,14 +322,14 @@ _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
 _FULL_WIDTH_AT = "\uff20"  # the character itself: the prefilter reads it as its UTF-8 bytes
 
 _AWS_SEP = "[ \\t,;/|\"']{1,4}"
-_AWS_NAME_END = rf"{_QUOTE_CLOSE}(?:{_SEPARATOR}|[ \t]{{0,5}}\|[ \t]{{0,5}}|[ \t]{{1,5}})[bu]?[\"']?"
+_AWS_NAME_END = rf"{_QUOTE_CLOSE}(?:{_SEPARATOR}|[ \t]{{0,5}}\|[ \t]{{0,5}}|[ \t]{{1,5}})[bu]?\\?[\"']?"
 _ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
              r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?")
 
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
     _rule("aws_secret_key",
-          r"(?i)(aws.{0,24}?(?:secret|key)[^=:\r\n]{0,24}?(?:[=:][ \t]{0,4}|[ \t]{1,4})[\"']?)[A-Za-z0-9/+=]{40}"
+          r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?(?:[=:][ \t]{0,4}|[ \t]{1,4})[\"']?)[A-Za-z0-9/+]{40}"
           r"(?![A-Za-z0-9/+=])",
           r"\1[REDACTED:aws_secret_key]"),
     # A key pair as AWS prints and exports it: the secret right after the access key id (redacted first).
@@ -339,11 +340,11 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", rf"(\[REDACTED:aws_secret_key\]{_AWS_SEP})[A-Za-z0-9/+=]{{100,8192}}(?![A-Za-z0-9/+=])",
           r"\1[REDACTED:secret]"),
     # Credentials by their AWS names, also in the CLI's tables (`|  SecretAccessKey |  …  |`) and `configure set`;
-    # a session token runs to the end of its base64, however long.
+    # a session token runs to the end of its base64, however long, url-encoded or JSON-escaped.
     _rule("aws_secret_key", rf"(?i)((?<![A-Za-z0-9])secret_?access_?key{_AWS_NAME_END})[A-Za-z0-9/+=]{{40}}"
                             r"(?![A-Za-z0-9/+=])", r"\1[REDACTED:aws_secret_key]", spans_lines=True),
     _rule("secret", rf"(?i)((?<![A-Za-z0-9])(?:aws_?|x-amz-)?(?:session|security)[_-]?token{_AWS_NAME_END})"
-                    r"[A-Za-z0-9/+=]{100,65536}+", r"\1[REDACTED:secret]", spans_lines=True),
+                    r"[A-Za-z0-9/+=%\\_.-]{100,65536}+", r"\1[REDACTED:secret]", spans_lines=True),
     # Azure Storage, Service Bus and Event Hubs connection strings.
     _rule("azure_key", r"(?i)((?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedSecretValue)[ \t]?=[ \t]?)"
                        r"[A-Za-z0-9+/]{20,512}={0,2}", r"\1[REDACTED:azure_key]"),
@@ -394,7 +395,7 @@ _CONTEXT: tuple[Rule, ...] = (
                    rf"(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
                    rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
     # Card numbers: a card network's prefix and length, printed grouping (any separators) or none, Luhn.
-    _rule("credit_card", rf"(?<![0-9])(?<![0-9]\.)[0-9](?:[{_CARD_SEP}]{{0,3}}[0-9]){{11,}}(?![0-9])(?!\.[0-9])",
+    _rule("credit_card", rf"(?<![0-9])(?<![0-9]\.)[0-9](?:[{_CARD_SEP}]{{0,3}}[0-9]){{12,}}(?![0-9])(?!\.[0-9])",
           _card),
     _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
           _iban),
