@@ -51,7 +51,7 @@ _FRAMES_CACHE_SIZE = 4096
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
-_MIN_ID_KEY = 16
+_MIN_ID_KEY = 16  # characters: an id key shorter than this could be guessed, and the tags with it
 
 
 class RedactionConfig(BaseModel):
