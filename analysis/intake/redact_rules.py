@@ -65,7 +65,7 @@ _STRONG_KEY = (
 # Names that are secret only when their value looks generated: `key=orders:42` stays, `key=Zm9v4…` goes.
 _WEAK_KEY = r"(?<![A-Za-z0-9])(?i:key|auth|session|sessionid|sid|code|hmac|salt|nonce|jsessionid|csrf)"
 _QUOTE_CLOSE = r"(?:\\?[\"'])?"
-_SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|[:=])[ \t\r\n]{0,5}"
+_SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=])[ \t\r\n]{0,5}"  # comparisons too: `password == "…"`
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"
 _VALUE = (
     # quoted, spaces and all, with a Python prefix (`b'…'`) and escaped quotes inside (`"ab\"cd"`)

@@ -136,6 +136,9 @@ ATTACKER_REVIEW = [
     ("aws configure set aws_session_token " + SESSION_TOKEN, "IQoJb3JpZ2luX2VjEHAa"),
     ("||  SecretAccessKey |  wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY  ||", "wJalrXUtnFEMI"),
     ("||  SessionToken    |  " + SESSION_TOKEN + "  ||", "IQoJb3JpZ2luX2VjEHAa"),
+    # A comparison in a test's or an assertion's source line.
+    ('>       assert settings.db_password == "hunter2"', "hunter2"),
+    ("if (token === 'abc123XYZ') {", "abc123XYZ"),
     # The fifth: a session token runs on past `-`, `_`, `%2F` and `\/`; an AWS name with `==`, `k=v` or a
     # clock before its secret.
     ("session_token=" + "A1b2C3d4E5" * 11 + "-" + "Zz9Yy8Xx7W" * 10 + " user=bob", "Zz9Yy8Xx7W"),
