@@ -323,28 +323,30 @@ _FULL_WIDTH_AT = "\uff20"  # the character itself: the prefilter reads it as its
 
 _AWS_SEP = "[ \\t,;/|\"']{1,4}"
 _AWS_NAME_END = rf"{_QUOTE_CLOSE}(?:{_SEPARATOR}|[ \t]{{0,5}}\|[ \t]{{0,5}}|[ \t]{{1,5}})[bu]?\\?[\"']?"
+# An AWS secret access key: 40 characters of base64 that never end in padding, so `=` is none of them (which
+# also keeps a run of `awskey==` from being read 40 characters at a time from every `=`).
+_AWS_KEY_40 = r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+# A session token: base64 of any length (about 1,000 characters), also url-encoded or JSON-escaped.
+_AWS_SESSION_RUN = r"[A-Za-z0-9/+=%\\_.-]{100,65536}+"
 _ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
              r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?")
 
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
     _rule("aws_secret_key",
-          r"(?i)(aws.{0,24}?(?:secret|key).{0,24}?(?:[=:][ \t]{0,4}|[ \t]{1,4})[\"']?)[A-Za-z0-9/+]{40}"
-          r"(?![A-Za-z0-9/+=])",
+          rf"(?i)(aws.{{0,24}}?(?:secret|key).{{0,24}}?(?:[=:][ \t]{{0,4}}|[ \t]{{1,4}})[\"']?){_AWS_KEY_40}",
           r"\1[REDACTED:aws_secret_key]"),
     # A key pair as AWS prints and exports it: the secret right after the access key id (redacted first).
     # The CLI's text output puts a date between them (`create-access-key`, `get-session-token`), and a session
     # token after the secret.
-    _rule("aws_secret_key", rf"(\[REDACTED:aws_access_key\]{_AWS_SEP}(?:{_ISO_TIME}{_AWS_SEP})?)[A-Za-z0-9/+=]{{40}}"
-                            r"(?![A-Za-z0-9/+=])", r"\1[REDACTED:aws_secret_key]"),
-    _rule("secret", rf"(\[REDACTED:aws_secret_key\]{_AWS_SEP})[A-Za-z0-9/+=]{{100,8192}}(?![A-Za-z0-9/+=])",
-          r"\1[REDACTED:secret]"),
-    # Credentials by their AWS names, also in the CLI's tables (`|  SecretAccessKey |  …  |`) and `configure set`;
-    # a session token runs to the end of its base64, however long, url-encoded or JSON-escaped.
-    _rule("aws_secret_key", rf"(?i)((?<![A-Za-z0-9])secret_?access_?key{_AWS_NAME_END})[A-Za-z0-9/+=]{{40}}"
-                            r"(?![A-Za-z0-9/+=])", r"\1[REDACTED:aws_secret_key]", spans_lines=True),
+    _rule("aws_secret_key", rf"(\[REDACTED:aws_access_key\]{_AWS_SEP}(?:{_ISO_TIME}{_AWS_SEP})?){_AWS_KEY_40}",
+          r"\1[REDACTED:aws_secret_key]"),
+    _rule("secret", rf"(\[REDACTED:aws_secret_key\]{_AWS_SEP}){_AWS_SESSION_RUN}", r"\1[REDACTED:secret]"),
+    # Credentials by their AWS names, also in the CLI's tables (`|  SecretAccessKey |  …  |`) and `configure set`.
+    _rule("aws_secret_key", rf"(?i)((?<![A-Za-z0-9])secret_?access_?key{_AWS_NAME_END}){_AWS_KEY_40}",
+          r"\1[REDACTED:aws_secret_key]", spans_lines=True),
     _rule("secret", rf"(?i)((?<![A-Za-z0-9])(?:aws_?|x-amz-)?(?:session|security)[_-]?token{_AWS_NAME_END})"
-                    r"[A-Za-z0-9/+=%\\_.-]{100,65536}+", r"\1[REDACTED:secret]", spans_lines=True),
+                    rf"{_AWS_SESSION_RUN}", r"\1[REDACTED:secret]", spans_lines=True),
     # Azure Storage, Service Bus and Event Hubs connection strings.
     _rule("azure_key", r"(?i)((?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedSecretValue)[ \t]?=[ \t]?)"
                        r"[A-Za-z0-9+/]{20,512}={0,2}", r"\1[REDACTED:azure_key]"),
