@@ -484,6 +484,20 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         add("phone", f"SMS to {phone} failed: carrier timeout", phone, source="ITU-T E.164 / NANP")
     for ip in ("203.0.113.45", "198.51.100.7", "2001:db8:85a3::8a2e:370:7334", "fe80::1ff:fe23:4567:890a"):
         add("ipv4" if "." in ip else "ipv6", f"client {ip} refused", ip, source="RFC 5737 / RFC 3849 documentation")
+    for host, address in (("adsl-{}.dsl.example.net", "203-0-113-45"), ("dsl-{}.example-ip.net", "192-000-002-017"),
+                          ("ec2-{}.compute-1.amazonaws.com", "198-51-100-7"), ("{}.rev.example.fr", "198-51-100-250")):
+        add("ipv4", f"authentication failure; rhost={host.format(address)}", address,
+            source="RFC 5737 address in an ISP's or a cloud's host name (as loghub's sshd logs show them)")
+    for _ in range(3):
+        area = rng.choice([n for n in range(1, 900) if n != 666])
+        ssn = f"{area:03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
+        add("ssn", f"identity check failed for applicant {ssn}", ssn, source="SSA: Social Security number format")
+    # Console logs coloured for a terminal (ECMA-48 SGR), and a line cut short inside a quoted value.
+    coloured = _fill(rng, "{b62:14}")
+    add("secret", f"\x1b[1mpassword\x1b[0m=\x1b[31m{coloured}\x1b[0m rejected", coloured,
+        source="ECMA-48 colours around a key and its value")
+    cut = _fill(rng, "{b62:14}")
+    add("secret", f'login failed: password="{cut}', cut, source="a log line cut inside a quoted value")
     return out
 
 
@@ -574,6 +588,8 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "spring-core-5.3.20.jar jackson-databind-2.13.4.2.jar node v20.11.1 go1.22.3"),
     Negative("ordinary log text", "2024-01-15T10:22:33.123Z INFO processed 1,234,567 rows in 12.5s"),
     Negative("ordinary log text", "pod checkout-7d9f8b6c5-x2k9p restarted; node ip-10-0-3-7.ec2.internal"),
+    Negative("ordinary log text", "paired device 84-41-67-32-db-e1; backup-2024-06-01-12-30.tar; form 000-12-3456"),
+    Negative("stack frames", '  File "/app/auth.py", line 9, in login\n    log.info("password=" + masked(pw))'),
     Negative("ordinary log text", "price 12.99 EUR, qty 3, total 38.97; ratio 0.30000000000000004"),
     Negative("ordinary log text", "IllegalStateException: Expected BEGIN_OBJECT but was STRING at line 1 column 1"),
     Negative("ordinary log text", "module github.com/acme/auth@v1.4.2 and @scope/pkg@2.0.1 resolved"),

@@ -174,6 +174,7 @@ class Redactor:
 
     def every_rule(self, text: str) -> str:
         """`text` through every enabled rule in turn, without the prefilter (the reference it must equal)."""
+        text = without_terminal_codes(text)
         if self._pem >= 0:
             text = redact_private_keys(text)
         for rule in self._rules:
@@ -181,6 +182,7 @@ class Redactor:
         return self._apply_extra(text)
 
     def _redact(self, text: str) -> str:
+        text = without_terminal_codes(text)
         hits = self._prefilter.hits(text)
         if hits:
             if len(text) > _LONG_TEXT and "\n" in text and not self._spans(hits):
@@ -242,7 +244,7 @@ class Redactor:
             return entry[1]
         redacted = frames
         joined = "\n".join([f"{f.function}\t{f.filename}\t{f.abs_path}\t{f.module}" for f in frames])
-        if self._extra or self._prefilter.hits(joined):
+        if self._extra or self._prefilter.hits(joined) or _has_terminal_codes(joined):
             redact = self.redact
             redacted = tuple([Frame(redact(f.function), redact(f.filename), redact(f.abs_path), redact(f.module),
                                     f.lineno, f.in_app) for f in frames])
@@ -254,6 +256,23 @@ class Redactor:
         self._frames.put(id(frames), (frames, redacted),
                          copies * (sys.getsizeof(joined) + OBJECT_BYTES * (1 + len(frames))))
         return redacted
+
+
+# A terminal's control sequences (ANSI colours, cursor moves, window titles): ESC or the 8-bit CSI, then
+# their parameters. A coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the
+# sequences would act on the terminal of whoever reads the output.
+_TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]{0,64}[ -/]{0,16}[@-~]?"  # colours, cursor moves
+                            r"|\x1b\][^\x07\x1b\r\n]{0,4096}(?:\x07|\x1b\\)?"  # a window title, a link
+                            r"|\x1b[ -/]{0,4}[0-~]?")  # a character set, a reset, or a lone ESC
+
+
+def _has_terminal_codes(text: str) -> bool:
+    return "\x1b" in text or "\x9b" in text
+
+
+def without_terminal_codes(text: str) -> str:
+    """`text` without terminal control sequences; `text` itself when it has none."""
+    return _TERMINAL_CODE.sub("", text) if _has_terminal_codes(text) else text
 
 
 def _pair_bytes(text: str, redacted: str) -> int:

@@ -22,6 +22,9 @@ from analysis.intake.token_formats import START, TOKEN_FORMATS
 
 Replacement = str | Callable[[re.Match[str]], str]
 
+# Letters of internationalised mailboxes and domain names (RFC 6531), and of values: any non-ASCII character.
+INTL = "\u0080-\U0010ffff"
+
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
@@ -74,7 +77,10 @@ _VALUE = (
     r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n]){1,512}?)(?P=eq)"
     # in brackets or backticks: `(x)`, `[x]`, `<x>`, `{x}`, `` `x` ``
     r"|(?P<wv>\([^()\r\n]{1,512}\)|\[[^\[\]\r\n]{1,512}\]|<[^<>\r\n]{1,512}>|\{[^{}\r\n]{1,512}\}|`[^`\r\n]{1,512}`)"
-    rf"|(?P<bv>{_BARE}{{1,512}}+))"  # bare, up to a delimiter
+    rf"|(?P<bv>{_BARE}{{1,512}}+)"  # bare, up to a delimiter
+    # a quote never closed on its line (a line cut short): the rest of the line. It opens a word: after a
+    # string literal's closing quote comes code (`"password=" + pw`), which stays.
+    rf"|(?P<uq>[\"'])(?=[\w{INTL}])(?![^\r\n]{{0,512}}(?P=uq))(?P<uv>[^\r\n]{{1,512}}))"
 )
 # After a `:` the rest of the line is the value, words and all (`db_password: correct horse battery`); a
 # quoted value, prefixed or not (`b'…'`), is `_VALUE`'s.
@@ -99,7 +105,7 @@ def _value(match: re.Match[str]) -> str:
     wrapped = groups.get("wv")
     if wrapped is not None:
         return str(wrapped)[1:-1]
-    return str(groups.get("qv") or groups.get("eqv") or groups.get("bv") or "")
+    return str(groups.get("qv") or groups.get("eqv") or groups.get("bv") or groups.get("uv") or "")
 
 
 def _type_repr(bare: str, match: re.Match[str]) -> bool:
@@ -116,6 +122,8 @@ def _keyed(match: re.Match[str]) -> str:
     quote = groups.get("q") or groups.get("eq")
     if quote is not None:
         return f"{match.group('head')}{groups.get('pre') or ''}{quote}{placeholder('secret')}{quote}"
+    if groups.get("uq") is not None:
+        return f"{match.group('head')}{groups['uq']}{placeholder('secret')}"
     return f"{match.group('head')}{placeholder('secret')}"
 
 
@@ -303,6 +311,16 @@ def _ipv4(match: re.Match[str]) -> str:
     return placeholder("ipv4")
 
 
+# Private, loopback and link-local networks (RFC 1918, 1122, 3927), as `a-b-` starts a host's name.
+_PRIVATE_HOST = re.compile(r"0{0,2}(?:10|127)-|0{0,2}172-0?(?:1[6-9]|2[0-9]|3[01])-|0{0,2}192-168-|0{0,2}169-254-")
+
+
+def _address_host(match: re.Match[str]) -> str:
+    # A node named by its private address (`ip-10-0-3-7.ec2.internal`) says which node failed, and names no
+    # one outside: its name stays.
+    return match.group() if _PRIVATE_HOST.match(match.group()) else placeholder("ipv4")
+
+
 def _ipv6(match: re.Match[str]) -> str:
     # `dead::beef`-like words and `A::B` scopes are not addresses worth hiding; real ones carry digits. A
     # slice (`items[::2]`, `data[1::3]`) or a clock (`12:34::56`) is up to three small decimals: `::1` is
@@ -315,9 +333,9 @@ def _ipv6(match: re.Match[str]) -> str:
 
 
 _HEX = "0-9a-fA-F"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_PADDED_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|0?[1-9][0-9]|0{0,2}[0-9])"  # `082`, `007` too
 _URLSAFE = "A-Za-z0-9_-"
-# Letters of internationalised mailboxes and domain names (RFC 6531): any non-ASCII character.
-INTL = "\u0080-\U0010ffff"
 _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
 _FULL_WIDTH_AT = "\uff20"  # the character itself: the prefilter reads it as its UTF-8 bytes
 
@@ -406,9 +424,15 @@ _CONTEXT: tuple[Rule, ...] = (
           _phone),
     _rule("phone", r"(?<![A-Za-z0-9(])(?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}[.-])[2-9][0-9]{2}[.-][0-9]{4}(?![0-9])",
           _phone),
-    _rule("ipv4",
-          r"(?<![A-Za-z0-9_.-])(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]"
-          r"|1[0-9][0-9]|[1-9]?[0-9])(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
+    # A US Social Security number as printed: never area 000, 666 or 9xx, group 00 or serial 0000 (SSA).
+    _rule("ssn", r"(?<![A-Za-z0-9.-])(?!000|666|9)[0-9]{3}-(?!00)[0-9]{2}-(?!0000)[0-9]{4}(?![A-Za-z0-9]|[.-][0-9])"),
+    _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
+    # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
+    # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`); not a
+# MAC address (`84-41-67-32-db-e1`).
+    _rule("ipv4", rf"(?:(?<=[A-Za-z])|(?<=[A-Za-z]-)|(?<=[A-Za-z][0-9]-)|(?<![A-Za-z0-9_.-]))"
+                  rf"(?:{_PADDED_OCTET}-){{3}}{_PADDED_OCTET}(?![0-9])"
+                  r"(?=\.[A-Za-z]|-(?![0-9A-Fa-f]{2}(?![A-Za-z0-9]))[A-Za-z]|(?![A-Za-z0-9_.-]))", _address_host),
     _rule("ipv6",
           rf"(?<![\w:])(?:(?:[{_HEX}]{{1,4}}:){{7}}[{_HEX}]{{1,4}}|(?:[{_HEX}]{{1,4}}:){{1,7}}(?::[{_HEX}]{{1,4}}){{1,7}}"
           rf"|::(?:[{_HEX}]{{1,4}}:){{0,6}}[{_HEX}]{{1,4}})(?![\w:])", _ipv6),

@@ -333,11 +333,13 @@ class TestHostileValues:
         assert len(opened) == len(closed) == len(_blocks(text)) == text.count("<<<") / 2
 
     def test_no_control_or_invisible_character_survives(self, redactor: Redactor) -> None:
-        """Escape, NUL, carriage return, bidi override, zero-width and tag characters show as \\uXXXX."""
+        """NUL, carriage return, bidi override, zero-width and tag characters show as \\uXXXX; a terminal's
+        escape sequence (`\\x1b[2J`) is gone: redaction drops those."""
         text = self._render(redactor, 24_000)
         hidden = [ch for ch in text if (ord(ch) < 32 and ch not in "\n\t") or ch in "\u202e\u200b\U000e0049\u2028"]
         assert not hidden
-        assert "\\u001b" in text and "\\u202e" in text
+        assert "\\u0000" in text and "\\u202e" in text
+        assert "\\u001b" not in text and "[2J" not in text
 
     def test_every_value_is_capped(self, redactor: Redactor) -> None:
         """Each field's filler appears at most its own cap long, whatever room the budget leaves."""

@@ -52,6 +52,8 @@ SAMPLES = [
     ("SMS to +44 20 7946 0958 failed", "7946 0958", "phone"),
     ("client 203.0.113.45 refused", "203.0.113.45", "ipv4"),
     ("client 2001:db8:85a3::8a2e:370:7334 refused", "2001:db8:85a3::8a2e:370:7334", "ipv6"),
+    ("rhost=adsl-203-0-113-45.dsl.example.net", "203-0-113-45", "ipv4"),
+    ("applicant 078-05-1120 not verified", "078-05-1120", "ssn"),
 ]  # fmt: skip
 
 # The spellings the red team got through the previous rules (issue 13), each of which must now go.
@@ -305,6 +307,56 @@ class TestRedactor:
         assert REDACTOR.redact(text) == text
         assert REDACTOR.redact("from 2001:db8::1 and 2001:0:0::1") == "from [REDACTED:ipv6] and [REDACTED:ipv6]"
 
+    @pytest.mark.parametrize(("text", "expected"), [
+        ("password=\x1b[31mhunter2\x1b[0m failed", "password=[REDACTED:secret] failed"),
+        ("\x1b[1;33mtoken\x1b[0m: \x1b[2mhunter2\x1b[0m", "token: [REDACTED:secret]"),
+        ("\x1b]0;pwned\x07\x1b[2J\x1b(Bclear \x9b31mred\x1b", "clear red"),
+    ])  # fmt: skip
+    def test_terminal_codes_are_dropped(self, text: str, expected: str) -> None:
+        """Colours hid a secret from the rules (`password=\\x1b[31mhunter2` kept hunter2), and a terminal's
+        control sequences would act on whoever reads the output: none of them is kept."""
+        assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
+
+    @pytest.mark.parametrize(("text", "expected"), [
+        ('login failed: password="hunter2', 'login failed: password="[REDACTED:secret]'),
+        ("--password 'hunter2 and more", "--password '[REDACTED:secret]"),
+        ('{"password": "hunter2', '{"password": "[REDACTED:secret]'),
+        ('    log.info("password=" + masked(pw))', '    log.info("password=" + masked(pw))'),
+        ('raise ValueError("password: " + pw)', 'raise ValueError("password: " + pw)'),
+        ('{"password":"","user":"bob"}', '{"password":"","user":"bob"}'),
+    ])  # fmt: skip
+    def test_a_quote_never_closed_hides_the_rest_of_its_line(self, text: str, expected: str) -> None:
+        """A line cut short inside a quoted secret kept it whole; a string literal's closing quote before
+        code (source lines in traces) is no opening one."""
+        assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
+
+    @pytest.mark.parametrize(("text", "expected"), [
+        ("rhost=adsl-63-197-98-106.dsl.example.net", "rhost=adsl-[REDACTED:ipv4].dsl.example.net"),
+        ("for customer-187-141-143-180-sta.example.mx", "for customer-[REDACTED:ipv4]-sta.example.mx"),
+        ("ec2-54-12-34-56.compute-1.amazonaws.com", "ec2-[REDACTED:ipv4].compute-1.amazonaws.com"),
+        ("(82-68-222-195.dsl.example.uk)", "([REDACTED:ipv4].dsl.example.uk)"),
+        ("dsl-082-083-227-067.example-ip.net", "dsl-[REDACTED:ipv4].example-ip.net"),
+        ("node ip-10-0-3-7.ec2.internal", "node ip-10-0-3-7.ec2.internal"),
+        ("ip-172-31-5-9.us-west-2.compute.internal", "ip-172-31-5-9.us-west-2.compute.internal"),
+        ("host-192-168-1-5.lan calvisitor-10-105-162-105", "host-192-168-1-5.lan calvisitor-10-105-162-105"),
+        ("mac 84-41-67-32-db-e1 backup-2024-06-01-12-30.tar", "mac 84-41-67-32-db-e1 backup-2024-06-01-12-30.tar"),
+    ])  # fmt: skip
+    def test_a_host_named_by_a_public_address_loses_the_address(self, text: str, expected: str) -> None:
+        """loghub's sshd and ftpd logs name clients by ISP host names that spell their address (290 lines);
+        a node named by its private address says which node failed and stays, as do MACs and dates."""
+        assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
+
+    @pytest.mark.parametrize(("text", "expected"), [
+        ("ssn 078-05-1120, dob 1970-01-01", "ssn [REDACTED:ssn], dob 1970-01-01"),
+        ("applicant 123-45-6789 rejected", "applicant [REDACTED:ssn] rejected"),
+        ("form 000-12-3456 666-12-3456 900-12-3456 123-00-4567 123-45-0000", None),
+        ("v1.123-45-6789 123-45-6789-1 x123-45-6789", None),
+    ])  # fmt: skip
+    def test_a_social_security_number(self, text: str, expected: str | None) -> None:
+        """The printed form `AAA-GG-SSSS`; numbers the SSA never issues (area 000, 666, 9xx, group 00, serial
+        0000) and longer dashed runs stay."""
+        assert REDACTOR.redact(text) == (expected or text) == REDACTOR.every_rule(text)
+
     def test_url_keeps_user_and_host(self) -> None:
         """Only the password of a URL is hidden: user, host and path stay useful for analysis."""
         assert REDACTOR.redact("redis://cache:pw123456@redis-0.svc:6379/0") == (
@@ -385,6 +437,7 @@ _PIECES = [
     "Set-Cookie: s=1; Path=/", "--password", "key", "aB3dE5fG7hJ9kL1mN3pQ", "sig=", "&", "?", "passphrase",
     "\tat com.acme.Key.get(Key.java:12)", "KeyError: 'currency'", "[REDACTED:secret]", "\r", "{", "}",
     "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA", "-----END RSA PRIVATE KEY-----", "\\n", "\\\"",
+    "\x1b[31m", "\x1b[0m", "\x1b", "\x1b]0;", "\x07", "ip-", "203-0-113-45", "10-0-3-7", ".dsl.net", "078-05-1120",
 ]  # fmt: skip
 _TEXTS = st.lists(st.sampled_from(_PIECES), max_size=24).map("".join)
 # One redactor across examples: lines seen before come from its caches.
