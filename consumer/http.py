@@ -22,8 +22,13 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-__all__ = ["HealthSnapshot", "HealthState", "HttpEndpoint", "Readiness", "degradations", "readiness_checks",
-           "serve_http"]
+__all__ = ["IDLE_TIMEOUT_S", "MAX_CONNECTIONS", "HealthSnapshot", "HealthState", "HttpEndpoint", "Readiness",
+           "degradations", "readiness_checks", "serve_http"]
+
+IDLE_TIMEOUT_S = 5.0
+"""How long a connection may stay silent (no request, or a request not finished) before it is closed."""
+MAX_CONNECTIONS = 64
+"""Connections served at once; the endpoint has no authentication, and each one holds a thread."""
 
 
 
@@ -174,6 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Routes the three paths; the server carries the metrics and health it serves."""
 
     server: _Server
+    timeout = IDLE_TIMEOUT_S  # a client silent this long is dropped: it holds a thread meanwhile
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -214,12 +220,28 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, at most `MAX_CONNECTIONS` at once: past that a connection is closed at once,
+    so silent clients cannot pile up threads (probes and scrapes hold one or two)."""
+
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], metrics: Exported, health: Readiness) -> None:
         self.metrics = metrics
         self.health = health
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 def serve_http(host: str, port: int, metrics: Exported, health: Readiness) -> HttpEndpoint:

@@ -16,6 +16,8 @@ class AgentConfig(BaseModel):
     model: str = Field("qwen2.5-coder:7b", description="Ollama chat model that investigates bursts.")
     max_steps: int = Field(8, ge=1, description="Model requests per analysis, the final answer included.")
     timeout_s: float = Field(120.0, gt=0, description="Wall clock for the investigation steps.")
+    max_tool_calls_per_step: int = Field(8, ge=1, description="Tool calls run of one model reply; the rest are "
+                                                              "answered as not run.")
     request_timeout_s: float = Field(60.0, gt=0, description="HTTP timeout of one model request.")
     tool_output_chars: int = Field(6000, ge=MIN_TOOL_OUTPUT, description="Cap of one tool result.")
     context_budget_chars: int = Field(60_000, ge=1000, description="Conversation size that ends tool use.")

@@ -205,8 +205,8 @@ class Agent:
                     return None  # prose instead of JSON: the final step asks for it under the schema
                 run.stats.stop_reason = "answered"
                 return answer
-            for call in reply.tool_calls:
-                run.messages.append(self._run_tool(run, call["name"], call["args"], call.get("id") or ""))
+            for index, call in enumerate(reply.tool_calls):
+                run.messages.append(self._run_tool(run, call["name"], call["args"], call.get("id") or "", index))
         run.stats.stop_reason = "step_cap"
         return None
 
@@ -266,10 +266,19 @@ class Agent:
 
     # -- tools --------------------------------------------------------------------------------------
 
-    def _run_tool(self, run: _Run, name: str, args: Mapping[str, Any], call_id: str) -> ToolMessage:
-        """Execute one model tool call (never raises) and return its capped, redacted result message."""
+    def _run_tool(self, run: _Run, name: str, args: Mapping[str, Any], call_id: str, index: int) -> ToolMessage:
+        """Execute one model tool call, the `index`th of its reply (never raises), and return its capped,
+        redacted result message. Past the timeout, the context budget or the reply's share of calls, the
+        call is answered as not run: one reply may ask for any number of them, each up to a tool's timeout."""
         spec = self._specs.get(name)
         label = name if spec is not None else "unknown"
+        why = ("the investigation's time is up" if time.monotonic() >= run.deadline
+               else "the conversation is full" if run.size() >= self._config.context_budget_chars
+               else f"one reply runs {self._config.max_tool_calls_per_step} tool calls at most"
+               if index >= self._config.max_tool_calls_per_step else None)
+        if why is not None:
+            run.stats.tool_calls[(label, "not_run")] += 1
+            return ToolMessage(content=f"[error] not run: {why}", tool_call_id=call_id, name=label)
         checked, problem = _check_arguments(spec, name, args, sorted(self._specs))
         if checked is None:
             run.stats.tool_calls[(label, "error")] += 1

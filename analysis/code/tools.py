@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,12 +25,56 @@ from analysis.code.gitlog import BlameLine, GitReadError, LogEntry, blame_lines,
 from analysis.code.jail import Jail, Refused
 from analysis.code.toolspec import FileExcerpt, GrepMatch, Status, ToolLimits, ToolResult, ok, tool_specs
 
-__all__ = ["FileExcerpt", "FileTools", "GrepMatch", "Status", "ToolLimits", "ToolResult", "tool_specs"]
+__all__ = ["FileExcerpt", "FileTools", "GrepMatch", "Status", "ToolLimits", "ToolResult", "pattern_items", "tool_specs"]
 
 log = logging.getLogger(__name__)
 
 _MAX_PATTERN_CHARS = 500
+# `regex` writes out nested counted repeats when it compiles a pattern, outside any time limit:
+# `((a{100}){100}){800}` (20 characters) took 2.3 GB. A pattern may expand to this many items (~30 MB).
+_MAX_PATTERN_ITEMS = 100_000
+_COUNT = re.compile(r"\{(\d{0,9})(?:,(\d{0,9}))?\}")
 _F = TypeVar("_F", bound=Callable[..., ToolResult[Any]])
+
+
+def pattern_items(pattern: str) -> int:
+    """About how many items compiling `pattern` writes out: each atom one, a counted repeat (`{n}`, `{n,m}`)
+    multiplying what it repeats, a group, nested ones included, by its largest count."""
+    sizes = [0]  # the size of each open group's contents so far, outermost first
+    last = 0  # the size of the last atom, which a count multiplies
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if char == "{" and last and (count := _COUNT.match(pattern, i)) and any(count.groups()):
+            low, high = (int(bound) if bound else 0 for bound in count.groups(""))
+            times = max(low + 1 if count.group(2) == "" else low, high)  # `{n,}` writes out n and a loop
+            sizes[-1] += last * (times - 1)
+            last *= times
+            i = count.end()
+            continue
+        if char == "(":
+            sizes.append(0)
+            last, i = 0, i + 1
+            continue
+        if char == ")" and len(sizes) > 1:
+            atom = max(sizes.pop(), 1)
+            i += 1
+        elif char == "[":  # a class is one atom, whatever it holds
+            i += 2 if pattern.startswith("[^]", i) or pattern.startswith("[]", i) else 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            atom, i = 1, i + 1
+        else:
+            atom, i = 1, i + (2 if char == "\\" else 1)
+        sizes[-1] += atom
+        last = atom
+    return sum(sizes)
+
+
+def _shown(name: str) -> str:
+    """A file name as a tool prints it: one with a newline or another control character escaped, so a name
+    committed as `x\\nconfig.py:1: FAKE` cannot pass for a line of output."""
+    return name if name.isprintable() else name.encode("unicode_escape").decode("ascii")
 
 
 def _never_raises(tool: _F) -> _F:
@@ -107,7 +152,7 @@ class FileTools:
             out.append(row)
             used += len(row) + 1
             shown_last = number
-        header = f"{rel} (lines {first}-{shown_last} of {total})"
+        header = f"{_shown(rel)} (lines {first}-{shown_last} of {total})"
         footer = ""
         if shown_last < last:
             footer = (
@@ -135,7 +180,7 @@ class FileTools:
             return ToolResult("error", f"{rel!r} is a file; use read_file")
         try:
             entries = sorted(
-                e.name + ("/" if e.is_dir() and not e.is_symlink() else "")
+                _shown(e.name) + ("/" if e.is_dir() and not e.is_symlink() else "")
                 for e in real.iterdir()
                 if e.name != ".git"
             )
@@ -158,6 +203,9 @@ class FileTools:
             return ToolResult(
                 "error", f"pattern is too long ({len(pattern)} chars; limit {_MAX_PATTERN_CHARS})"
             )
+        if (items := pattern_items(pattern)) > _MAX_PATTERN_ITEMS:
+            return ToolResult("error", f"pattern is too complex: its counted repeats expand to about {items:,} "
+                                       f"items (limit {_MAX_PATTERN_ITEMS:,}); use + or * instead of nested {{n}}")
         try:
             compiled = regex.compile(pattern, regex.MULTILINE)
         except regex.error as exc:
@@ -222,7 +270,7 @@ class FileTools:
             searched = f"no match for {pattern!r} in {len(files) - skipped} files searched"
             return ToolResult("no_data", searched + (f"; {unread}" if skipped else ""))
         matches.sort(key=lambda m: (m.path, m.line))
-        body = "\n".join(f"{m.path}:{m.line}: {m.text}" for m in matches)
+        body = "\n".join(f"{_shown(m.path)}:{m.line}: {m.text}" for m in matches)
         if more:
             body += f"\n[{more} more matches not shown; narrow the search with path= or file_extension=]"
         if skipped:

@@ -6,13 +6,24 @@ import http.client
 import json
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumer.http import HealthSnapshot, HealthState, HttpEndpoint, degradations, readiness_checks, serve_http
+from consumer.http import (
+    IDLE_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    HealthSnapshot,
+    HealthState,
+    HttpEndpoint,
+    degradations,
+    readiness_checks,
+    serve_http,
+)
 from consumer.metrics import Metrics
 from tests.conftest import tool
 from tests.paths import PROJECT_ROOT
@@ -222,3 +233,31 @@ class TestReadinessChecks:
             assert not all(readiness_checks(snapshot).values()), field
         heuristic = HealthSnapshot(store_open=True, broker_reachable=True, llm_configured=False)
         assert degradations(heuristic) == []
+
+
+class TestSilentClients:
+    def test_silent_connections_hold_no_more_than_the_cap_and_are_dropped(self, metrics: Metrics) -> None:
+        """A client that connects and says nothing (slowloris) held a thread for ever, with no bound: now
+        at most MAX_CONNECTIONS are served at once, the rest are closed at once, each silent one is closed
+        after IDLE_TIMEOUT_S, and the endpoint answers again."""
+        health = HealthState()
+        with serve_http("127.0.0.1", 0, metrics, health) as endpoint:
+            before = threading.active_count()
+            sockets = [socket.create_connection(("127.0.0.1", endpoint.port)) for _ in range(MAX_CONNECTIONS + 20)]
+            try:
+                time.sleep(0.5)
+                assert threading.active_count() - before <= MAX_CONNECTIONS
+                for extra in sockets[MAX_CONNECTIONS:]:  # past the cap: closed by the server at once
+                    extra.settimeout(2)
+                    assert extra.recv(1) == b""
+                held = sockets[0]
+                held.settimeout(IDLE_TIMEOUT_S + 3)
+                started = time.monotonic()
+                reply = held.recv(4096)  # the server gives up on it: a 408 or a bare close
+                assert reply == b"" or reply.startswith(b"HTTP/1."), reply
+                assert time.monotonic() - started <= IDLE_TIMEOUT_S + 2
+            finally:
+                for client in sockets:
+                    client.close()
+            time.sleep(0.2)
+            assert _get(endpoint, "/livez")[0] == 200

@@ -372,6 +372,29 @@ class TestBounds:
         assert outcome.stats.stop_reason == "timeout" and len(server.chat_calls) == 2
         assert not server.chat_calls[1].get("tools")
 
+    def test_one_reply_runs_a_bounded_share_of_tool_calls(self, scene: Scene, server: ScriptedOllama,
+                                                         redactor: Redactor) -> None:
+        """A reply asking for 20 greps (each may take a regex timeout) runs max_tool_calls_per_step of them;
+        every other call is answered as not run, so the model still gets one reply per call."""
+        flood = [("grep_files", {"pattern": f"token{i}"}) for i in range(20)]
+        server.add(Reply.tool_calls(flood), Reply.json(_answer()))
+        outcome = _run(scene, server, redactor, max_tool_calls_per_step=3)
+        answers = _tool_messages(server.chat_calls[1])
+        assert len(answers) == 20
+        assert sum("not run" in text for text in answers) == 17 and "not run" not in " ".join(answers[:3])
+        assert outcome.stats.tool_calls[("grep_files", "not_run")] == 17
+
+    def test_the_timeout_holds_within_one_reply(self, scene: Scene, server: ScriptedOllama,
+                                                redactor: Redactor) -> None:
+        """Calls of a reply that would start past timeout_s are not run (each may take a tool's timeout, a
+        blame up to 10 s): the investigation stops on time whatever one reply asks."""
+        flood = [("grep_files", {"pattern": f"token{i}"}) for i in range(6)]
+        server.add(Reply.delay(0.4, then=Reply.tool_calls(flood)), Reply.json(_answer()))
+        outcome = _run(scene, server, redactor, timeout_s=0.2)
+        answers = _tool_messages(server.chat_calls[1])
+        assert answers == ["[error] not run: the investigation's time is up"] * 6
+        assert outcome.stats.stop_reason == "timeout" and not server.chat_calls[1].get("tools")
+
     def test_context_budget_caps_tool_output_and_ends_tool_use(self, scene: Scene, server: ScriptedOllama,
                                                               redactor: Redactor) -> None:
         """Tool output is cut to the cap, and once the conversation passes the budget the answer is asked."""

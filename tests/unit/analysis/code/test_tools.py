@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.code.tools import FileTools, ToolLimits, tool_specs
+from analysis.code.tools import FileTools, ToolLimits, pattern_items, tool_specs
 from tests.gitrepo import GitRepo
 
 
@@ -203,6 +203,32 @@ class TestGrep:
         # (2.57 s was seen at load 6 with the repository set up inside the timing).
         assert elapsed < 0.5 + 2.5
 
+    @pytest.mark.parametrize("pattern", ["((a{100}){100}){800}", "(a|b){1000}{1000}", "x{99999999}",
+                                         "(?:(?:[0-9]{2,500}){500})"])
+    def test_a_pattern_that_expands_past_memory_is_refused_before_compiling(self, repo: GitRepo,
+                                                                             pattern: str) -> None:
+        """`regex` writes out nested counted repeats when it compiles, outside the time limit: the first of
+        these (20 characters) took 2.3 GB. They are refused at once, with what to use instead."""
+        started = time.monotonic()
+        result = tools_for(repo).grep_files(pattern)
+        assert result.status == "error" and "too complex" in result.output and "use + or *" in result.output
+        assert time.monotonic() - started < 0.5
+
+    @pytest.mark.parametrize(("pattern", "items"), [
+        ("foo", 3), (r"\d{4}-\d{2}", 7), ("[a-z]{1,65535}", 65535), ("(a{100}){100}", 10_000),
+        ("((a{100}){100}){800}", 8_000_000), (r"\{5\}", 3), ("[]a]{5}", 5), ("a{3,}", 4), ("a{}", 3),
+    ])  # fmt: skip
+    def test_pattern_items_multiplies_nested_counts(self, pattern: str, items: int) -> None:
+        """What a pattern may expand to: a count multiplies the atom or group before it, nested counts
+        multiply each other, escapes and classes are one atom."""
+        assert pattern_items(pattern) == items
+
+    def test_ordinary_patterns_still_search(self, repo: GitRepo) -> None:
+        """Counted repeats of a usual size stay allowed: a class of 65,535 and ten thousand items."""
+        tools = tools_for(repo)
+        for pattern in (r"[a-z_]{1,65535}\(", "(?:an){1,100}swer", "(an{1,100}){100}"):
+            assert tools.grep_files(pattern).status in ("ok", "no_data"), pattern
+
     def test_line_and_file_caps(self, tmp_path: Path) -> None:
         """At most max_grep_lines lines and max_grep_files files are listed, and the rest is announced."""
         repo = GitRepo(tmp_path / "r")
@@ -241,6 +267,19 @@ class TestListAndHistory:
         """Entries are sorted, directories end with '/', .git is hidden."""
         result = tools_for(repo).list_directory("")
         assert result.data == ("README.md", "blob.bin", "node_modules/", "src/", "web/")
+
+    def test_a_name_with_a_newline_forges_no_line(self, tmp_path: Path) -> None:
+        """A committed file named `evil\\nconfig.py:1: FAKE HIT` shows escaped, in a listing and in grep."""
+        repo = GitRepo(tmp_path / "r")
+        repo.commit("c", {"app/evil\nconfig.py:1: DISCOUNT = None  # FAKE HIT\nz.py": "token = 1\n",
+                          "app/ok.py": "token = 2\n"})
+        tools = tools_for(repo)
+        listing = tools.list_directory("app").output
+        grep = tools.grep_files("token").output
+        for output in (listing, grep):
+            assert not any(line.startswith(("config.py", "z.py")) for line in output.splitlines()), output
+            assert "evil\\nconfig.py" in output
+        assert "app/ok.py:1: token = 2" in grep
 
     def test_git_log_lists_commits_touching_the_path(self, repo: GitRepo) -> None:
         """git_log shows the commits that touched a file, newest first, with author and summary."""
