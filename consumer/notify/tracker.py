@@ -24,6 +24,8 @@ _TITLE_CHARS = 200
 _TEXT_CHARS = 6000
 _CODE_CHARS = 4000
 _BACKTICKS = re.compile(r"`+")
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~])")  # backslash-escaped, each renders as itself
+_QUICK_ACTION = re.compile(r"^([ \t]*)/", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,12 @@ class IssueApi(Protocol):
 
 
 def escape_md(text: str) -> str:
-    """Untrusted prose for Markdown: no raw HTML (so no fake markers), no @mentions that would ping."""
+    """Untrusted prose for Markdown: no raw HTML (so no fake markers), no link, image, emphasis or heading,
+    no @mentions that would ping, and no line that GitLab would run as a quick action (`/close`, `/unlabel`
+    in a description or a note run with the bot's rights)."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("@", "@\u200b")
+    text = _MARKDOWN.sub(r"\\\1", text).replace("@", "@\u200b")
+    return _QUICK_ACTION.sub(r"\1\\/", text)
 
 
 def _tick(text: str) -> str:
@@ -77,6 +82,12 @@ def _fenced(code: str, info: str = "") -> str:
     longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{code}\n{fence}"
+
+
+def _carries(body: str, marker: str) -> bool:
+    """Whether `body` is one we wrote for the marker's analysis: the marker opens it (a log's text inside,
+    in a code span say, cannot stand for it)."""
+    return body.lstrip().startswith(marker)
 
 
 def analysis_marker(analysis_id: str) -> str:
@@ -176,7 +187,7 @@ class IssueSink:
                 raise DeliveryError("labels_dropped", f"issue {created.url} lacks label {key}: the token "
                                     "needs the right to set labels", retriable=False)
             return Outcome.DELIVERED
-        if marker in issue.body or await self._commented(target, issue.number, marker):
+        if _carries(issue.body, marker) or await self._commented(target, issue.number, marker):
             return Outcome.DUPLICATE
         if issue.closed and issue.reopenable and self._reopen:
             # Reopen first: after a crash between the two, the replay finds no comment yet and writes it.
@@ -186,6 +197,6 @@ class IssueSink:
 
     async def _commented(self, target: str, number: int, marker: str) -> bool:
         async for body in self._api.comments(target, number):
-            if marker in body:
+            if _carries(body, marker):
                 return True
         return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from consumer.notify.render import SourceLinks
-from consumer.notify.tracker import analysis_marker, comment_body, issue_body, issue_title
+from consumer.notify.tracker import _carries, analysis_marker, comment_body, issue_body, issue_title
 from tests.notify_events import make_notice
 
 LINKS = SourceLinks({"checkout-service": "https://github.com/acme/checkout"})
@@ -24,6 +24,23 @@ class TestIssueText:
         body = issue_body(notice, LINKS)
         assert forged not in body and "<img" not in body and "@acme" not in body
         assert body.count("<!--") == 1
+
+    def test_log_text_cannot_link_embed_or_run_a_quick_action(self) -> None:
+        """A root cause from a log's type and value (no model needed) with a phishing link, a tracking image
+        and a line that GitLab would run as a quick action with the bot's rights: all inert text."""
+        notice = make_notice(root_cause="ok\n/close now: x [Reset your SSO password](https://evil.example/login) "
+                                        "![t](https://evil.example/pixel.png)\n  /unlabel ~logagent *loud* # h")
+        body = issue_body(notice, LINKS)
+        assert "](https://evil" not in body and "![" not in body and "*loud*" not in body
+        assert not [line for line in body.splitlines() if line.lstrip().startswith("/")]
+        assert "\\/close now" in body and "Reset your SSO password" in body
+
+    def test_a_marker_counts_only_at_the_head_of_a_body(self) -> None:
+        """The sink takes a body as an analysis's own only when the marker opens it: the same text inside,
+        in a code span of a log's field, stands for nothing."""
+        marker = analysis_marker("11111111-2222-3333-4444-555555555555")
+        assert _carries(f"{marker}\n#### Seen again", marker) and _carries(f"\r\n{marker}", marker)
+        assert not _carries(f"{analysis_marker('x')}\n**s** · tenant `{marker}`", marker)
 
     def test_a_fence_in_the_fix_cannot_close_the_diff(self) -> None:
         """The diff fence is longer than any backtick run inside the code."""
