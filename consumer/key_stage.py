@@ -37,7 +37,7 @@ from consumer.watermark import Progress, broker_time, watermark_record
 from consumer.window import PartitionKey
 from consumer.workers import ServiceStats
 
-__all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
+__all__ = ["DLQ_MAX_KEY_BYTES", "SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,8 @@ _F = TypeVar("_F", bound=asyncio.Future[Any])
 # broker is away, and neither a rebalance callback nor a SIGTERM may wait that long. What is still
 # unacknowledged keeps its offset held (uncommitted, replayed by the next owner).
 SETTLE_WAIT_S = 10.0
+DLQ_MAX_KEY_BYTES = 64 * 1024
+"""A longer key is cut in the DLQ copy (headers say so, with its sha256), as a value past its cap is."""
 
 
 class Keyed(NamedTuple):
@@ -82,6 +84,7 @@ class DeadLetters:
         token = ("dlq", tp, message.offset)
         self._offsets.hold(tp, message.offset, token)
         value: bytes = message.value or b""
+        key: bytes | None = message.key
         # The original bytes go as they came (the documented exception); what we add is redacted.
         headers = dlq_headers(reason, tp, message.offset, self._redact(error), kafka.dlq_error_max_chars)
         if len(value) > kafka.dlq_max_value_bytes:
@@ -90,10 +93,15 @@ class DeadLetters:
             headers += [("truncated", b"true"), ("original_bytes", str(len(value)).encode()),
                         ("original_sha256", hashlib.sha256(value).hexdigest().encode())]
             value = value[: kafka.dlq_max_value_bytes]
+        if key is not None and len(key) > DLQ_MAX_KEY_BYTES:
+            # A key near the record limit (the producer took it) leaves no room for the headers added here.
+            headers += [("key_truncated", b"true"), ("original_key_bytes", str(len(key)).encode()),
+                        ("original_key_sha256", hashlib.sha256(key).hexdigest().encode())]
+            key = key[:DLQ_MAX_KEY_BYTES]
 
         async def deliver() -> None:
             assert self._sink is not None, "DeadLetters.start was not called"
-            await self._sink.publish(kafka.dlq_topic, message.key, value, headers)
+            await self._sink.publish(kafka.dlq_topic, key, value, headers)
             self._offsets.release(token)
 
         # Deliveries are batched by the producer; the next commit stops below any not yet acknowledged.

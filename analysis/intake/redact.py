@@ -371,17 +371,21 @@ def _redact_exception(exception: ExceptionInfo, redactor: Redactor) -> Exception
     return new_exception(type_, value, frames)
 
 
-def redact_value(value: Any, redactor: Redactor, depth: int = 0) -> Any:
+def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool = True) -> Any:
     """JSON-like `value` with every string redacted, dict keys included; the value under a secret-named
-    key is replaced whole (under a name like `key` or `session`, when it looks generated)."""
+    key is replaced whole (under a name like `key` or `session`, when it looks generated); with `numbers`,
+    a number that is a card number too."""
     if type(value) is str:
         return redactor.redact(value)
     if not redactor.config.enabled or depth >= _MAX_VALUE_DEPTH:
         return value
     if isinstance(value, Mapping):
-        return {_redact_key(key, redactor): _redact_item(key, item, redactor, depth) for key, item in value.items()}
+        return {_redact_key(key, redactor): _redact_item(key, item, redactor, depth, numbers)
+                for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_value(item, redactor, depth + 1) for item in value]
+        return [redact_value(item, redactor, depth + 1, numbers) for item in value]
+    if not numbers:
+        return value
     # A card number sent as a number, also as a float (`4111111111111111.0`).
     number = int(value) if type(value) is float and value.is_integer() and 1e12 <= abs(value) < 1e19 else value
     if type(number) is int and 13 <= len(str(abs(number))) <= 19:
@@ -392,10 +396,11 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0) -> Any:
 
 def redact_model(model: _Model, redactor: Redactor) -> _Model:
     """A copy of `model` with every string in it redacted (an analysis before it is published or stored:
-    quoted repository code, the model's answer, notes, failure reasons)."""
+    quoted repository code, the model's answer, notes, failure reasons). Its numbers are the schema's
+    (line numbers, counts, scores): a line `4111111111111111` from a log's frame stays a number."""
     if not redactor.config.enabled:
         return model
-    return type(model).model_validate(redact_value(model.model_dump(mode="json"), redactor))
+    return type(model).model_validate(redact_value(model.model_dump(mode="json"), redactor, numbers=False))
 
 
 def _redact_key(key: Any, redactor: Redactor) -> Any:
@@ -407,7 +412,7 @@ def _key_strength(key: str) -> str | None:
     return secret_key(key)
 
 
-def _redact_item(key: Any, item: Any, redactor: Redactor, depth: int) -> Any:
+def _redact_item(key: Any, item: Any, redactor: Redactor, depth: int, numbers: bool) -> Any:
     if type(key) is str and item is not None and item != "" and type(item) is not bool:
         # Field names repeat across a stream; long ones (rare, hostile) are not cached.
         strength = _key_strength(key) if len(key) <= _SHORT_TEXT else secret_key(key)
@@ -416,4 +421,4 @@ def _redact_item(key: Any, item: Any, redactor: Redactor, depth: int) -> Any:
             return placeholder("secret")
         if strength == "weak" and type(item) in (str, int) and looks_generated(str(item)):
             return placeholder("secret")
-    return redact_value(item, redactor, depth + 1)
+    return redact_value(item, redactor, depth + 1, numbers)

@@ -17,6 +17,7 @@ from analysis.event import ExceptionInfo, Frame, new_exception
 from analysis.intake.field import text
 
 _MAX_CHAIN = 64
+_MAX_LINE = 999_999_999  # a line number as the text traces' parsers read one: nine digits at most
 _FRAMES_CACHE_SIZE = 2048
 _FRAMES_CACHE_MAX_KEY = 64 * 1024
 _FRAMES_KEY_TAIL = 64
@@ -76,6 +77,8 @@ def _frame(item: Any) -> Frame:
     lineno = item.get("lineno")
     if lineno is not None and type(lineno) is not int:
         raise BadInput("wrong_type", "frame lineno is not an integer")
+    if lineno is not None and lineno > _MAX_LINE:
+        lineno = None  # names no line of any file (and `4111111111111111` would read as a card number)
     in_app = item.get("in_app")
     if in_app is not None and type(in_app) is not bool:
         raise BadInput("wrong_type", "frame in_app is not a boolean")

@@ -21,6 +21,7 @@ from bench.bounded import SHAPES, hostile_message
 from consumer.cloudevent import event_schema
 from consumer.explainer import HeuristicAnalyzer
 from consumer.http import HealthState, serve_http
+from consumer.key_stage import DLQ_MAX_KEY_BYTES
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from tests.conftest import SHOP_BUGS, KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error, shop_line
@@ -54,6 +55,30 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 class TestPipelineFlow:
+    def test_a_bad_message_whose_key_fills_the_record_goes_to_the_dlq_cut(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """A key of ~1 MiB that the producer and broker took left no room for the DLQ's headers: the copy
+        was refused, the error took the service down, and the restart met it again (attacker review). The
+        key is cut and named by its digest, and the next event is analysed."""
+        repos = shop_repos(SERVERS[0])
+        settings = settings_factory()
+        key = b"k" * 1_048_450
+        good = shop_error(SERVERS[0], next(iter(SHOP_BUGS)), 1_700_000_000, repos.commits[SERVERS[0]])
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, [b"not json", good], keys=[key, SERVERS[0].encode()],
+                                   partition=0)
+            await run_until(service, lambda: service.stats.events_in == 2 and service.idle())
+
+        asyncio.run(scenario())
+        [dead] = asyncio.run(kafka_io.read_all(settings.kafka.dlq_topic))
+        assert dead.headers["reason"] == b"not_json" and dead.value == b"not json"
+        assert len(dead.key) == DLQ_MAX_KEY_BYTES and dead.headers["key_truncated"] == b"true"
+        assert dead.headers["original_key_sha256"] == hashlib.sha256(key).hexdigest().encode()
+        assert len(asyncio.run(kafka_io.read_all(settings.kafka.output_topic))) == 1
+
     def test_each_burst_yields_one_schema_valid_event_and_bad_input_goes_to_the_dlq(
         self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
     ) -> None:

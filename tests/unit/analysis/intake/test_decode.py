@@ -287,6 +287,15 @@ class TestBadInput:
         ]
         assert [reason(orjson.dumps(case)) for case in cases] == ["wrong_type"] * len(cases)
 
+    def test_a_line_number_past_nine_digits_names_no_line(self) -> None:
+        """`lineno: 4111111111111111` in a structured frame is no line of any file (as in text traces, which
+        read nine digits at most): the frame keeps its place without one."""
+        doc = {"server_id": "s", "exception": {"type": "KeyError", "value": "'x'", "stacktrace": [
+            {"filename": "app/shop.py", "function": "total", "lineno": 4111111111111111, "in_app": True},
+            {"filename": "app/shop.py", "function": "main", "lineno": 999_999_999, "in_app": True}]}}
+        frames = decode_message(orjson.dumps(doc), DecodeConfig())[0].exceptions[-1].frames
+        assert [frame.lineno for frame in frames] == [999_999_999, None]
+
     def test_no_error(self) -> None:
         """Neither a message nor an exception: nothing to analyse."""
         assert reason(orjson.dumps({"server_id": "s", "level": "error"})) == "no_error"

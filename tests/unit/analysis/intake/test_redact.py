@@ -20,12 +20,15 @@ from analysis.intake.redact import (
     redact_event,
     redact_id,
     redact_key_fields,
+    redact_model,
     redact_value,
 )
 from analysis.intake.redact_rules import RULES, looks_generated, secret_key
 from analysis.intake.signature import fingerprint_event
+from analysis.report import Location
 from evals.redaction import score
 from evals.redaction_corpus import NEGATIVES, positives
+from tests.notify_events import make_analysis
 from tests.paths import TRACES
 
 REDACTOR = Redactor()
@@ -583,6 +586,16 @@ class TestRedactValue:
             "password": hidden, "secret": hidden, "pin": hidden, "token": hidden, "card": "[REDACTED:credit_card]",
             "password_confirmation": hidden, "api_key": None, "secret_list": [], "token_count": 5,
             "price": 4111111111111112.0}  # fmt: skip
+
+    def test_an_analysis_keeps_its_numbers(self) -> None:
+        """An analysis's numbers are its schema's: a culprit line `4111111111111111` (a log's frame said so)
+        stays a number, where redacting it as a card made the analysis invalid and crash-looped the service
+        (attacker review); its strings are redacted as ever."""
+        analysis = make_analysis(culprit=Location(path="app/shop.py", line=4111111111111111, function="total"),
+                                 root_cause="card 4111 1111 1111 1111 declined")
+        redacted = redact_model(analysis, REDACTOR)
+        assert redacted.culprit is not None and redacted.culprit.line == 4111111111111111
+        assert redacted.root_cause == "card [REDACTED:credit_card] declined"
 
     def test_json_values_keys_and_numbers(self) -> None:
         """Nested strings and keys are redacted; generated values under weak names go, plain ones stay."""
