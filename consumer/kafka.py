@@ -6,6 +6,7 @@ Everything here is thin: decisions (what to commit, what is a burst) live in pur
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import ssl
 import time
@@ -301,6 +302,28 @@ def dlq_headers(
         # The error text can quote the untrusted input; the cap keeps a hostile message from bloating it.
         ("error", error[:max_chars].encode("utf-8", "replace")),
     ]
+
+
+DLQ_MAX_KEY_BYTES = 64 * 1024
+"""A longer key is cut in a DLQ copy (headers say so, with its sha256), as a value past its cap is."""
+
+
+def dlq_copy(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]], max_value_bytes: int,
+             ) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
+    """The key, value and headers of a bad record's DLQ copy: the original bytes as they came (the documented
+    exception), or, past their caps, their heads, the headers naming the originals by size and sha256. The
+    broker refuses records past its limit, and a key near it leaves no room for the headers added here; the
+    originals stay in their topic for its retention."""
+    headers = list(headers)
+    if len(value) > max_value_bytes:
+        headers += [("truncated", b"true"), ("original_bytes", str(len(value)).encode()),
+                    ("original_sha256", hashlib.sha256(value).hexdigest().encode())]
+        value = value[:max_value_bytes]
+    if key is not None and len(key) > DLQ_MAX_KEY_BYTES:
+        headers += [("key_truncated", b"true"), ("original_key_bytes", str(len(key)).encode()),
+                    ("original_key_sha256", hashlib.sha256(key).hexdigest().encode())]
+        key = key[:DLQ_MAX_KEY_BYTES]
+    return key, value, headers
 
 
 class RebalanceHooks(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka ships no types

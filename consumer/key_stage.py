@@ -17,7 +17,6 @@ stage in this process (`Keyed`), and the input offsets are then held by the burs
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import time
@@ -27,7 +26,7 @@ from typing import Any, NamedTuple, TypeVar
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from analysis.errors import BadInput
-from consumer.kafka import EventSink, dlq_headers
+from consumer.kafka import EventSink, dlq_copy, dlq_headers
 from consumer.keying import KeyedGroup, KeyReader, forwarded_values, group_sightings, repartition_record
 from consumer.logs import log_fields
 from consumer.metrics import Metrics
@@ -37,7 +36,7 @@ from consumer.watermark import Progress, broker_time, watermark_record
 from consumer.window import PartitionKey
 from consumer.workers import ServiceStats
 
-__all__ = ["DLQ_MAX_KEY_BYTES", "SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
+__all__ = ["SETTLE_WAIT_S", "DeadLetters", "KeyStage", "Keyed"]
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +46,6 @@ _F = TypeVar("_F", bound=asyncio.Future[Any])
 # broker is away, and neither a rebalance callback nor a SIGTERM may wait that long. What is still
 # unacknowledged keeps its offset held (uncommitted, replayed by the next owner).
 SETTLE_WAIT_S = 10.0
-DLQ_MAX_KEY_BYTES = 64 * 1024
-"""A longer key is cut in the DLQ copy (headers say so, with its sha256), as a value past its cap is."""
 
 
 class Keyed(NamedTuple):
@@ -83,21 +80,11 @@ class DeadLetters:
         kafka = self._kafka
         token = ("dlq", tp, message.offset)
         self._offsets.hold(tp, message.offset, token)
-        value: bytes = message.value or b""
-        key: bytes | None = message.key
-        # The original bytes go as they came (the documented exception); what we add is redacted.
-        headers = dlq_headers(reason, tp, message.offset, self._redact(error), kafka.dlq_error_max_chars)
-        if len(value) > kafka.dlq_max_value_bytes:
-            # The broker refuses records past its size limit: keep the head, say so, and point at the
-            # original, which stays in its topic for its retention.
-            headers += [("truncated", b"true"), ("original_bytes", str(len(value)).encode()),
-                        ("original_sha256", hashlib.sha256(value).hexdigest().encode())]
-            value = value[: kafka.dlq_max_value_bytes]
-        if key is not None and len(key) > DLQ_MAX_KEY_BYTES:
-            # A key near the record limit (the producer took it) leaves no room for the headers added here.
-            headers += [("key_truncated", b"true"), ("original_key_bytes", str(len(key)).encode()),
-                        ("original_key_sha256", hashlib.sha256(key).hexdigest().encode())]
-            key = key[:DLQ_MAX_KEY_BYTES]
+        # What we add is redacted; the original bytes go as they came, cut past their caps.
+        key, value, headers = dlq_copy(
+            message.key, message.value or b"",
+            dlq_headers(reason, tp, message.offset, self._redact(error), kafka.dlq_error_max_chars),
+            kafka.dlq_max_value_bytes)
 
         async def deliver() -> None:
             assert self._sink is not None, "DeadLetters.start was not called"

@@ -26,6 +26,7 @@ from consumer.kafka import (
     EventSink,
     RebalanceHooks,
     commit_offsets,
+    dlq_copy,
     dlq_headers,
     make_consumer,
     measure_lag,
@@ -207,13 +208,19 @@ class SinkLane:
                     error=str(error)[:_ERROR_CHARS]))
                 await self._dead_letter(tp, message, reason, str(error), attempts=attempt)
                 return Outcome.FAILED
+            except Exception as error:  # a sink's bug on one analysis must not stop every later one
+                log.exception("delivery failed unexpectedly", extra=log_fields(
+                    sink=self.sink.name, analysis_id=notice.analysis_id))
+                await self._dead_letter(tp, message, "internal_error", type(error).__name__, attempts=attempt)
+                return Outcome.FAILED
 
     async def _dead_letter(self, tp: TopicPartition, message: Any, reason: str, error: str, attempts: int = 0) -> None:
         """The original record to the notify DLQ, with why, which sink and where it came from."""
         headers = dlq_headers(reason, (tp.topic, tp.partition), message.offset, self._redactor.redact(error),
                               _ERROR_CHARS)
         headers += [("sink", self.sink.name.encode()), ("attempts", str(attempts).encode())]
-        await self._dlq.publish(self._dlq_topic, message.key, message.value or b"", headers)
+        key, value, headers = dlq_copy(message.key, message.value or b"", headers, self._kafka.dlq_max_value_bytes)
+        await self._dlq.publish(self._dlq_topic, key, value, headers)
         self._metrics.dlq.labels(self.sink.name, reason).inc()
 
     def _count(self, outcome: Outcome, started: float) -> None:

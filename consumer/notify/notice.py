@@ -20,6 +20,7 @@ __all__ = ["EVENT_TYPE", "BadNotice", "Notice", "issue_key", "parse_notice", "re
 
 EVENT_TYPE = "logagent.analysis.v1"
 _MAX_EVENT_BYTES = 4 * 1024 * 1024
+_YEAR_10000 = 253_402_300_800.0
 
 
 class BadNotice(BadInput):
@@ -65,8 +66,9 @@ class Burst(_View):
     tenant: str = ""
     fingerprint: str = Field(min_length=1)
     exception_type: str = ""
-    first_seen: float
-    last_seen: float
+    # Epoch seconds a calendar can print: from 1970 to before the year 10000 (a time past it ended delivery).
+    first_seen: float = Field(ge=0, lt=_YEAR_10000)
+    last_seen: float = Field(ge=0, lt=_YEAR_10000)
     count: int = Field(1, ge=1)
     sample_messages: tuple[str, ...] = ()
 

@@ -61,8 +61,11 @@ class SourceLinks:
 
 
 def utc_text(ts: float) -> str:
-    """An event time as `2024-07-03 09:46:40 UTC`."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """An event time as `2024-07-03 09:46:40 UTC` ("unknown time" past what a calendar can print)."""
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):
+        return "unknown time"
 
 
 def _duration(seconds: float) -> str:

@@ -21,7 +21,7 @@ from bench.bounded import SHAPES, hostile_message
 from consumer.cloudevent import event_schema
 from consumer.explainer import HeuristicAnalyzer
 from consumer.http import HealthState, serve_http
-from consumer.key_stage import DLQ_MAX_KEY_BYTES
+from consumer.kafka import DLQ_MAX_KEY_BYTES
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from tests.conftest import SHOP_BUGS, KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error, shop_line

@@ -112,6 +112,28 @@ class TestEverySinkDelivers:
                 assert lane.stats.outcomes == {"failed": 1, "delivered": 1, "skipped": 1}, lane.sink.name
 
 
+    def test_a_time_past_the_calendar_or_a_record_near_the_limit_goes_to_the_dlq_and_delivery_goes_on(
+            self, settings_factory: SettingsFactory, kafka_io: KafkaIO, tmp_path: Path) -> None:
+        """A burst stamped in the year 3,170,843 ended the lane on rendering it (and again on restart), and a
+        DLQ copy of a ~1 MiB record was refused for its added headers (attacker review): both go to the DLQ,
+        the second cut and named by its digest, and the next analysis is delivered."""
+        doc = orjson.loads(event_bytes(make_analysis(fingerprint="fp-future")))
+        doc["data"]["cluster"]["first_seen"] = doc["data"]["cluster"]["last_seen"] = 1e14
+        huge = b"x" * 1_048_300
+        with rig(settings_factory, tmp_path) as r:
+            _produce(kafka_io, r.topic, [orjson.dumps(doc), huge, event_bytes(make_analysis())])
+            service = NotifyService(r.settings)
+            asyncio.run(run_until(service, all_handled(service, 3)))
+            assert len(r.slack.messages) == 1 and len(r.github.issues(REPO)) == 1
+            dlq = asyncio.run(kafka_io.read_all(r.settings.notify.dlq_topic))
+            assert len(dlq) == 8
+            cut = [record for record in dlq if "truncated" in record.headers]
+            assert len(cut) == 4 and all(len(record.value) < len(huge) for record in cut)
+            assert {record.headers["original_bytes"] for record in cut} == {str(len(huge)).encode()}
+            for lane in service.lanes:
+                assert lane.stats.outcomes == {"failed": 2, "delivered": 1}, lane.sink.name
+
+
 class TestRedaction:
     def test_a_secret_in_an_unredacted_event_reaches_no_sink(self, settings_factory: SettingsFactory,
                                                                kafka_io: KafkaIO, tmp_path: Path) -> None:
