@@ -7,6 +7,7 @@ or a silently used default.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -89,6 +90,17 @@ def readable_file(path: Path, setting: str) -> None:
     except OSError as error:
         raise ValueError(f"{setting}={path}: cannot be read by uid {os.getuid()} ({error.strerror}); "
                          "fix its mode or owner (fsGroup on Kubernetes)") from None
+
+
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_WEEK_S = 7 * 86_400.0
+
+
+def topic_problem(name: str) -> str | None:
+    """Why Kafka would refuse `name` as a topic, or None."""
+    if not _TOPIC.fullmatch(name) or name in (".", ".."):
+        return "a topic name is 1-249 of A-Z a-z 0-9 . _ - (and not . or ..)"
+    return None
 
 
 class KafkaSettings(BaseModel):
@@ -185,8 +197,10 @@ class KafkaSettings(BaseModel):
 class WindowSettings(BaseModel):
     """How bursts of the same failure are grouped."""
 
-    quiet_s: float = Field(30.0, gt=0, description="A burst closes after this long without a new event.")
-    max_length_s: float = Field(300.0, gt=0, description="A burst closes this long after its first event.")
+    quiet_s: float = Field(30.0, gt=0, le=_WEEK_S, description="A burst closes after this long without a new "
+                           "event (a week at most).")
+    max_length_s: float = Field(300.0, gt=0, le=_WEEK_S, description="A burst closes this long after its first "
+                                "event (a week at most: it holds the burst's offsets and memory).")
     max_open: int = Field(10_000, ge=1, description="Open bursts cap; past it the oldest closes early.")
     max_samples: int = Field(20, ge=1, description="Events kept per burst for analysis and the event's samples.")
     max_open_bytes: int = Field(
@@ -342,6 +356,29 @@ class Settings(BaseSettings):
     _file_servers: dict[str, RepoSpec] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
+    def _check(self) -> Settings:
+        """Topics Kafka would refuse or that would feed the service its own output, and values no clock or
+        size can reach (`inf`, `nan`), named with their variables: the service would start, then fail."""
+        kafka = self.kafka
+        topics = {env_name("kafka", name): getattr(kafka, name) for name in
+                  ("input_topic", "output_topic", "dlq_topic", "review_topic", "feedback_topic")}
+        if not self.input.keyed_by_server:
+            topics[env_name("repartition", "topic")] = self.repartition.topic_for(kafka.group_id)
+        topics[env_name("notify", "dlq_topic")] = self.notify.dlq_topic
+        for variable, topic in topics.items():
+            if (problem := topic_problem(topic)) is not None:
+                raise ValueError(f"{variable}={topic!r}: {problem}")
+        seen: dict[str, str] = {}
+        for variable, topic in topics.items():
+            if topic in seen:
+                raise ValueError(f"{variable} and {seen[topic]} are both {topic!r}: each topic has one role "
+                                 "(a DLQ or an output read as input would feed the service its own records)")
+            seen[topic] = variable
+        if (infinite := _not_finite(self, ())) is not None:
+            raise ValueError(f"{infinite} is not a finite number: give a number of seconds or bytes")
+        return self
+
+    @model_validator(mode="after")
     def _derive(self) -> Settings:
         """Fill what follows from other settings: the shorthand URL and paths under `data_dir`; read the
         repository map file once, so a missing or malformed one stops the start."""
@@ -358,6 +395,17 @@ class Settings(BaseSettings):
     def repo_servers(self) -> dict[str, RepoSpec]:
         """The server → repository map: `repo.servers` plus the entries of `repos_file` (file wins)."""
         return {**self.repo.servers, **self._file_servers}
+
+
+def _not_finite(model: BaseModel, path: tuple[str, ...]) -> str | None:
+    """The variable of the first setting under `model` that holds `inf` or `nan`, or None."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, float) and not math.isfinite(value):
+            return env_name(*path, name)
+        if isinstance(value, BaseModel) and (found := _not_finite(value, (*path, name))) is not None:
+            return found
+    return None
 
 
 def _read_repos_file(path: Path) -> dict[str, RepoSpec]:

@@ -209,3 +209,32 @@ class TestWhatAnErrorEchoes:
         assert main(["config"]) == 2
         err = capsys.readouterr().err
         assert "\x1b" not in err and "\x07" not in err and "\u202e" not in err and "\\x1b]0;pwned\\x07" in err
+
+
+class TestSettingsThatWouldFailLater:
+    """Each of these started the service, which then looped or stalled (attacker review): now one line at
+    start, naming the variable."""
+
+    @pytest.mark.parametrize(("env", "said"), [
+        ({"LOGAGENT_KAFKA__DLQ_TOPIC": "errors"}, "LOGAGENT_KAFKA__DLQ_TOPIC and LOGAGENT_KAFKA__INPUT_TOPIC are both"),
+        ({"LOGAGENT_REPARTITION__TOPIC": "errors"}, "LOGAGENT_REPARTITION__TOPIC and LOGAGENT_KAFKA__INPUT_TOPIC"),
+        ({"LOGAGENT_KAFKA__OUTPUT_TOPIC": "analyses", "LOGAGENT_KAFKA__REVIEW_TOPIC": "analyses"},
+         "LOGAGENT_KAFKA__REVIEW_TOPIC and LOGAGENT_KAFKA__OUTPUT_TOPIC are both 'analyses'"),
+        ({"LOGAGENT_KAFKA__OUTPUT_TOPIC": "bad topic"}, "LOGAGENT_KAFKA__OUTPUT_TOPIC='bad topic': a topic name"),
+        ({"LOGAGENT_KAFKA__DLQ_TOPIC": ""}, "LOGAGENT_KAFKA__DLQ_TOPIC='': a topic name"),
+        ({"LOGAGENT_NOTIFY__DLQ_TOPIC": "x" * 250}, "LOGAGENT_NOTIFY__DLQ_TOPIC="),
+        ({"LOGAGENT_KAFKA__COMMIT_INTERVAL_S": "inf"}, "LOGAGENT_KAFKA__COMMIT_INTERVAL_S is not a finite number"),
+        ({"LOGAGENT_WINDOW__MAX_LENGTH_S": "1e12"}, "LOGAGENT_WINDOW__MAX_LENGTH_S=1e12 is invalid: input should"),
+        ({"LOGAGENT_AGENT__TIMEOUT_S": "Infinity"}, "LOGAGENT_AGENT__TIMEOUT_S is not a finite number"),
+    ])  # fmt: skip
+    def test_a_topic_clash_a_bad_name_or_an_endless_value_stops_the_start(self, env: dict[str, str],
+                                                                          said: str) -> None:
+        message = _error(env)
+        assert len(message.splitlines()) == 1 and message.startswith(said), message
+
+    def test_keyed_input_needs_no_repartition_topic(self) -> None:
+        """With input keyed by server the repartition topic is unused: its derived name clashes with nothing."""
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("LOGAGENT_INPUT__KEYED_BY_SERVER", "true")
+            patch.setenv("LOGAGENT_REPARTITION__TOPIC", "errors")
+            assert load_settings(os.environ).input.keyed_by_server
