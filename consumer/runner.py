@@ -8,6 +8,7 @@ import logging
 import signal
 import time
 from functools import partial
+from pathlib import Path
 
 from analysis.intake.redact import Redactor, redact_value
 from consumer.explainer import Explainer, build_explainer
@@ -17,7 +18,7 @@ from consumer.logs import configure_logging, log_event, log_fields, log_settings
 from consumer.metrics import Metrics, build_info
 from consumer.pipeline import Service
 from consumer.retry import sleep_unless
-from consumer.settings import ConfigError, Settings, env_name, masked_url
+from consumer.settings import ConfigError, Settings, env_name, masked_url, writable_dir
 from store import StoreError
 
 __all__ = ["configure_gc", "run_service", "serve"]
@@ -63,6 +64,7 @@ async def serve(settings: Settings, stop: asyncio.Event, version: str = "unknown
     metrics.heuristic_mode.set(0 if settings.ollama.url else 1)
     health = HealthState(broker_grace_s=settings.readiness.broker_grace_s,
                          llm_configured=settings.ollama.url is not None, stall_after_s=settings.http.stall_after_s)
+    _check_data_dirs(settings)
     explainer = build_explainer(settings, metrics)
     try:
         with _open_http(settings, metrics, health) as endpoint:
@@ -98,6 +100,16 @@ def _open_http(settings: Settings, metrics: Metrics, health: HealthState) -> Htt
     except OSError as error:
         raise ConfigError(f"{env_name('http', 'port')}={http.port} cannot be served on {http.host} "
                           f"({error.strerror or error}): pick a free port, or stop what listens there") from None
+
+
+def _check_data_dirs(settings: Settings) -> None:
+    """The repository cache and a memory on local disk must be directories this process writes: a data dir
+    that is a file, or unwritable, failed later with a traceback."""
+    local = [(settings.repo.cache_dir, env_name("repo", "cache_dir"))]
+    if "://" not in settings.memory.uri:
+        local.append((Path(settings.memory.uri), env_name("memory", "uri")))
+    for path, setting in local:
+        writable_dir(path, env_name("data_dir") if path.is_relative_to(settings.data_dir) else setting)
 
 
 def _log_start(settings: Settings, port: int, version: str, commit: str) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from analysis.agent.config import AgentConfig
@@ -26,7 +27,8 @@ from analysis.intake.redact import RedactionConfig
 from consumer.notify_settings import NotifySettings
 from store import MemoryConfig
 
-__all__ = ["ConfigError", "KafkaSettings", "RepartitionSettings", "Settings", "env_name", "masked_url", "secret_name"]
+__all__ = ["ConfigError", "KafkaSettings", "RepartitionSettings", "Settings", "env_name", "masked_url", "secret_name",
+           "writable_dir"]
 
 _URL_HEAD = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]{0,30}://")
 # Names a secret is kept under: query parameters (`api_key`, `X-Amz-Signature`, `sig`) and keys of mapping
@@ -103,10 +105,31 @@ def topic_problem(name: str) -> str | None:
     return None
 
 
+def writable_dir(path: Path, setting: str) -> None:
+    """Raise ConfigError naming `setting` unless `path` is (or can be made) a directory this process writes."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as error:
+        raise ConfigError(f"{setting}: {path} is not a directory this process can write (uid {os.getuid()}: "
+                          f"{error.strerror or type(error).__name__}); point it at one, or fix its mode or owner "
+                          "(fsGroup on Kubernetes)") from None
+
+
+def _servers(value: str) -> str:
+    """`host:port[,host:port...]`, as Kafka clients take them (an IPv6 host in brackets)."""
+    for server in value.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{server.strip()!r} is not host:port (a port from 1 to 65535); list brokers as "
+                             "host:port,host:port")
+    return value
+
+
 class KafkaSettings(BaseModel):
     """Where to read errors and write events."""
 
-    bootstrap_servers: str = "127.0.0.1:9092"
+    bootstrap_servers: Annotated[str, AfterValidator(_servers)] = "127.0.0.1:9092"
     input_topic: str = "errors"
     output_topic: str = "analyses"
     dlq_topic: str = "errors.dlq"

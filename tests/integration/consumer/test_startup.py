@@ -96,6 +96,18 @@ class TestStartupFailures:
         assert f"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS={address}" in line
         assert "check the address and port" in line
 
+    def test_a_data_dir_that_is_a_file(self, shared_dir: Path) -> None:
+        """LOGAGENT_DATA_DIR naming a file ended in a NotADirectoryError traceback: one line now."""
+        data = shared_dir / "data-file"
+        data.write_text("not a directory\n")
+        line = _run({**_base(shared_dir), "LOGAGENT_DATA_DIR": str(data)})
+        assert line.startswith("logagent: LOGAGENT_DATA_DIR: ") and "is not a directory this process can write" in line
+
+    def test_a_broker_address_without_a_port(self, shared_dir: Path) -> None:
+        """`host:abc` ended in a traceback from deep in the Kafka client: one line now."""
+        line = _run({**_base(shared_dir), "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "broker:abc"})
+        assert "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS=broker:abc is invalid: 'broker:abc' is not host:port" in line
+
     def test_the_http_port_in_use(self, shared_dir: Path, settings_factory: SettingsFactory) -> None:
         """Another socket holds the port: the line names LOGAGENT_HTTP__PORT and the fix."""
         kafka = settings_factory(partitions=1).kafka
