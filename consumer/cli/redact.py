@@ -41,10 +41,13 @@ def redact_line(line: bytes, config: DecodeConfig, redactor: Redactor) -> bytes:
         events = decode_message(line, config) if line.lstrip().startswith((b"{", b"[")) else []
     except BadInput:
         events = []
-    if not events:
-        return redactor.redact(line.decode("utf-8", "replace")).encode()
-    redacted = [redact_event(event, redactor) for event in events]
-    return orjson.dumps(redacted[0] if len(redacted) == 1 else redacted)
+    if events:
+        redacted = [redact_event(event, redactor) for event in events]
+        try:
+            return orjson.dumps(redacted[0] if len(redacted) == 1 else redacted)
+        except TypeError:  # an OTLP intValue past 64 bits, which JSON writers refuse: the line as text
+            pass
+    return redactor.redact(line.decode("utf-8", "replace")).encode()
 
 
 def _redact(args: argparse.Namespace, settings: Settings) -> int:

@@ -33,6 +33,21 @@ class TestRedactLine:
             b"Authorization: Bearer [REDACTED:bearer]")
         assert redact_line(b'{"token": "x1"}', CONFIG, REDACTOR) == b'{"token": "[REDACTED:secret]"}'
 
+    def test_an_event_no_json_writer_takes_comes_out_as_text_and_the_stream_goes_on(
+            self, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+        """An OTLP intValue past 64 bits decodes, but orjson cannot write it: it stopped the command with a
+        traceback, its later lines unwritten (attacker review). That line is redacted as text."""
+        big = orjson.dumps({"resourceLogs": [{"resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "s"}}]}, "scopeLogs": [{"logRecords": [
+                {"body": {"stringValue": "boom bob@example.com"},
+                 "attributes": [{"key": "n", "value": {"intValue": "18446744073709551616"}}]}]}]}]})
+        path = tmp_path / "in.log"
+        path.write_bytes(big + b"\nplain bob@example.com\n")
+        assert main(["redact", str(path)]) == 0
+        lines = capsysbinary.readouterr().out.splitlines()
+        assert len(lines) == 2 and b"18446744073709551616" in lines[0] and b"bob@" not in lines[0]
+        assert lines[1] == b"plain [REDACTED:email]"
+
     def test_the_command_prints_one_line_per_input_line(
             self, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
         """`logagent redact FILE` keeps the lines in order."""
