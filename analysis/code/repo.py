@@ -43,6 +43,10 @@ _SAFE_REVISION = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._/+-]{0,199}$")
 # A scheme starts after a character that cannot be part of one, so a long word is tried once, not per letter.
 _URL_USERINFO = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]{0,30}://)[^/@\s]+@")
 _SEEN_COMMITS_CAP = 2048
+_MIN_ABBREV = 7
+# A worktree handed out this recently may still be read by an analysis (the agent runs 120 s by default):
+# it is never evicted, even past `max_worktrees` (which then holds once they age).
+_IN_USE_S = 900.0
 _MIRROR_REFSPEC = "+refs/heads/*:refs/heads/*"  # a clone's fetch refspec: the remote's branches as ours
 # Every git command runs with no hooks, no file-system monitor and no replace refs: we only read, and
 # nothing found in a repository (a planted `hooks/post-checkout`, `refs/replace/<sha>`) may run a program
@@ -107,7 +111,8 @@ class RepoConfig(BaseModel):
     )
     fetch_timeout_s: float = Field(60.0, gt=0)
     clone_timeout_s: float = Field(600.0, gt=0)
-    max_worktrees: int = Field(8, ge=1, description="Worktrees kept per server; the least recent go first.")
+    max_worktrees: int = Field(8, ge=1, description="Worktrees kept per server; the least recent go first, "
+                               "none handed out in the last 15 minutes.")
     servers: dict[str, RepoSpec] = Field(default_factory=dict)
 
 
@@ -139,7 +144,10 @@ def redact_secret(text: str, secrets: tuple[str, ...]) -> str:
 
 
 def _safe_revision(requested: str) -> bool:
-    return bool(_SAFE_REVISION.match(requested)) and ".." not in requested
+    # A short hex prefix names whichever commit of the history has it: a log guessing 4 hex digits (65,536
+    # tries) reached old commits, a checkout each. Abbreviated shas are 7 digits at least, as git writes them.
+    short_hex = len(requested) < _MIN_ABBREV and all(c in "0123456789abcdefABCDEF" for c in requested)
+    return bool(_SAFE_REVISION.match(requested)) and ".." not in requested and not short_hex
 
 
 def open_repo(path: Path) -> git.Repo:
@@ -458,6 +466,8 @@ def _ensure_worktree(repo: git.Repo, root: Path, path: Path, sha: str, cap: int)
         reverse=True,
     )
     for old in siblings[cap - 1 :]:
+        if time.time() - old.stat().st_mtime < _IN_USE_S:
+            continue
         try:
             repo.git.worktree("remove", "--force", str(old))
         except git.GitCommandError:

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -125,14 +126,38 @@ class TestCheckout:
             make_sync(tmp_path, RepoSpec(url=str(upstream.path))).checkout("billing", None)
 
     def test_worktrees_pruned_beyond_cap(self, tmp_path: Path, upstream: GitRepo) -> None:
-        """Only max_worktrees worktrees are kept per server; the least recently used go."""
+        """Only max_worktrees worktrees are kept per server; the least recently used go, once no analysis
+        may still read them (handed out over 15 minutes ago)."""
+        shas = [upstream.head()]
+        shas += [upstream.commit(f"v{i}", {"app.py": f"VERSION = {i}\n"}) for i in (2, 3, 4)]
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), max_worktrees=2)
+        roots = []
+        for sha in shas:
+            roots.append(sync.checkout("orders", sha).root)
+            aged = time.time() - 3600
+            os.utime(roots[-1], (aged, aged))  # its analysis is long over
+        assert [r.exists() for r in roots] == [False, False, True, True]
+        listed = git(sync.repo_dir("orders"), "worktree", "list")
+        assert shas[0] not in listed and shas[3] in listed
+
+    def test_a_worktree_an_analysis_may_still_read_is_never_evicted(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """Checkouts of more commits than the cap within minutes (a log naming commits at will, attacker
+        review) deleted the worktree an analysis was reading: recent ones stay, over the cap."""
         shas = [upstream.head()]
         shas += [upstream.commit(f"v{i}", {"app.py": f"VERSION = {i}\n"}) for i in (2, 3, 4)]
         sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), max_worktrees=2)
         roots = [sync.checkout("orders", sha).root for sha in shas]
-        assert [r.exists() for r in roots] == [False, False, True, True]
-        listed = git(sync.repo_dir("orders"), "worktree", "list")
-        assert shas[0] not in listed and shas[3] in listed
+        assert all(root.exists() for root in roots)
+
+    @pytest.mark.parametrize("prefix_digits", [4, 6])
+    def test_a_short_hex_prefix_names_no_commit(self, tmp_path: Path, upstream: GitRepo, prefix_digits: int) -> None:
+        """A log's commit of 4-6 hex digits could be any commit of the history (guessing reached old ones, a
+        checkout each): git's 7 digits at least, or a name."""
+        old = upstream.head()
+        head = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
+        assert sync.checkout("orders", old[:prefix_digits]).commit == head  # not found: the branch's head
+        assert sync.checkout("orders", old[:7]).commit == old
 
     def test_a_clone_that_lost_the_race_to_another_replica_uses_the_winners(self, tmp_path: Path,
                                                                             upstream: GitRepo) -> None:
