@@ -9,6 +9,8 @@ kubelet restarts a process stuck on one message while its HTTP thread still answ
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -22,13 +24,15 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-__all__ = ["IDLE_TIMEOUT_S", "MAX_CONNECTIONS", "HealthSnapshot", "HealthState", "HttpEndpoint", "Readiness",
-           "degradations", "readiness_checks", "serve_http"]
+__all__ = ["IDLE_TIMEOUT_S", "MAX_CONNECTIONS", "MAX_CONNECTION_S", "HealthSnapshot", "HealthState", "HttpEndpoint",
+           "Readiness", "degradations", "readiness_checks", "serve_http"]
 
 IDLE_TIMEOUT_S = 5.0
 """How long a connection may stay silent (no request, or a request not finished) before it is closed."""
 MAX_CONNECTIONS = 64
 """Connections served at once; the endpoint has no authentication, and each one holds a thread."""
+MAX_CONNECTION_S = 10.0
+"""How long a connection may last in all: a client trickling a byte now and then resets the idle timeout."""
 
 
 
@@ -238,10 +242,20 @@ class _Server(ThreadingHTTPServer):
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        hang_up = threading.Timer(MAX_CONNECTION_S, _hang_up, (request,))
+        hang_up.daemon = True
+        hang_up.start()
         try:
             super().process_request_thread(request, client_address)
         finally:
+            hang_up.cancel()
             self._slots.release()
+
+
+def _hang_up(connection: socket.socket) -> None:
+    """End a connection past its time: its thread's blocked read returns, and the thread ends."""
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 def serve_http(host: str, port: int, metrics: Exported, health: Readiness) -> HttpEndpoint:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -16,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from consumer.http import (
     IDLE_TIMEOUT_S,
+    MAX_CONNECTION_S,
     MAX_CONNECTIONS,
     HealthSnapshot,
     HealthState,
@@ -260,4 +262,25 @@ class TestSilentClients:
                 for client in sockets:
                     client.close()
             time.sleep(0.2)
+            assert _get(endpoint, "/livez")[0] == 200
+
+    def test_a_client_trickling_bytes_is_cut_off_at_the_connection_limit(self, metrics: Metrics) -> None:
+        """A byte every second resets the idle timeout: the connection ends at MAX_CONNECTION_S all the same,
+        so a few dozen tricklers cannot hold every slot and fail the kubelet's probes for ever."""
+        with serve_http("127.0.0.1", 0, metrics, HealthState()) as endpoint:
+            client = socket.create_connection(("127.0.0.1", endpoint.port))
+            started = time.monotonic()
+            try:
+                with contextlib.suppress(OSError):  # the server hangs up: a reset or a broken pipe
+                    for char in b"GET /livez HTTP/1.1\r\nX-Slow: " + b"a" * 100:
+                        client.sendall(bytes([char]))
+                        time.sleep(1.0)
+                        if time.monotonic() - started > MAX_CONNECTION_S + 5:
+                            break
+                client.settimeout(2)
+                with contextlib.suppress(OSError):
+                    client.recv(4096)
+                assert time.monotonic() - started < MAX_CONNECTION_S + 4
+            finally:
+                client.close()
             assert _get(endpoint, "/livez")[0] == 200
