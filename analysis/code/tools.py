@@ -60,7 +60,7 @@ def pattern_items(pattern: str) -> int:
             atom = max(sizes.pop(), 1)
             i += 1
         elif char == "[":  # a class is one atom, whatever it holds
-            i += 2 if pattern.startswith("[^]", i) or pattern.startswith("[]", i) else 1
+            i += 3 if pattern.startswith("[^]", i) else 2 if pattern.startswith("[]", i) else 1  # `]` first is one
             while i < n and pattern[i] != "]":
                 i += 2 if pattern[i] == "\\" else 1
             atom, i = 1, i + 1

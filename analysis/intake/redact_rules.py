@@ -429,7 +429,7 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
     # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`); not a
-# MAC address (`84-41-67-32-db-e1`).
+    # MAC address (`84-41-67-32-db-e1`).
     _rule("ipv4", rf"(?:(?<=[A-Za-z])|(?<=[A-Za-z]-)|(?<=[A-Za-z][0-9]-)|(?<![A-Za-z0-9_.-]))"
                   rf"(?:{_PADDED_OCTET}-){{3}}{_PADDED_OCTET}(?![0-9])"
                   r"(?=\.[A-Za-z]|-(?![0-9A-Fa-f]{2}(?![A-Za-z0-9]))[A-Za-z]|(?![A-Za-z0-9_.-]))", _address_host),

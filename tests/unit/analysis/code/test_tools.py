@@ -216,7 +216,8 @@ class TestGrep:
 
     @pytest.mark.parametrize(("pattern", "items"), [
         ("foo", 3), (r"\d{4}-\d{2}", 7), ("[a-z]{1,65535}", 65535), ("(a{100}){100}", 10_000),
-        ("((a{100}){100}){800}", 8_000_000), (r"\{5\}", 3), ("[]a]{5}", 5), ("a{3,}", 4), ("a{}", 3),
+        ("((a{100}){100}){800}", 8_000_000), (r"\{5\}", 3), ("[]a]{5}", 5), ("[^]a]{5}", 5),
+        ("([^]]{100}){100}", 10_000), ("a{3,}", 4), ("a{}", 3),
     ])  # fmt: skip
     def test_pattern_items_multiplies_nested_counts(self, pattern: str, items: int) -> None:
         """What a pattern may expand to: a count multiplies the atom or group before it, nested counts
