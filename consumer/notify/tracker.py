@@ -24,8 +24,14 @@ _TITLE_CHARS = 200
 _TEXT_CHARS = 6000
 _CODE_CHARS = 4000
 _BACKTICKS = re.compile(r"`+")
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~])")  # backslash-escaped, each renders as itself
+# Backslash-escaped, each renders as itself: links, images, emphasis, headings (`#`, and `===`/`---` under a
+# line), lists, tables, and the autolinks GFM makes of `https://…` and `www.…` (`:` and `.` escaped).
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~\-=.:])")
 _QUICK_ACTION = re.compile(r"^([ \t]*)/", re.MULTILINE)
+# What Markdown, or GitLab before it looks for quick actions, reads as a line break besides `\n`.
+_BREAKS = "\r\x0b\x0c\x85\u2028\u2029"
+_BREAKS_TO_NEWLINES = str.maketrans(dict.fromkeys(_BREAKS, "\n"))
+_BREAKS_TO_SPACES = str.maketrans(dict.fromkeys("\n" + _BREAKS, " "))
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ def escape_md(text: str) -> str:
     """Untrusted prose for Markdown: no raw HTML (so no fake markers), no link, image, emphasis or heading,
     no @mentions that would ping, and no line that GitLab would run as a quick action (`/close`, `/unlabel`
     in a description or a note run with the bot's rights)."""
+    text = text.replace("\r\n", "\n").translate(_BREAKS_TO_NEWLINES)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MARKDOWN.sub(r"\\\1", text).replace("@", "@\u200b")
     return _QUICK_ACTION.sub(r"\1\\/", text)
@@ -73,8 +80,8 @@ def escape_md(text: str) -> str:
 
 def _tick(text: str) -> str:
     """Untrusted text as inline code: Markdown decodes no entity there and links no mention, so only a
-    backtick (which would end the span) needs replacing."""
-    return "`" + text.replace("`", "\u02cb").replace("\n", " ") + "`"
+    backtick and a line break (either would end the span) need replacing."""
+    return "`" + text.replace("`", "\u02cb").translate(_BREAKS_TO_SPACES) + "`"
 
 
 def _fenced(code: str, info: str = "") -> str:

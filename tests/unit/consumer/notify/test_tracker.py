@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from consumer.notify.render import SourceLinks
 from consumer.notify.tracker import _carries, analysis_marker, comment_body, issue_body, issue_title
 from tests.notify_events import make_notice
@@ -34,6 +36,22 @@ class TestIssueText:
         assert "](https://evil" not in body and "![" not in body and "*loud*" not in body
         assert not [line for line in body.splitlines() if line.lstrip().startswith("/")]
         assert "\\/close now" in body and "Reset your SSO password" in body
+
+    def test_carriage_returns_autolinks_and_underlines_stay_inert(self) -> None:
+        """The second review: `\\r\\r` ended an inline-code field (a type, a tenant, a path) and let a link and
+        a mention out; GitLab drops `\\r` before looking for quick actions; GFM links bare `https://` and
+        `www.`; `===` under a line makes it a heading. Every line break is a plain one now, a code span has
+        none, and `:`, `.`, `-`, `=` are escaped."""
+        notice = make_notice(root_cause="see https://evil.example/reset www.evil.com\nPWNED\n===\n\r/close x",
+                             tenant="t\r\r@octocat [x](https://e.x)", server="checkout\n\r/label ~x\n",
+                             fix={"path": "a\u2028[l](https://e.x)", "before": "x", "after": "y",
+                                  "explanation": "ok\x0b/close"})
+        body = issue_body(notice, LINKS)
+        assert not [line for line in body.splitlines() if line.lstrip().startswith("/")]
+        prose = re.sub(r"`[^`\n]*`|\(https://github\.com/acme/checkout/[^)\s]*\)", "", body)  # code spans, our links
+        assert "https://" not in prose and "www.evil" not in prose
+        assert "\n===" not in body and "\r" not in body and "\u2028" not in body and "\x0b" not in body
+        assert "`t  @octocat [x](https://e.x)`" in body  # the tenant stays one code span
 
     def test_a_marker_counts_only_at_the_head_of_a_body(self) -> None:
         """The sink takes a body as an analysis's own only when the marker opens it: the same text inside,
