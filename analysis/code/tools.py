@@ -31,15 +31,19 @@ log = logging.getLogger(__name__)
 
 _MAX_PATTERN_CHARS = 500
 # `regex` writes out nested counted repeats when it compiles a pattern, outside any time limit:
-# `((a{100}){100}){800}` (20 characters) took 2.3 GB. A pattern may expand to this many items (~30 MB).
-_MAX_PATTERN_ITEMS = 100_000
+# `((a{100}){100}){800}` (20 characters) took 2.3 GB. A pattern may expand to this many items, a class
+# weighing its length: at most ~25 MB (100,000 full-case-folded `ß` took 114 MB).
+_MAX_PATTERN_ITEMS = 20_000
 _COUNT = re.compile(r"\{(\d{0,9})(?:,(\d{0,9}))?\}")
+# What `pattern_items` cannot read: comments (`(?#…)`, and `#…` in verbose mode) hide the pattern from it,
+# and VERSION1's set operations cost ~27 kB an item. A grep needs none of them.
+_UNREAD = re.compile(r"\(\?#|\(\?[abefiLmprsuwxV01-]{0,16}(?:x|V1)")
 _F = TypeVar("_F", bound=Callable[..., ToolResult[Any]])
 
 
 def pattern_items(pattern: str) -> int:
-    """About how many items compiling `pattern` writes out: each atom one, a counted repeat (`{n}`, `{n,m}`)
-    multiplying what it repeats, a group, nested ones included, by its largest count."""
+    """About how many items compiling `pattern` writes out: each atom one (a class its length), a counted
+    repeat (`{n}`, `{n,m}`) multiplying what it repeats, a group, nested ones included, by its largest count."""
     sizes = [0]  # the size of each open group's contents so far, outermost first
     last = 0  # the size of the last atom, which a count multiplies
     i, n = 0, len(pattern)
@@ -59,11 +63,12 @@ def pattern_items(pattern: str) -> int:
         if char == ")" and len(sizes) > 1:
             atom = max(sizes.pop(), 1)
             i += 1
-        elif char == "[":  # a class is one atom, whatever it holds
+        elif char == "[":  # a class is one atom, weighing its length (its ranges, case-folded, cost more)
+            start = i
             i += 3 if pattern.startswith("[^]", i) else 2 if pattern.startswith("[]", i) else 1  # `]` first is one
             while i < n and pattern[i] != "]":
                 i += 2 if pattern[i] == "\\" else 1
-            atom, i = 1, i + 1
+            atom, i = max(1, i - start - 1), i + 1
         else:
             atom, i = 1, i + (2 if char == "\\" else 1)
         sizes[-1] += atom
@@ -203,6 +208,9 @@ class FileTools:
             return ToolResult(
                 "error", f"pattern is too long ({len(pattern)} chars; limit {_MAX_PATTERN_CHARS})"
             )
+        if _UNREAD.search(pattern):
+            return ToolResult("error", "comments, verbose mode (x) and VERSION1 are not taken in a grep pattern; "
+                                       "write the pattern plainly")
         if (items := pattern_items(pattern)) > _MAX_PATTERN_ITEMS:
             return ToolResult("error", f"pattern is too complex: its counted repeats expand to about {items:,} "
                                        f"items (limit {_MAX_PATTERN_ITEMS:,}); use + or * instead of nested {{n}}")
