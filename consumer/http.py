@@ -10,6 +10,7 @@ kubelet restarts a process stuck on one message while its HTTP thread still answ
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import threading
 import time
@@ -30,7 +31,8 @@ __all__ = ["IDLE_TIMEOUT_S", "MAX_CONNECTIONS", "MAX_CONNECTION_S", "HealthSnaps
 IDLE_TIMEOUT_S = 5.0
 """How long a connection may stay silent (no request, or a request not finished) before it is closed."""
 MAX_CONNECTIONS = 64
-"""Connections served at once; the endpoint has no authentication, and each one holds a thread."""
+"""Connections served at once (a newer one ends the oldest); the endpoint has no authentication, and each
+connection holds a thread."""
 MAX_CONNECTION_S = 10.0
 """How long a connection may last in all: a client trickling a byte now and then resets the idle timeout."""
 
@@ -224,32 +226,44 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
-    """A thread per connection, at most `MAX_CONNECTIONS` at once: past that a connection is closed at once,
-    so silent clients cannot pile up threads (probes and scrapes hold one or two)."""
+    """A thread per connection, at most `MAX_CONNECTIONS` at once: a connection past that ends the oldest one,
+    so silent or trickling clients can neither pile up threads nor lock out the kubelet's probes (which take
+    milliseconds). A connection lasts `MAX_CONNECTION_S` at most (checked between polls, every 0.1 s)."""
 
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], metrics: Exported, health: Readiness) -> None:
         self.metrics = metrics
         self.health = health
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._live: dict[socket.socket, float] = {}  # open connections and when they came, oldest first
         super().__init__(address, _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
+        with self._lock:
+            if len(self._live) >= MAX_CONNECTIONS:
+                oldest = next(iter(self._live))
+                del self._live[oldest]
+                _hang_up(oldest)
+            self._live[request] = time.monotonic()
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
-        hang_up = threading.Timer(MAX_CONNECTION_S, _hang_up, (request,))
-        hang_up.daemon = True
-        hang_up.start()
         try:
             super().process_request_thread(request, client_address)
         finally:
-            hang_up.cancel()
-            self._slots.release()
+            with self._lock:
+                self._live.pop(request, None)
+
+    def service_actions(self) -> None:
+        """Between polls of `serve_forever`: end the connections past their time."""
+        cutoff = time.monotonic() - MAX_CONNECTION_S
+        with self._lock:
+            late = list(itertools.takewhile(lambda connection: self._live[connection] < cutoff, self._live))
+            for connection in late:
+                del self._live[connection]
+        for connection in late:
+            _hang_up(connection)
 
 
 def _hang_up(connection: socket.socket) -> None:
