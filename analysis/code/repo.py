@@ -45,8 +45,10 @@ _URL_USERINFO = re.compile(r"(?<![a-zA-Z0-9+.-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-
 _SEEN_COMMITS_CAP = 2048
 _MIN_ABBREV = 7
 # A worktree handed out this recently may still be read by an analysis (the agent runs 120 s by default):
-# it is never evicted, even past `max_worktrees` (which then holds once they age).
+# it is not evicted, up to twice `max_worktrees` (which holds again once they age).
 _IN_USE_S = 900.0
+# git reads `<anything>-<n>-g<hex>` (what `git describe` writes) as an abbreviated sha of 4 digits or more.
+_DESCRIBED = re.compile(r"-g[0-9a-fA-F]{1,6}$")
 _MIRROR_REFSPEC = "+refs/heads/*:refs/heads/*"  # a clone's fetch refspec: the remote's branches as ours
 # Every git command runs with no hooks, no file-system monitor and no replace refs: we only read, and
 # nothing found in a repository (a planted `hooks/post-checkout`, `refs/replace/<sha>`) may run a program
@@ -112,7 +114,7 @@ class RepoConfig(BaseModel):
     fetch_timeout_s: float = Field(60.0, gt=0)
     clone_timeout_s: float = Field(600.0, gt=0)
     max_worktrees: int = Field(8, ge=1, description="Worktrees kept per server; the least recent go first, "
-                               "none handed out in the last 15 minutes.")
+                               "none handed out in the last 15 minutes unless there are twice as many.")
     servers: dict[str, RepoSpec] = Field(default_factory=dict)
 
 
@@ -147,7 +149,8 @@ def _safe_revision(requested: str) -> bool:
     # A short hex prefix names whichever commit of the history has it: a log guessing 4 hex digits (65,536
     # tries) reached old commits, a checkout each. Abbreviated shas are 7 digits at least, as git writes them.
     short_hex = len(requested) < _MIN_ABBREV and all(c in "0123456789abcdefABCDEF" for c in requested)
-    return bool(_SAFE_REVISION.match(requested)) and ".." not in requested and not short_hex
+    return (bool(_SAFE_REVISION.match(requested)) and ".." not in requested and not short_hex
+            and not _DESCRIBED.search(requested))
 
 
 def open_repo(path: Path) -> git.Repo:
@@ -465,9 +468,9 @@ def _ensure_worktree(repo: git.Repo, root: Path, path: Path, sha: str, cap: int)
         key=lambda p: p.stat().st_mtime,
         reverse=True,
     )
-    for old in siblings[cap - 1 :]:
-        if time.time() - old.stat().st_mtime < _IN_USE_S:
-            continue
+    for index, old in enumerate(siblings[cap - 1 :], start=cap - 1):
+        if index < 2 * cap - 1 and time.time() - old.stat().st_mtime < _IN_USE_S:
+            continue  # an analysis may still read it; past twice the cap, disk comes first
         try:
             repo.git.worktree("remove", "--force", str(old))
         except git.GitCommandError:

@@ -144,19 +144,23 @@ class TestCheckout:
         """Checkouts of more commits than the cap within minutes (a log naming commits at will, attacker
         review) deleted the worktree an analysis was reading: recent ones stay, over the cap."""
         shas = [upstream.head()]
-        shas += [upstream.commit(f"v{i}", {"app.py": f"VERSION = {i}\n"}) for i in (2, 3, 4)]
+        shas += [upstream.commit(f"v{i}", {"app.py": f"VERSION = {i}\n"}) for i in (2, 3, 4, 5, 6)]
         sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), max_worktrees=2)
-        roots = [sync.checkout("orders", sha).root for sha in shas]
+        roots = [sync.checkout("orders", sha).root for sha in shas[:4]]
         assert all(root.exists() for root in roots)
+        # Past twice the cap the least recent go all the same: a stream of commits cannot fill the disk.
+        roots += [sync.checkout("orders", sha).root for sha in shas[4:]]
+        assert [root.exists() for root in roots] == [False, False, True, True, True, True]
 
     @pytest.mark.parametrize("prefix_digits", [4, 6])
     def test_a_short_hex_prefix_names_no_commit(self, tmp_path: Path, upstream: GitRepo, prefix_digits: int) -> None:
         """A log's commit of 4-6 hex digits could be any commit of the history (guessing reached old ones, a
-        checkout each): git's 7 digits at least, or a name."""
+        checkout each), also as `git describe` writes it (`x-1-gd260`): git's 7 digits at least, or a name."""
         old = upstream.head()
         head = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
         sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
         assert sync.checkout("orders", old[:prefix_digits]).commit == head  # not found: the branch's head
+        assert sync.checkout("orders", f"v1.0-3-g{old[:prefix_digits]}").commit == head  # `git describe`'s form
         assert sync.checkout("orders", old[:7]).commit == old
 
     def test_a_clone_that_lost_the_race_to_another_replica_uses_the_winners(self, tmp_path: Path,
