@@ -117,12 +117,18 @@ def writable_dir(path: Path, setting: str) -> None:
 
 
 def _servers(value: str) -> str:
-    """`host:port[,host:port...]`, as Kafka clients take them (an IPv6 host in brackets)."""
+    """`host[:port][,host[:port]...]`, as Kafka clients take them (port 9092 when left out; an IPv6 host in
+    brackets): a scheme, a bare IPv6 address or a port that is no number failed deep in the client."""
     for server in value.split(","):
-        host, _, port = server.strip().rpartition(":")
-        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{server.strip()!r} is not host:port (a port from 1 to 65535); list brokers as "
-                             "host:port,host:port")
+        server = server.strip()
+        host, colon, port = server.rpartition(":") if not server.endswith("]") else (server, "", "")
+        if not colon:
+            host, port = server, "9092"
+        bracketed = host.startswith("[") and host.endswith("]")
+        if (not host.strip("[]") or "/" in host or (":" in host and not bracketed) or not port.isdigit()
+                or not 0 < int(port) < 65536):
+            raise ValueError(f"{server!r} is not host:port (a port from 1 to 65535, an IPv6 host in brackets, "
+                             "no scheme); list brokers as host:port,host:port")
     return value
 
 
@@ -386,13 +392,14 @@ class Settings(BaseSettings):
         topics = {env_name("kafka", name): getattr(kafka, name) for name in
                   ("input_topic", "output_topic", "dlq_topic", "review_topic", "feedback_topic")}
         if not self.input.keyed_by_server:
-            topics[env_name("repartition", "topic")] = self.repartition.topic_for(kafka.group_id)
-        topics[env_name("notify", "dlq_topic")] = self.notify.dlq_topic
-        for variable, topic in topics.items():
+            derived = "" if self.repartition.topic else f" (from {env_name('kafka', 'group_id')})"
+            topics[env_name("repartition", "topic") + derived] = self.repartition.topic_for(kafka.group_id)
+        notify_dlq = {env_name("notify", "dlq_topic"): self.notify.dlq_topic}  # may be the service's DLQ: unread
+        for variable, topic in {**topics, **notify_dlq}.items():
             if (problem := topic_problem(topic)) is not None:
                 raise ValueError(f"{variable}={topic!r}: {problem}")
         seen: dict[str, str] = {}
-        for variable, topic in topics.items():
+        for variable, topic in [*topics.items(), *((v, t) for v, t in notify_dlq.items() if t != kafka.dlq_topic)]:
             if topic in seen:
                 raise ValueError(f"{variable} and {seen[topic]} are both {topic!r}: each topic has one role "
                                  "(a DLQ or an output read as input would feed the service its own records)")

@@ -232,6 +232,26 @@ class TestSettingsThatWouldFailLater:
         message = _error(env)
         assert len(message.splitlines()) == 1 and message.startswith(said), message
 
+    @pytest.mark.parametrize(("env", "said"), [
+        ({"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "PLAINTEXT://kafka:9092"}, "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS="),
+        ({"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "::1"}, "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS=::1 is invalid"),
+        ({"LOGAGENT_KAFKA__GROUP_ID": "team:x"}, "LOGAGENT_REPARTITION__TOPIC (from LOGAGENT_KAFKA__GROUP_ID)="),
+    ])  # fmt: skip
+    def test_what_the_kafka_client_would_misread_is_refused(self, env: dict[str, str], said: str) -> None:
+        message = _error(env)
+        assert len(message.splitlines()) == 1 and message.startswith(said), message
+
+    @pytest.mark.parametrize("env", [
+        {"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "kafka"}, {"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "[::1]:9092,[::1]"},
+        {"LOGAGENT_NOTIFY__DLQ_TOPIC": "errors.dlq"},
+    ])  # fmt: skip
+    def test_what_worked_before_still_does(self, env: dict[str, str]) -> None:
+        """A broker without its port (9092), and one DLQ for the service and notify (neither is read)."""
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in env.items():
+                patch.setenv(name, value)
+            load_settings(os.environ)
+
     def test_keyed_input_needs_no_repartition_topic(self) -> None:
         """With input keyed by server the repartition topic is unused: its derived name clashes with nothing."""
         with pytest.MonkeyPatch.context() as patch:
