@@ -165,8 +165,9 @@ class KafkaSettings(BaseModel):
     )
     dlq_error_max_chars: int = Field(512, ge=1, description="Cap on the `error` header of a DLQ message.")
     dlq_max_value_bytes: int = Field(
-        512 * 1024, ge=1024,
-        description="A larger bad message is cut to this in the DLQ (headers say so, with its sha256).",
+        512 * 1024, ge=1024, le=896 * 1024,
+        description="A larger bad message is cut to this in the DLQ (headers say so, with its sha256); at most "
+        "896 KiB, so a copy with its key (cut past 64 KiB) and headers fits Kafka's default 1 MiB record.",
     )
     max_event_bytes: int = Field(
         1_048_576, ge=1024,

@@ -272,10 +272,10 @@ class Agent:
         call is answered as not run: one reply may ask for any number of them, each up to a tool's timeout."""
         spec = self._specs.get(name)
         label = name if spec is not None else "unknown"
-        why = ("the investigation's time is up" if time.monotonic() >= run.deadline
-               else "the conversation is full" if run.size() >= self._config.context_budget_chars
-               else f"one reply runs {self._config.max_tool_calls_per_step} tool calls at most"
-               if index >= self._config.max_tool_calls_per_step else None)
+        why = (f"one reply runs {self._config.max_tool_calls_per_step} tool calls at most"
+               if index >= self._config.max_tool_calls_per_step
+               else "the investigation's time is up" if time.monotonic() >= run.deadline
+               else "the conversation is full" if run.size() >= self._config.context_budget_chars else None)
         if why is not None:
             run.stats.tool_calls[(label, "not_run")] += 1
             return ToolMessage(content=f"[error] not run: {why}", tool_call_id=call_id, name=label)
