@@ -2,13 +2,16 @@
 
 A line that decodes as an error event becomes that event as the service keeps it (decoded, normalised,
 every field redacted), as one JSON object; an OpenTelemetry line with several records becomes a JSON
-array of them. Any other line (plain text, or JSON that is no event) is redacted as text; each line of
+array of them. Other JSON comes out as JSON with every string redacted (as its escapes spell it: read
+as text, `bob\u0040example.com` would pass the rules); any other line is redacted as text; each line of
 a private key block pasted as text (PEM, SSH2, PuTTY) comes out as the placeholder.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 from typing import Any
 
@@ -16,7 +19,7 @@ import orjson
 
 from analysis.errors import BadInput
 from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event
+from analysis.intake.redact import Redactor, redact_event, redact_value
 from consumer.cli.common import add_command, decode_config, open_binary
 from consumer.settings import Settings
 
@@ -29,7 +32,8 @@ def register(commands: Any) -> None:
         commands, "redact", summary="print what the service lets leave of each line (JSON events or plain text)",
         description="One output line per input line, in order. A JSON error event comes out as the redacted "
                     "event the service analyses and publishes from (an OpenTelemetry batch as a JSON array); "
-                    "any other line comes out redacted as text. Decided line by line.",
+                    "other JSON as JSON with every string redacted; any other line comes out redacted as text. "
+                    "Decided line by line.",
         examples=["logagent redact errors.jsonl", "echo 'login failed for jane@example.com' | logagent redact"])
     redact.add_argument("file", nargs="?", default="-", help="input file, or - for stdin (default)")
     redact.set_defaults(handler=_redact)
@@ -43,11 +47,15 @@ def redact_line(line: bytes, config: DecodeConfig, redactor: Redactor) -> bytes:
         events = []
     if events:
         redacted = [redact_event(event, redactor) for event in events]
-        try:
+        with contextlib.suppress(TypeError):  # an OTLP intValue past 64 bits, which orjson cannot write
             return orjson.dumps(redacted[0] if len(redacted) == 1 else redacted)
-        except TypeError:  # an OTLP intValue past 64 bits, which JSON writers refuse: the line as text
-            pass
-    return redactor.redact(line.decode("utf-8", "replace")).encode()
+    text = line.decode("utf-8", "replace")
+    try:
+        # JSON read as text would hide what its escapes spell (`bob\u0040example.com`) from the rules.
+        doc = json.loads(text)
+    except ValueError:
+        return redactor.redact(text).encode()
+    return json.dumps(redact_value(doc, redactor), ensure_ascii=False).encode("utf-8", "replace")
 
 
 def _redact(args: argparse.Namespace, settings: Settings) -> int:

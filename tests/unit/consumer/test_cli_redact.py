@@ -48,6 +48,15 @@ class TestRedactLine:
         assert len(lines) == 2 and b"18446744073709551616" in lines[0] and b"bob@" not in lines[0]
         assert lines[1] == b"plain [REDACTED:email]"
 
+    def test_json_is_redacted_as_what_its_escapes_spell(self) -> None:
+        """Redacted as raw text, `bob\\u0040example.com`, `\\u001b[31m` and `\\u0020`-spaced cards passed the
+        rules (second review): JSON that is no event comes out as JSON with every string redacted."""
+        line = (b'{"msg": "login bob\\u0040example.com password=\\u001b[31mhunter2 card 4111\\u00201111\\u00201111'
+                b'\\u00201111", "n": 18446744073709551616}')
+        out = redact_line(line, CONFIG, REDACTOR)
+        assert orjson.loads(out.replace(b"18446744073709551616", b"1")) == {
+            "msg": "login [REDACTED:email] password=[REDACTED:secret] card [REDACTED:credit_card]", "n": 1}
+
     def test_the_command_prints_one_line_per_input_line(
             self, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
         """`logagent redact FILE` keeps the lines in order."""
