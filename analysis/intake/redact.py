@@ -258,16 +258,23 @@ class Redactor:
         return redacted
 
 
-# A terminal's control sequences (ANSI colours, cursor moves, window titles): ESC or the 8-bit CSI, then
-# their parameters. A coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the
-# sequences would act on the terminal of whoever reads the output.
-_TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]{0,64}[ -/]{0,16}[@-~]?"  # colours, cursor moves
-                            r"|\x1b\][^\x07\x1b\r\n]{0,4096}(?:\x07|\x1b\\)?"  # a window title, a link
-                            r"|\x1b[ -/]{0,4}[0-~]?")  # a character set, a reset, or a lone ESC
+# A terminal's control sequences (ANSI colours, cursor moves, window titles, device strings), by ESC or as
+# C1 controls, and a colour written out as text (`\u001b[31m` in JSON text, `\x1b[`, `\033[`): a
+# coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the sequences would act
+# on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
+_TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b|\\(?:u001[bB]|x1[bB]|033)\[)[0-?]*[ -/]*[@-~]?"  # colours, moves
+                            r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c\r\n]{0,4096}(?:\x07|\x1b\\|\x9c)?"  # a title, a link
+                            r"|(?:\x1bP|\x90)[^\x1b\x9c\r\n]{0,4096}(?:\x1b\\|\x9c)?"  # a device control string
+                            r"|\x1b[ -/]{0,4}[0-~]?|[\x80-\x9f]")  # a character set, a reset, a lone ESC, C1
+_C1 = re.compile(r"[\x80-\x9f]")
+_WRITTEN_OUT = ("\\u001b[", "\\u001B[", "\\x1b[", "\\x1B[", "\\033[")
 
 
 def _has_terminal_codes(text: str) -> bool:
-    return "\x1b" in text or "\x9b" in text
+    """Whether `text` may hold one, by plain searches first (this runs on every text redacted)."""
+    if "\x1b" in text or ("\\" in text and any(form in text for form in _WRITTEN_OUT)):
+        return True
+    return not text.isascii() and _C1.search(text) is not None
 
 
 def without_terminal_codes(text: str) -> str:

@@ -314,10 +314,17 @@ class TestRedactor:
         ("password=\x1b[31mhunter2\x1b[0m failed", "password=[REDACTED:secret] failed"),
         ("\x1b[1;33mtoken\x1b[0m: \x1b[2mhunter2\x1b[0m", "token: [REDACTED:secret]"),
         ("\x1b]0;pwned\x07\x1b[2J\x1b(Bclear \x9b31mred\x1b", "clear red"),
+        # The second review: the 8-bit OSC, a CSI of many parameters, colours written out as text, C1 controls.
+        ("password=\x9d0;title\x07hunter2", "password=[REDACTED:secret]"),
+        ("password=\x1b[" + "1;" * 40 + "31mhunter2", "password=[REDACTED:secret]"),
+        ("password=\\u001b[31mhunter2 x", "password=[REDACTED:secret] x"),
+        ("password=\\033[1;31mhunter2 x", "password=[REDACTED:secret] x"),
+        ("a\x90qq\x9cb \x85c \x9e", "ab c "),
+        ("C:\\Users\\e[1] path", "C:\\Users\\e[1] path"),
     ])  # fmt: skip
     def test_terminal_codes_are_dropped(self, text: str, expected: str) -> None:
         """Colours hid a secret from the rules (`password=\\x1b[31mhunter2` kept hunter2), and a terminal's
-        control sequences would act on whoever reads the output: none of them is kept."""
+        control sequences would act on whoever reads the output: none of them is kept, nor any C1 control."""
         assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
 
     @pytest.mark.parametrize(("text", "expected"), [
@@ -440,7 +447,8 @@ _PIECES = [
     "Set-Cookie: s=1; Path=/", "--password", "key", "aB3dE5fG7hJ9kL1mN3pQ", "sig=", "&", "?", "passphrase",
     "\tat com.acme.Key.get(Key.java:12)", "KeyError: 'currency'", "[REDACTED:secret]", "\r", "{", "}",
     "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA", "-----END RSA PRIVATE KEY-----", "\\n", "\\\"",
-    "\x1b[31m", "\x1b[0m", "\x1b", "\x1b]0;", "\x07", "ip-", "203-0-113-45", "10-0-3-7", ".dsl.net", "078-05-1120",
+    "\x1b[31m", "\x1b[0m", "\x1b", "\x1b]0;", "\x07", "\x9d", "\x9b", "\\u001b[", "\\033[", "ip-", "203-0-113-45",
+    "10-0-3-7", ".dsl.net", "078-05-1120",
 ]  # fmt: skip
 _TEXTS = st.lists(st.sampled_from(_PIECES), max_size=24).map("".join)
 # One redactor across examples: lines seen before come from its caches.
