@@ -72,15 +72,18 @@ _SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=])[ \t\r\n]{0,5}"  # com
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"
 _VALUE = (
     # quoted, spaces and all, with a Python prefix (`b'…'`) and escaped quotes inside (`"ab\"cd"`)
-    r"(?!\[REDACTED)(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,512}?)(?P=q)"
+    r"(?!\[REDACTED|=)(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,512}?)(?P=q)"
     # quoted in a JSON string (`\"…\"`)
     r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n]){1,512}?)(?P=eq)"
     # in brackets or backticks: `(x)`, `[x]`, `<x>`, `{x}`, `` `x` ``
     r"|(?P<wv>\([^()\r\n]{1,512}\)|\[[^\[\]\r\n]{1,512}\]|<[^<>\r\n]{1,512}>|\{[^{}\r\n]{1,512}\}|`[^`\r\n]{1,512}`)"
-    rf"|(?P<bv>{_BARE}{{1,512}}+)"  # bare, up to a delimiter
-    # a quote never closed on its line (a line cut short): the rest of the line. It opens a word: after a
-    # string literal's closing quote comes code (`"password=" + pw`), which stays.
-    rf"|(?P<uq>[\"'])(?=[\w{INTL}])(?![^\r\n]{{0,512}}(?P=uq))(?P<uv>[^\r\n]{{1,512}}))"
+    # a quote never closed on its line (a line cut short; escaped quotes inside do not close it): the rest of
+    # the line. After a string literal's closing quote comes code (`"password=" + pw`, `"token: ")`): stays.
+    r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])(?![\s)\]},;+.*/%|&<>=])"
+    r"(?!(?:\\[^\r\n]|(?!(?P=uq))[^\r\n\\]){0,512}(?P=uq))(?P<uv>[^\r\n]{1,512})"
+    # the same in a JSON string (`\"password\":\"hunter2…` cut short)
+    r"|(?P<ueq>\\[\"'])(?![^\r\n]{0,512}(?P=ueq))(?P<ueqv>[^\r\n]{1,512})"
+    rf"|(?P<bv>{_BARE}{{1,512}}+))"  # bare, up to a delimiter (after the quotes: `b"…` is no bare `b`)
 )
 # After a `:` the rest of the line is the value, words and all (`db_password: correct horse battery`); a
 # quoted value, prefixed or not (`b'…'`), is `_VALUE`'s.
@@ -105,7 +108,8 @@ def _value(match: re.Match[str]) -> str:
     wrapped = groups.get("wv")
     if wrapped is not None:
         return str(wrapped)[1:-1]
-    return str(groups.get("qv") or groups.get("eqv") or groups.get("bv") or groups.get("uv") or "")
+    return str(groups.get("qv") or groups.get("eqv") or groups.get("bv") or groups.get("uv") or groups.get("ueqv")
+               or "")
 
 
 def _type_repr(bare: str, match: re.Match[str]) -> bool:
@@ -122,8 +126,9 @@ def _keyed(match: re.Match[str]) -> str:
     quote = groups.get("q") or groups.get("eq")
     if quote is not None:
         return f"{match.group('head')}{groups.get('pre') or ''}{quote}{placeholder('secret')}{quote}"
-    if groups.get("uq") is not None:
-        return f"{match.group('head')}{groups['uq']}{placeholder('secret')}"
+    if groups.get("uq") is not None or groups.get("ueq") is not None:
+        opened = f"{groups.get('upre') or ''}{groups['uq']}" if groups.get("uq") is not None else groups["ueq"]
+        return f"{match.group('head')}{opened}{placeholder('secret')}"
     return f"{match.group('head')}{placeholder('secret')}"
 
 

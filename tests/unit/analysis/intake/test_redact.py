@@ -334,6 +334,14 @@ class TestRedactor:
         ('    log.info("password=" + masked(pw))', '    log.info("password=" + masked(pw))'),
         ('raise ValueError("password: " + pw)', 'raise ValueError("password: " + pw)'),
         ('{"password":"","user":"bob"}', '{"password":"","user":"bob"}'),
+        # The second review: a symbol first, an escaped quote inside, a bytes prefix, a JSON string cut short.
+        ('password="!Sup3rS3cret', 'password="[REDACTED:secret]'),
+        ('api_key="$2b$12$R9h/cIPz', 'api_key="[REDACTED:secret]'),
+        ('password="hunter2\\"more', 'password="[REDACTED:secret]'),
+        ('password=b"hunter2', 'password=b"[REDACTED:secret]'),
+        ('{\\"u\\":\\"bob\\",\\"password\\":\\"hunter2-very-secr', '{\\"u\\":\\"bob\\",\\"password\\":\\"[REDACTED:secret]'),
+        ('if password == "":', 'if password == "":'),
+        ('print("token: ", t)', 'print("token: ", t)'),
     ])  # fmt: skip
     def test_a_quote_never_closed_hides_the_rest_of_its_line(self, text: str, expected: str) -> None:
         """A line cut short inside a quoted secret kept it whole; a string literal's closing quote before
