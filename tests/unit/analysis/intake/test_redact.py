@@ -339,7 +339,7 @@ class TestRedactor:
         ('api_key="$2b$12$R9h/cIPz', 'api_key="[REDACTED:secret]'),
         ('password="hunter2\\"more', 'password="[REDACTED:secret]'),
         ('password=b"hunter2', 'password=b"[REDACTED:secret]'),
-        ('{\\"u\\":\\"bob\\",\\"password\\":\\"hunter2-very-secr', '{\\"u\\":\\"bob\\",\\"password\\":\\"[REDACTED:secret]'),
+        ('{\\"u\\":\\"b\\",\\"password\\":\\"hunter2-very-sec', '{\\"u\\":\\"b\\",\\"password\\":\\"[REDACTED:secret]'),
         ('if password == "":', 'if password == "":'),
         ('print("token: ", t)', 'print("token: ", t)'),
     ])  # fmt: skip
