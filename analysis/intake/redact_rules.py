@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from analysis.intake.template import TLDS
 from analysis.intake.token_formats import START, TOKEN_FORMATS
 
 Replacement = str | Callable[[re.Match[str]], str]
@@ -433,11 +434,13 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("ssn", r"(?<![A-Za-z0-9.-])(?!000|666|9)[0-9]{3}-(?!00)[0-9]{2}-(?!0000)[0-9]{4}(?![A-Za-z0-9]|[.-][0-9])"),
     _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
-    # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`); not a
-    # MAC address (`84-41-67-32-db-e1`).
-    _rule("ipv4", rf"(?:(?<=[A-Za-z])|(?<=[A-Za-z]-)|(?<=[A-Za-z][0-9]-)|(?<![A-Za-z0-9_.-]))"
-                  rf"(?:{_PADDED_OCTET}-){{3}}{_PADDED_OCTET}(?![0-9])"
-                  r"(?=\.[A-Za-z]|-(?![0-9A-Fa-f]{2}(?![A-Za-z0-9]))[A-Za-z]|(?![A-Za-z0-9_.-]))", _address_host),
+    # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`): a
+    # domain follows, so dashed dates, versions, MACs and file names (`backup-12-05-23-10.tar.gz`) stay.
+    _rule("ipv4", rf"(?:(?<=[A-Za-z])|(?<=[A-Za-z]-)|(?<=[A-Za-z][0-9]-)|(?<=[A-Za-z][0-9]{{2}}-)"
+                  rf"|(?<![A-Za-z0-9_.-]))(?:{_PADDED_OCTET}-){{3}}{_PADDED_OCTET}(?![0-9])"
+                  rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:\.[A-Za-z0-9-]{{1,63}}){{0,8}}\.(?i:{TLDS})"
+                  r"(?![A-Za-z0-9-]|\.[A-Za-z0-9]))",
+          _address_host),
     _rule("ipv6",
           rf"(?<![\w:])(?:(?:[{_HEX}]{{1,4}}:){{7}}[{_HEX}]{{1,4}}|(?:[{_HEX}]{{1,4}}:){{1,7}}(?::[{_HEX}]{{1,4}}){{1,7}}"
           rf"|::(?:[{_HEX}]{{1,4}}:){{0,6}}[{_HEX}]{{1,4}})(?![\w:])", _ipv6),

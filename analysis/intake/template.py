@@ -54,7 +54,7 @@ _DAYS = "Mon|Tue|Wed|Thu|Fri|Sat|Sun|Monday|Tuesday|Wednesday|Thursday|Friday|Sa
 _ZONES = "UTC|GMT|Z|[ECMP][SD]T|CET|CEST|BST|IST|JST"
 # Generic and common country top-level domains; not those that are also code file extensions (.py,
 # .sh, .md, .pl, .rs, .in, ...) or common field names (.id, .is, .to).
-_TLDS = "com|net|org|edu|gov|mil|info|biz|io|co|dev|ai|cloud|online|site|xyz|top|me|tv|us|uk|de|fr|jp|cn|ru|" \
+TLDS = "com|net|org|edu|gov|mil|info|biz|io|co|dev|ai|cloud|online|site|xyz|top|me|tv|us|uk|de|fr|jp|cn|ru|" \
         "br|au|ca|nl|eu|kr|tw|hk|sg|ch|se|no|dk|fi|it|es|pt|be|at|cz|hu|ro|gr|tr|il|mx|ar|cl|za|nz|ie|om|ua|" \
         "vn|th|my|ph|ir|sa|ae|eg|local|internal|lan|arpa"  # fmt: skip
 _UNITS = r"(?:[KMGTP]i?B|[kKMGT]?bytes?|B|bits?|ms|us|µs|ns|s|secs?\.?|seconds?|mins?\.?|minutes?|h|hrs?\.?|" \
@@ -67,7 +67,7 @@ _PHRASES: tuple[tuple[re.Pattern[str], str | frozenset[str]], ...] = (
     (re.compile(r"\[REDACTED:\w{1,40}\]"), "[REDACTED:"),
     (re.compile(rf"\b(?:(?:{_DAYS}),? )?(?:{_MONTHS})\.? <\*>(?: (?:{_ZONES}))?|\b(?:{_DAYS}),? <\*>"
                 rf"|<\*> (?:{_MONTHS}|{_ZONES})\b"), _DATE_WORDS),
-    (re.compile(rf"(?<![\w.\-<>*])(?:[a-z0-9](?:[a-z0-9-]{{0,62}})\.)+(?:{_TLDS})(?![\w.\-])"), "."),
+    (re.compile(rf"(?<![\w.\-<>*])(?:[a-z0-9](?:[a-z0-9-]{{0,62}})\.)+(?:{TLDS})(?![\w.\-])"), "."),
     (re.compile(rf"(?i:(?<=\buser )(?!<\*>)[a-z_][\w.@-]{{0,63}}"
                 rf"(?=$|\s*[\[(,;:]|\s+(?:{_USER_FOLLOWERS})\b))"), "user "),
     (re.compile(rf"<\*> ?{_UNITS}(?![\w.])"), MASK),

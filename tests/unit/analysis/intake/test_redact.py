@@ -358,6 +358,11 @@ class TestRedactor:
         ("ip-172-31-5-9.us-west-2.compute.internal", "ip-172-31-5-9.us-west-2.compute.internal"),
         ("host-192-168-1-5.lan calvisitor-10-105-162-105", "host-192-168-1-5.lan calvisitor-10-105-162-105"),
         ("mac 84-41-67-32-db-e1 backup-2024-06-01-12-30.tar", "mac 84-41-67-32-db-e1 backup-2024-06-01-12-30.tar"),
+        # The second review: two digits before the address, a label after it; no domain, no host.
+        ("host12-63-197-98-106.isp.net", "host12-[REDACTED:ipv4].isp.net"),
+        ("adsl-63-197-98-106-bb.isp.net", "adsl-[REDACTED:ipv4]-bb.isp.net"),
+        ("range 1-2-3-4 ok v1-2-3-4-rc app-25-12-05-14.log", "range 1-2-3-4 ok v1-2-3-4-rc app-25-12-05-14.log"),
+        ("backup-12-05-23-10.tar.gz", "backup-12-05-23-10.tar.gz"),
     ])  # fmt: skip
     def test_a_host_named_by_a_public_address_loses_the_address(self, text: str, expected: str) -> None:
         """loghub's sshd and ftpd logs name clients by ISP host names that spell their address (290 lines);
