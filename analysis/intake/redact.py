@@ -259,10 +259,11 @@ class Redactor:
 
 
 # A terminal's control sequences (ANSI colours, cursor moves, window titles, device strings), by ESC or as
-# C1 controls, and a colour written out as text (`\u001b[31m` in JSON text, `\x1b[`, `\033[`): a
+# C1 controls, and a colour written out as text (`\u001b[31m` in JSON text, `\x1b[1m`, `\033[0m`): a
 # coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the sequences would act
 # on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
-_TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b|\\(?:u001[bB]|x1[bB]|033)\[)[0-?]*[ -/]*[@-~]?"  # colours, moves
+_TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # colours, cursor moves
+                            r"|\\(?:u001[bB]|x1[bB]|033)\[[0-9;]{0,64}m"  # a colour written out as text
                             r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c\r\n]{0,4096}(?:\x07|\x1b\\|\x9c)?"  # a title, a link
                             r"|(?:\x1bP|\x90)[^\x1b\x9c\r\n]{0,4096}(?:\x1b\\|\x9c)?"  # a device control string
                             r"|\x1b[ -/]{0,4}[0-~]?|[\x80-\x9f]")  # a character set, a reset, a lone ESC, C1
