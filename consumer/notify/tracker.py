@@ -72,10 +72,13 @@ def escape_md(text: str) -> str:
     """Untrusted prose for Markdown: no raw HTML (so no fake markers), no link, image, emphasis or heading,
     no @mentions that would ping, and no line that GitLab would run as a quick action (`/close`, `/unlabel`
     in a description or a note run with the bot's rights)."""
-    text = text.replace("\r\n", "\n").translate(_BREAKS_TO_NEWLINES)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _html_text(text.replace("\r\n", "\n").translate(_BREAKS_TO_NEWLINES))
     text = _MARKDOWN.sub(r"\\\1", text).replace("@", "@\u200b")
     return _QUICK_ACTION.sub(r"\1\\/", text)
+
+
+def _html_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _tick(text: str) -> str:
@@ -99,7 +102,8 @@ def _carries(body: str, marker: str) -> bool:
 
 def analysis_marker(analysis_id: str) -> str:
     """The hidden line naming the analysis a body or comment came from."""
-    return f"<!-- logagent:analysis={escape_md(analysis_id)} -->"
+    # Inside an HTML comment Markdown escapes nothing: only the comment's end must not be forged.
+    return f"<!-- logagent:analysis={_html_text(analysis_id)} -->"
 
 
 def issue_title(notice: Notice) -> str:
