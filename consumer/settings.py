@@ -124,9 +124,9 @@ def _servers(value: str) -> str:
         host, colon, port = server.rpartition(":") if not server.endswith("]") else (server, "", "")
         if not colon:
             host, port = server, "9092"
-        bracketed = host.startswith("[") and host.endswith("]")
-        if (not host.strip("[]") or "/" in host or (":" in host and not bracketed) or not port.isdigit()
-                or not 0 < int(port) < 65536):
+        bare_ipv6 = ":" in host and not (host.startswith("[") and host.endswith("]"))
+        digits = port.isascii() and port.isdigit()
+        if not host.strip("[]") or "/" in host or bare_ipv6 or not digits or not 0 < int(port) < 65536:
             raise ValueError(f"{server!r} is not host:port (a port from 1 to 65535, an IPv6 host in brackets, "
                              "no scheme); list brokers as host:port,host:port")
     return value

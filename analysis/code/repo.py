@@ -48,7 +48,7 @@ _MIN_ABBREV = 7
 # it is not evicted, up to twice `max_worktrees` (which holds again once they age).
 _IN_USE_S = 900.0
 # git reads `<anything>-<n>-g<hex>` (what `git describe` writes) as an abbreviated sha of 4 digits or more.
-_DESCRIBED = re.compile(r"-g[0-9a-fA-F]{1,6}$")
+_DESCRIBED = re.compile(r"-g[0-9a-fA-F]{4,6}$")
 _MIRROR_REFSPEC = "+refs/heads/*:refs/heads/*"  # a clone's fetch refspec: the remote's branches as ours
 # Every git command runs with no hooks, no file-system monitor and no replace refs: we only read, and
 # nothing found in a repository (a planted `hooks/post-checkout`, `refs/replace/<sha>`) may run a program

@@ -34,7 +34,7 @@ _MAX_PATTERN_CHARS = 500
 # `((a{100}){100}){800}` (20 characters) took 2.3 GB. A pattern may expand to this many items, a class
 # weighing its length: at most ~25 MB (100,000 full-case-folded `ß` took 114 MB).
 _MAX_PATTERN_ITEMS = 20_000
-_COUNT = re.compile(r"\{(\d{0,9})(?:,(\d{0,9}))?\}")
+_COUNT = re.compile(r"\{([0-9]*)(?:,([0-9]*))?\}")  # `regex` reads counts of any length, zeros first
 # What `pattern_items` cannot read: comments (`(?#…)`, and `#…` in verbose mode) hide the pattern from it,
 # and VERSION1's set operations cost ~27 kB an item. A grep needs none of them.
 _UNREAD = re.compile(r"\(\?#|\(\?[abefiLmprsuwxV01-]{0,16}(?:x|V1)")

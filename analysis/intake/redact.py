@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import operator
 import re
@@ -259,21 +260,24 @@ class Redactor:
 
 
 # A terminal's control sequences (ANSI colours, cursor moves, window titles, device strings), by ESC or as
-# C1 controls, and a colour written out as text (`\u001b[31m` in JSON text, `\x1b[1m`, `\033[0m`): a
+# C1 controls, and a colour written out as text between a key and its value (`\u001b[31m` in JSON text,
+# `\x1b[1m`, `\033[0m`, `\e[`, `^[[` as `cat -v` shows it; colour constants in source lines stay): a
 # coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the sequences would act
 # on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
+_WRITTEN_COLOUR = r"(?:\\(?:u001[bB]|x1[bB]|033|e|u\{1[bB]\})|\^\[)\[[0-9;:]{0,64}m"
 _TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # colours, cursor moves
-                            r"|\\(?:u001[bB]|x1[bB]|033)\[[0-9;]{0,64}m"  # a colour written out as text
+                            # a colour written out as text, where it would split a key from its value
+                            rf"|(?:(?<=[=:])|(?<=[=:] )){_WRITTEN_COLOUR}|{_WRITTEN_COLOUR}(?= ?[=:])"
                             r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c\r\n]{0,4096}(?:\x07|\x1b\\|\x9c)?"  # a title, a link
                             r"|(?:\x1bP|\x90)[^\x1b\x9c\r\n]{0,4096}(?:\x1b\\|\x9c)?"  # a device control string
                             r"|\x1b[ -/]{0,4}[0-~]?|[\x80-\x9f]")  # a character set, a reset, a lone ESC, C1
 _C1 = re.compile(r"[\x80-\x9f]")
-_WRITTEN_OUT = ("\\u001b[", "\\u001B[", "\\x1b[", "\\x1B[", "\\033[")
+_WRITTEN_OUT = ("\\u001b[", "\\u001B[", "\\x1b[", "\\x1B[", "\\033[", "\\e[", "\\u{1b}[", "\\u{1B}[", "^[[")
 
 
 def _has_terminal_codes(text: str) -> bool:
     """Whether `text` may hold one, by plain searches first (this runs on every text redacted)."""
-    if "\x1b" in text or ("\\" in text and any(form in text for form in _WRITTEN_OUT)):
+    if "\x1b" in text or (("\\" in text or "^[" in text) and any(form in text for form in _WRITTEN_OUT)):
         return True
     return not text.isascii() and _C1.search(text) is not None
 
@@ -385,8 +389,13 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool =
     a number that is a card number too."""
     if type(value) is str:
         return redactor.redact(value)
-    if not redactor.config.enabled or depth >= _MAX_VALUE_DEPTH:
+    if not redactor.config.enabled:
         return value
+    if depth >= _MAX_VALUE_DEPTH:  # too deep to walk: its JSON text, redacted as text, stands for it
+        try:
+            return redactor.redact(json.dumps(value, default=str))
+        except (RecursionError, ValueError):
+            return placeholder("secret")
     if isinstance(value, Mapping):
         return {_redact_key(key, redactor): _redact_item(key, item, redactor, depth, numbers)
                 for key, item in value.items()}

@@ -79,8 +79,9 @@ _VALUE = (
     # in brackets or backticks: `(x)`, `[x]`, `<x>`, `{x}`, `` `x` ``
     r"|(?P<wv>\([^()\r\n]{1,512}\)|\[[^\[\]\r\n]{1,512}\]|<[^<>\r\n]{1,512}>|\{[^{}\r\n]{1,512}\}|`[^`\r\n]{1,512}`)"
     # a quote never closed on its line (a line cut short; escaped quotes inside do not close it): the rest of
-    # the line. After a string literal's closing quote comes code (`"password=" + pw`, `"token: ")`): stays.
-    r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])(?![\s)\]},;+.*/%|&<>=])"
+    # the line. After a string literal's closing quote comes a space or a closer (`"password=" + pw`,
+    # `"token: ")`): that stays.
+    r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])(?![\s)\]},;])"
     r"(?!(?:\\[^\r\n]|(?!(?P=uq))[^\r\n\\]){0,512}(?P=uq))(?P<uv>[^\r\n]{1,512})"
     # the same in a JSON string (`\"password\":\"hunter2…` cut short)
     r"|(?P<ueq>\\[\"'])(?![^\r\n]{0,512}(?P=ueq))(?P<ueqv>[^\r\n]{1,512})"
@@ -340,6 +341,12 @@ def _ipv6(match: re.Match[str]) -> str:
 
 _HEX = "0-9a-fA-F"
 _OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+# A domain after a host's address: one of the usual top-level domains, or any of letters after one label at
+# least that is no file's extension (`backup-12-05-23-10.tar.gz`, `x-1-2-3-4.log` stay).
+_EXTENSION = (r"(?i:gz|bz2|xz|zst|zip|tgz|tar|log|txt|out|err|json|xml|csv|ya?ml|conf|cfg|ini|bak|tmp|pid|lock|sock"
+              r"|jar|war|so|dll|exe|bin|dat|db|sql|html?|md|py|java|js|go|rb|sh|pem|crt|key|gpg|sig|iso|img|deb"
+              r"|rpm|pdf|png|jpe?g|gif|svg)(?![A-Za-z])")
+_LABEL = r"\.[A-Za-z0-9-]{1,63}"
 _PADDED_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|0?[1-9][0-9]|0{0,2}[0-9])"  # `082`, `007` too
 _URLSAFE = "A-Za-z0-9_-"
 _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
@@ -438,8 +445,8 @@ _CONTEXT: tuple[Rule, ...] = (
     # domain follows, so dashed dates, versions, MACs and file names (`backup-12-05-23-10.tar.gz`) stay.
     _rule("ipv4", rf"(?:(?<=[A-Za-z])|(?<=[A-Za-z]-)|(?<=[A-Za-z][0-9]-)|(?<=[A-Za-z][0-9]{{2}}-)"
                   rf"|(?<![A-Za-z0-9_.-]))(?:{_PADDED_OCTET}-){{3}}{_PADDED_OCTET}(?![0-9])"
-                  rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:\.[A-Za-z0-9-]{{1,63}}){{0,8}}\.(?i:{TLDS})"
-                  r"(?![A-Za-z0-9-]|\.[A-Za-z0-9]))",
+                  rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{0,8}}\.(?i:{TLDS})|(?:{_LABEL}){{1,8}}\.(?!{_EXTENSION})"
+                  r"[A-Za-z]{2,63})(?![A-Za-z0-9-]|\.[A-Za-z0-9]))",
           _address_host),
     _rule("ipv6",
           rf"(?<![\w:])(?:(?:[{_HEX}]{{1,4}}:){{7}}[{_HEX}]{{1,4}}|(?:[{_HEX}]{{1,4}}:){{1,7}}(?::[{_HEX}]{{1,4}}){{1,7}}"

@@ -53,7 +53,7 @@ def redact_line(line: bytes, config: DecodeConfig, redactor: Redactor) -> bytes:
     try:
         # JSON read as text would hide what its escapes spell (`bob\u0040example.com`) from the rules.
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes: as text
         return redactor.redact(text).encode()
     return json.dumps(redact_value(doc, redactor), ensure_ascii=False).encode("utf-8", "replace")
 

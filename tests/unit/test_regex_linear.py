@@ -49,6 +49,7 @@ _DYNAMIC = {
     "analysis.intake.frame_key:": "module constants compiled from rule tables; the compiled rules are tested",
     "analysis.intake.redact_rules:": "module constants compiled from rule tables; the compiled rules are tested",
     "analysis.intake.redact_rules:_rule": "compiles the rule table's literals; the compiled rules are tested",
+    "analysis.intake.redact:": "a module constant compiled from literal pieces; the compiled pattern is tested",
     "analysis.intake.redact:Redactor.__init__": "operator patterns, run on `regex` with a timeout",
     "analysis.intake.redact:RedactionConfig._compiling_patterns": "operator patterns, compiled to check them",
     "analysis.intake.tally:": "a module constant joined from literals; the compiled pattern is tested",

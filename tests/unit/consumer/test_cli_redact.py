@@ -48,6 +48,10 @@ class TestRedactLine:
         assert len(lines) == 2 and b"18446744073709551616" in lines[0] and b"bob@" not in lines[0]
         assert lines[1] == b"plain [REDACTED:email]"
 
+    def test_json_nested_past_the_parser_comes_out_as_text(self) -> None:
+        """A line of 100,000 brackets stopped the command with a RecursionError (fourth review)."""
+        assert redact_line(b"[" * 100_000 + b"]" * 100_000, CONFIG, REDACTOR) == b"[" * 100_000 + b"]" * 100_000
+
     def test_json_is_redacted_as_what_its_escapes_spell(self) -> None:
         """Redacted as raw text, `bob\\u0040example.com`, `\\u001b[31m` and `\\u0020`-spaced cards passed the
         rules (second review): JSON that is no event comes out as JSON with every string redacted."""

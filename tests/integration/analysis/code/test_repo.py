@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.code.repo import RepoConfig, RepoError, RepoSpec, RepoSync, RepoUnavailable, open_local
+from analysis.code.repo import RepoConfig, RepoError, RepoSpec, RepoSync, RepoUnavailable, _safe_revision, open_local
 from tests.gitrepo import GitRepo, git
 
 pytestmark = pytest.mark.integration
@@ -162,6 +162,7 @@ class TestCheckout:
         assert sync.checkout("orders", old[:prefix_digits]).commit == head  # not found: the branch's head
         assert sync.checkout("orders", f"v1.0-3-g{old[:prefix_digits]}").commit == head  # `git describe`'s form
         assert sync.checkout("orders", old[:7]).commit == old
+        assert _safe_revision("build-gcc") and _safe_revision("v1.2.3-gfe")  # git reads 4 digits at least there
 
     def test_a_clone_that_lost_the_race_to_another_replica_uses_the_winners(self, tmp_path: Path,
                                                                             upstream: GitRepo) -> None:

@@ -204,7 +204,8 @@ class TestGrep:
         assert elapsed < 0.5 + 2.5
 
     @pytest.mark.parametrize("pattern", ["((a{100}){100}){800}", "(a|b){1000}{1000}", "x{99999999}",
-                                         "(?:(?:[0-9]{2,500}){500})", "(?:[a-z\\p{Lu}\\p{Greek}]{100}){100}"])
+                                         "(?:(?:[0-9]{2,500}){500})", "(?:[a-z\\p{Lu}\\p{Greek}]{100}){100}",
+        "((a{0000000000100}){0000000000100}){0000000000800}"])
     def test_a_pattern_that_expands_past_memory_is_refused_before_compiling(self, repo: GitRepo,
                                                                              pattern: str) -> None:
         """`regex` writes out nested counted repeats when it compiles, outside the time limit: the first of

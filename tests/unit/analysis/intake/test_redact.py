@@ -321,6 +321,10 @@ class TestRedactor:
         ("password=\\033[1;31mhunter2 x", "password=[REDACTED:secret] x"),
         ("a\x90qq\x9cb \x85c \x9e", "ab c "),
         ("C:\\Users\\e[1] path", "C:\\Users\\e[1] path"),
+        # The fourth: sub-parameters, `\\e[`, `^[[` (`cat -v`); a colour constant in a source line stays.
+        ("password=\\x1b[38:5:196mhunter2", "password=[REDACTED:secret]"),
+        ("password=\\e[31mhunter2 password=^[[31mhunter2", "password=[REDACTED:secret] password=[REDACTED:secret]"),
+        ('gray = "\\033[90m"', 'gray = "\\033[90m"'),
     ])  # fmt: skip
     def test_terminal_codes_are_dropped(self, text: str, expected: str) -> None:
         """Colours hid a secret from the rules (`password=\\x1b[31mhunter2` kept hunter2), and a terminal's
@@ -342,6 +346,9 @@ class TestRedactor:
         ('{\\"u\\":\\"b\\",\\"password\\":\\"hunter2-very-sec', '{\\"u\\":\\"b\\",\\"password\\":\\"[REDACTED:secret]'),
         ('if password == "":', 'if password == "":'),
         ('print("token: ", t)', 'print("token: ", t)'),
+        # The fourth review: a base64 secret may start with + or /.
+        ('password="+AbCdEf/GhIjKlMnOp12', 'password="[REDACTED:secret]'),
+        ("api_key='*Hunter2longsecret", "api_key='[REDACTED:secret]"),
     ])  # fmt: skip
     def test_a_quote_never_closed_hides_the_rest_of_its_line(self, text: str, expected: str) -> None:
         """A line cut short inside a quoted secret kept it whole; a string literal's closing quote before
@@ -363,6 +370,10 @@ class TestRedactor:
         ("adsl-63-197-98-106-bb.isp.net", "adsl-[REDACTED:ipv4]-bb.isp.net"),
         ("range 1-2-3-4 ok v1-2-3-4-rc app-25-12-05-14.log", "range 1-2-3-4 ok v1-2-3-4-rc app-25-12-05-14.log"),
         ("backup-12-05-23-10.tar.gz", "backup-12-05-23-10.tar.gz"),
+        # The fourth: any top-level domain after a label, but a file's extension.
+        ("from 89-64-12-34.dynamic.chello.pl port 22", "from [REDACTED:ipv4].dynamic.chello.pl port 22"),
+        ("abts-kk-dynamic-122-171-12-34.airtelbroadband.in", "abts-kk-dynamic-[REDACTED:ipv4].airtelbroadband.in"),
+        ("x-1-2-3-4.log report-10-11-12-13.pdf", "x-1-2-3-4.log report-10-11-12-13.pdf"),
     ])  # fmt: skip
     def test_a_host_named_by_a_public_address_loses_the_address(self, text: str, expected: str) -> None:
         """loghub's sshd and ftpd logs name clients by ISP host names that spell their address (290 lines);
@@ -607,6 +618,15 @@ class TestRedactValue:
             "password": hidden, "secret": hidden, "pin": hidden, "token": hidden, "card": "[REDACTED:credit_card]",
             "password_confirmation": hidden, "api_key": None, "secret_list": [], "token_count": 5,
             "price": 4111111111111112.0}  # fmt: skip
+
+    def test_a_value_too_deep_to_walk_is_hidden_as_its_text(self) -> None:
+        """Past 64 levels a value came back as it was, secrets and all (fourth review): its JSON text,
+        redacted as text, stands for it."""
+        deep: object = "jane@example.com password=hunter2"
+        for _ in range(70):
+            deep = {"a": deep}
+        out = str(redact_value(deep, REDACTOR))
+        assert "jane@" not in out and "hunter2" not in out and "[REDACTED:email]" in out
 
     def test_an_analysis_keeps_its_numbers(self) -> None:
         """An analysis's numbers are its schema's: a culprit line `4111111111111111` (a log's frame said so)

@@ -235,6 +235,7 @@ class TestSettingsThatWouldFailLater:
     @pytest.mark.parametrize(("env", "said"), [
         ({"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "PLAINTEXT://kafka:9092"}, "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS="),
         ({"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "::1"}, "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS=::1 is invalid"),
+        ({"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "kafka:\uff19\uff10"}, "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS=kafka:"),
         ({"LOGAGENT_KAFKA__GROUP_ID": "team:x"}, "LOGAGENT_REPARTITION__TOPIC (from LOGAGENT_KAFKA__GROUP_ID)="),
     ])  # fmt: skip
     def test_what_the_kafka_client_would_misread_is_refused(self, env: dict[str, str], said: str) -> None:
