@@ -98,7 +98,7 @@ _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _WEEK_S = 7 * 86_400.0
 
 
-def topic_problem(name: str) -> str | None:
+def _topic_problem(name: str) -> str | None:
     """Why Kafka would refuse `name` as a topic, or None."""
     if not _TOPIC.fullmatch(name) or name in (".", ".."):
         return "a topic name is 1-249 of A-Z a-z 0-9 . _ - (and not . or ..)"
@@ -395,12 +395,14 @@ class Settings(BaseSettings):
         if not self.input.keyed_by_server:
             derived = "" if self.repartition.topic else f" (from {env_name('kafka', 'group_id')})"
             topics[env_name("repartition", "topic") + derived] = self.repartition.topic_for(kafka.group_id)
-        notify_dlq = {env_name("notify", "dlq_topic"): self.notify.dlq_topic}  # may be the service's DLQ: unread
-        for variable, topic in {**topics, **notify_dlq}.items():
-            if (problem := topic_problem(topic)) is not None:
+        notify_dlq = env_name("notify", "dlq_topic"), self.notify.dlq_topic
+        for variable, topic in [*topics.items(), notify_dlq]:
+            if (problem := _topic_problem(topic)) is not None:
                 raise ValueError(f"{variable}={topic!r}: {problem}")
+        # notify's DLQ may be the service's: neither is read
+        roles = [*topics.items(), *([notify_dlq] if notify_dlq[1] != kafka.dlq_topic else [])]
         seen: dict[str, str] = {}
-        for variable, topic in [*topics.items(), *((v, t) for v, t in notify_dlq.items() if t != kafka.dlq_topic)]:
+        for variable, topic in roles:
             if topic in seen:
                 raise ValueError(f"{variable} and {seen[topic]} are both {topic!r}: each topic has one role "
                                  "(a DLQ or an output read as input would feed the service its own records)")
