@@ -130,9 +130,13 @@ class TestUnkeyedInputAcrossReplicas:
         published = Counter(str(d["analysis_id"]) for d in outputs)
         split = {d["analysis_id"]: (d["cluster"]["server"], d["cluster"]["first_seen"], d["cluster"]["count"])
                  for d in outputs if d["analysis_id"] not in expected}
-        assert set(published) == expected, f"bursts split (unexpected ids {split}) or lost"
-        assert len(outputs) == len(expected), f"published twice: {[i for i, n in published.items() if n > 1]}"
-        assert {d["cluster"]["count"] for d in outputs} == {SIZE}, "an event counted twice or missed"
+        twice = [i for i, n in published.items() if n > 1]
+        counts = Counter(d["cluster"]["count"] for d in outputs)
+        assert set(published) == expected, (f"bursts split (unexpected ids {split}) or lost "
+                                            f"({len(expected - set(published))} missing, published twice: {twice}, "
+                                            f"counts {counts}, stats {[r.stats for r in replicas]})")
+        assert len(outputs) == len(expected), f"published twice: {twice}"
+        assert set(counts) == {SIZE}, f"an event counted twice or missed: counts {counts}"
         assert all(r.stats.published > 0 for r in replicas), "every replica analysed part of the stream"
         assert sum(r.stats.replays_skipped for r in replicas) == 0
         committed = asyncio.run(io.committed(kafka.group_id, kafka.input_topic))
