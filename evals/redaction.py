@@ -25,7 +25,7 @@ import orjson
 from analysis.intake.redact import Redactor
 from evals.redaction_corpus import NEGATIVES, Negative, Positive, positives
 
-PERSONAL_KINDS = frozenset({"email", "ipv4", "ipv6", "phone", "credit_card", "iban", "ssn"})
+PERSONAL_KINDS = frozenset({"email", "ipv4", "ipv6", "phone", "credit_card", "iban", "ssn", "itin"})
 _PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
 
 

@@ -492,6 +492,10 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         area = rng.choice([n for n in range(1, 900) if n != 666])
         ssn = f"{area:03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
         add("ssn", f"identity check failed for applicant {ssn}", ssn, source="SSA: Social Security number format")
+    for _ in range(3):
+        group = rng.choice([*range(50, 66), *range(70, 89), 90, 91, 92, *range(94, 100)])
+        itin = f"9{rng.randint(0, 99):02d}-{group}-{rng.randint(0, 9999):04d}"
+        add("itin", f"W-7 check failed for taxpayer {itin}", itin, source="IRS: ITIN format (9xx, issued groups)")
     # Console logs coloured for a terminal (ECMA-48 SGR), and a line cut short inside a quoted value.
     coloured = _fill(rng, "{b62:14}")
     add("secret", f"\x1b[1mpassword\x1b[0m=\x1b[31m{coloured}\x1b[0m rejected", coloured,

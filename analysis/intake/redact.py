@@ -266,8 +266,8 @@ class Redactor:
 # on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
 _WRITTEN_COLOUR = r"(?:\\(?:u001[bB]|x1[bB]|033|e|u\{1[bB]\})|\^\[)\[[0-9;:]{0,64}m"
 _TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # colours, cursor moves
-                            # a colour written out as text, where it would split a key from its value
-                            rf"|(?:(?<=[=:])|(?<=[=:] )){_WRITTEN_COLOUR}|{_WRITTEN_COLOUR}(?= ?[=:])"
+                            # colours written out as text, where they would split a key from its value
+                            rf"|(?:(?<=[=:])|(?<=[=:] ))(?:{_WRITTEN_COLOUR})+|(?:{_WRITTEN_COLOUR})+(?= ?[=:])"
                             r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c\r\n]{0,4096}(?:\x07|\x1b\\|\x9c)?"  # a title, a link
                             r"|(?:\x1bP|\x90)[^\x1b\x9c\r\n]{0,4096}(?:\x1b\\|\x9c)?"  # a device control string
                             r"|\x1b[ -/]{0,4}[0-~]?|[\x80-\x9f]")  # a character set, a reset, a lone ESC, C1

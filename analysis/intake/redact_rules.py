@@ -79,9 +79,11 @@ _VALUE = (
     # in brackets or backticks: `(x)`, `[x]`, `<x>`, `{x}`, `` `x` ``
     r"|(?P<wv>\([^()\r\n]{1,512}\)|\[[^\[\]\r\n]{1,512}\]|<[^<>\r\n]{1,512}>|\{[^{}\r\n]{1,512}\}|`[^`\r\n]{1,512}`)"
     # a quote never closed on its line (a line cut short; escaped quotes inside do not close it): the rest of
-    # the line. After a string literal's closing quote comes a space or a closer (`"password=" + pw`,
-    # `"token: ")`): that stays.
-    r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])(?![\s)\]},;])"
+    # the line. After a string literal's closing quote comes a closer, the line's end, or spaces and an
+    # operator (`"password=" + pw`, `"token: ")`, `"Signature=" in url`): that stays; spaces and another word
+    # (`"  hunter2`) do not.
+    r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])"
+    r"(?![)\]},;]|[ \t]*(?:[\r\n]|$)|[ \t]+(?:[^A-Za-z0-9_ \t]|(?:in|not|and|or|if|is|else|for)(?![A-Za-z0-9_])))"
     r"(?!(?:\\[^\r\n]|(?!(?P=uq))[^\r\n\\]){0,512}(?P=uq))(?P<uv>[^\r\n]{1,512})"
     # the same in a JSON string (`\"password\":\"hunter2…` cut short)
     r"|(?P<ueq>\\[\"'])(?![^\r\n]{0,512}(?P=ueq))(?P<ueqv>[^\r\n]{1,512})"
@@ -439,6 +441,10 @@ _CONTEXT: tuple[Rule, ...] = (
           _phone),
     # A US Social Security number as printed: never area 000, 666 or 9xx, group 00 or serial 0000 (SSA).
     _rule("ssn", r"(?<![A-Za-z0-9.-])(?!000|666|9)[0-9]{3}-(?!00)[0-9]{2}-(?!0000)[0-9]{4}(?![A-Za-z0-9]|[.-][0-9])"),
+    # A US Individual Taxpayer Identification Number: 9xx, then a group the IRS issues (50-65, 70-88, 90-92,
+    # 94-99), in the SSN's print.
+    _rule("itin", r"(?<![A-Za-z0-9.-])9[0-9]{2}-(?:5[0-9]|6[0-5]|7[0-9]|8[0-8]|9[0-24-9])-[0-9]{4}"
+                  r"(?![A-Za-z0-9]|[.-][0-9])"),
     _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
     # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`): a

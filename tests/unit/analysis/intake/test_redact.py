@@ -57,6 +57,7 @@ SAMPLES = [
     ("client 2001:db8:85a3::8a2e:370:7334 refused", "2001:db8:85a3::8a2e:370:7334", "ipv6"),
     ("rhost=adsl-203-0-113-45.dsl.example.net", "203-0-113-45", "ipv4"),
     ("applicant 078-05-1120 not verified", "078-05-1120", "ssn"),
+    ("taxpayer 912-78-1234 not verified", "912-78-1234", "itin"),
 ]  # fmt: skip
 
 # The spellings the red team got through the previous rules (issue 13), each of which must now go.
@@ -324,6 +325,10 @@ class TestRedactor:
         # The fourth: sub-parameters, `\\e[`, `^[[` (`cat -v`); a colour constant in a source line stays.
         ("password=\\x1b[38:5:196mhunter2", "password=[REDACTED:secret]"),
         ("password=\\e[31mhunter2 password=^[[31mhunter2", "password=[REDACTED:secret] password=[REDACTED:secret]"),
+        # Written out twice in a row (bold, then red), before or after the separator.
+        ("password=\\u001b[1m\\u001b[31mhunter2 x", "password=[REDACTED:secret] x"),
+        ("token\\e[0m\\e[1m: \\e[1m\\e[31mhunter2", "token: [REDACTED:secret]"),
+        ('bold_red = "\\033[1m\\033[31m"', 'bold_red = "\\033[1m\\033[31m"'),
         ('gray = "\\033[90m"', 'gray = "\\033[90m"'),
     ])  # fmt: skip
     def test_terminal_codes_are_dropped(self, text: str, expected: str) -> None:
@@ -349,6 +354,12 @@ class TestRedactor:
         # The fourth review: a base64 secret may start with + or /.
         ('password="+AbCdEf/GhIjKlMnOp12', 'password="[REDACTED:secret]'),
         ("api_key='*Hunter2longsecret", "api_key='[REDACTED:secret]"),
+        # Spaces before the secret: an opening quote all the same, unless an operator or the line's end follows.
+        ('login failed: password="  hunter2', 'login failed: password="[REDACTED:secret]'),
+        ("token: '\thunter2 and more", "token: '[REDACTED:secret]"),
+        ('msg = "password: "  % pw', 'msg = "password: "  % pw'),
+        ('prompt = "password: " ', 'prompt = "password: " '),
+        ('signed = "Signature=" in url', 'signed = "Signature=" in url'),
     ])  # fmt: skip
     def test_a_quote_never_closed_hides_the_rest_of_its_line(self, text: str, expected: str) -> None:
         """A line cut short inside a quoted secret kept it whole; a string literal's closing quote before
@@ -385,10 +396,13 @@ class TestRedactor:
         ("applicant 123-45-6789 rejected", "applicant [REDACTED:ssn] rejected"),
         ("form 000-12-3456 666-12-3456 900-12-3456 123-00-4567 123-45-0000", None),
         ("v1.123-45-6789 123-45-6789-1 x123-45-6789", None),
+        ("taxpayer 912-78-1234 and 999-50-0001", "taxpayer [REDACTED:itin] and [REDACTED:itin]"),
+        ("form 912-93-1234 912-49-1234 912-89-1234 v9.912-78-1234", None),
     ])  # fmt: skip
     def test_a_social_security_number(self, text: str, expected: str | None) -> None:
         """The printed form `AAA-GG-SSSS`; numbers the SSA never issues (area 000, 666, 9xx, group 00, serial
-        0000) and longer dashed runs stay."""
+        0000) and longer dashed runs stay. An ITIN is 9xx with a group the IRS issues (50-65, 70-88, 90-92,
+        94-99)."""
         assert REDACTOR.redact(text) == (expected or text) == REDACTOR.every_rule(text)
 
     def test_url_keeps_user_and_host(self) -> None:
