@@ -266,12 +266,15 @@ class Redactor:
 # on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
 _WRITTEN_COLOUR = r"(?:\\(?:u001[bB]|x1[bB]|033|e|u\{1[bB]\})|\^\[)\[[0-9;:]{0,64}m"
 _TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # colours, cursor moves
-                            # colours written out as text, where they would split a key from its value
-                            rf"|(?:(?<=[=:])|(?<=[=:] ))(?:{_WRITTEN_COLOUR})+|(?:{_WRITTEN_COLOUR})+(?= ?[=:])"
+                            # colours written out as text, where they would split a key from its value: a run
+                            # after the separator, or one before it (`_drop_code` keeps a run followed by
+                            # neither: read whole once, so a long run costs one pass, not one per code)
+                            rf"|(?:(?<=[=:])|(?<=[=:] ))(?:{_WRITTEN_COLOUR})++|(?P<run>(?:{_WRITTEN_COLOUR})++)"
                             r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c\r\n]{0,4096}(?:\x07|\x1b\\|\x9c)?"  # a title, a link
                             r"|(?:\x1bP|\x90)[^\x1b\x9c\r\n]{0,4096}(?:\x1b\\|\x9c)?"  # a device control string
                             r"|\x1b[ -/]{0,4}[0-~]?|[\x80-\x9f]")  # a character set, a reset, a lone ESC, C1
 _C1 = re.compile(r"[\x80-\x9f]")
+_SEPARATOR_NEXT = re.compile(r" ?[=:]")
 _WRITTEN_OUT = ("\\u001b[", "\\u001B[", "\\x1b[", "\\x1B[", "\\033[", "\\e[", "\\u{1b}[", "\\u{1B}[", "^[[")
 
 
@@ -284,7 +287,13 @@ def _has_terminal_codes(text: str) -> bool:
 
 def without_terminal_codes(text: str) -> str:
     """`text` without terminal control sequences; `text` itself when it has none."""
-    return _TERMINAL_CODE.sub("", text) if _has_terminal_codes(text) else text
+    return _TERMINAL_CODE.sub(_drop_code, text) if _has_terminal_codes(text) else text
+
+
+def _drop_code(match: re.Match[str]) -> str:
+    if match.group("run") is None or _SEPARATOR_NEXT.match(match.string, match.end()):
+        return ""
+    return match.group()  # a colour constant in a source line
 
 
 def _pair_bytes(text: str, redacted: str) -> int:

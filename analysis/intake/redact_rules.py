@@ -81,7 +81,7 @@ _VALUE = (
     # a quote never closed on its line (a line cut short; escaped quotes inside do not close it): the rest of
     # the line. After a string literal's closing quote comes a closer, the line's end, or spaces and an
     # operator (`"password=" + pw`, `"token: ")`, `"Signature=" in url`): that stays; spaces and another word
-    # (`"  hunter2`) do not.
+    # (`"  hunter2`) do not, unless the key opened the literal (`_in_literal`).
     r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])"
     r"(?![)\]},;]|[ \t]*(?:[\r\n]|$)|[ \t]+(?:[^A-Za-z0-9_ \t]|(?:in|not|and|or|if|is|else|for)(?![A-Za-z0-9_])))"
     r"(?!(?:\\[^\r\n]|(?!(?P=uq))[^\r\n\\]){0,512}(?P=uq))(?P<uv>[^\r\n]{1,512})"
@@ -122,6 +122,22 @@ def _type_repr(bare: str, match: re.Match[str]) -> bool:
             and _REPR_BODY.match(match.string, match.end()) is not None)
 
 
+_WORD_BEFORE = re.compile(r"[A-Za-z0-9_.-]*\Z")
+
+
+def _in_literal(match: re.Match[str]) -> bool:
+    """Whether the key and its separator are a string literal's text (`grep "password=" conf/`,
+    `parse "token:" header`): a quote opens right before the key's word, and none closes between the key and
+    the separator (as JSON's `"password": "…` does)."""
+    head = match.group("head")
+    if '"' in head or "'" in head:
+        return False
+    before = match.string[max(0, match.start() - 128):match.start()]
+    word = _WORD_BEFORE.search(before)
+    opening = before[:word.start()] if word else before
+    return opening.endswith(('"', "'"))
+
+
 def _keyed(match: re.Match[str]) -> str:
     groups = match.groupdict()
     bare = groups.get("bv")
@@ -130,6 +146,8 @@ def _keyed(match: re.Match[str]) -> str:
     quote = groups.get("q") or groups.get("eq")
     if quote is not None:
         return f"{match.group('head')}{groups.get('pre') or ''}{quote}{placeholder('secret')}{quote}"
+    if groups.get("uq") is not None and groups["uv"][0] in " \t" and _in_literal(match):
+        return match.group()
     if groups.get("uq") is not None or groups.get("ueq") is not None:
         opened = f"{groups.get('upre') or ''}{groups['uq']}" if groups.get("uq") is not None else groups["ueq"]
         return f"{match.group('head')}{opened}{placeholder('secret')}"
@@ -443,7 +461,7 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("ssn", r"(?<![A-Za-z0-9.-])(?!000|666|9)[0-9]{3}-(?!00)[0-9]{2}-(?!0000)[0-9]{4}(?![A-Za-z0-9]|[.-][0-9])"),
     # A US Individual Taxpayer Identification Number: 9xx, then a group the IRS issues (50-65, 70-88, 90-92,
     # 94-99), in the SSN's print.
-    _rule("itin", r"(?<![A-Za-z0-9.-])9[0-9]{2}-(?:5[0-9]|6[0-5]|7[0-9]|8[0-8]|9[0-24-9])-[0-9]{4}"
+    _rule("itin", r"(?<![A-Za-z0-9.-])9[0-9]{2}-(?:5[0-9]|6[0-5]|7[0-9]|8[0-8]|9[0-24-9])-(?!0000)[0-9]{4}"
                   r"(?![A-Za-z0-9]|[.-][0-9])"),
     _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,

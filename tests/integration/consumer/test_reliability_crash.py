@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import re
 import signal
@@ -252,11 +253,11 @@ async def _poll(condition: Callable[[], bool], timeout_s: float) -> None:
         await asyncio.sleep(0.02)
 
 
-async def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
+async def _wait_for(condition: Any, timeout_s: float, what: str, found: Callable[[], str] = str) -> None:
     deadline = time.monotonic() + timeout_s
     while not await condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout_s}s")
+            raise AssertionError(f"{what} not reached in {timeout_s}s: {found()}")
         await asyncio.sleep(0.5)
 
 
@@ -306,17 +307,23 @@ def run_crash_scenario(tansu: EmbeddedBroker, tmp: Path, kills: int, seed: int) 
         await producer
         await service.start()
 
+        seen: list[str] = []  # what the last look found, for the failure message
+
         async def drained() -> bool:
             ids = {orjson.loads(r.value)["data"]["analysis_id"] for r in await io.read_all(kafka.output_topic)}
             dlq = await io.read_all(kafka.dlq_topic)
-            if not ids >= expected.keys() or len({(r.headers["source_partition"], r.headers[
-                    "source_offset"]) for r in dlq}) < len(BAD_MESSAGES) * len(stream.chunks):
+            dead = len({(r.headers["source_partition"], r.headers["source_offset"]) for r in dlq})
+            seen[:] = [f"{len(expected.keys() - ids)} ids missing, {dead} DLQ positions"]
+            if not ids >= expected.keys() or dead < len(BAD_MESSAGES) * len(stream.chunks):
                 return False
             # Reading the group's offsets does not join the group: the running service is not disturbed.
             ends = await io.end_offsets(kafka.input_topic)
-            return await io.committed(kafka.group_id, kafka.input_topic) == ends
+            committed = await io.committed(kafka.group_id, kafka.input_topic)
+            seen[:] = [f"committed {committed}, ends {ends}"]
+            return committed == ends
 
-        await _wait_for(drained, 60.0, "drain after the last restart (all ids out, offsets at the end)")
+        await _wait_for(drained, 60.0, "drain after the last restart (all ids out, offsets at the end)",
+                        lambda: f"seed {seed}; {seen[-1] if seen else 'nothing read'}; log {log[-5:]}")
         return await service.signal(signal.SIGTERM)
 
     final_exit = asyncio.run(scenario())
@@ -335,8 +342,9 @@ def run_crash_scenario(tansu: EmbeddedBroker, tmp: Path, kills: int, seed: int) 
 
 @pytest.fixture(scope="module")
 def crash_run(tansu: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> CrashRun:
-    """Six SIGKILLs of the running service over a 12-round stream (about 70 bursts), then a clean drain."""
-    seed = random.SystemRandom().randrange(1 << 30)
+    """Six SIGKILLs of the running service over a 12-round stream (about 70 bursts), then a clean drain. A
+    failure names its seed; `CRASH_SEED=N` replays it."""
+    seed = int(os.environ.get("CRASH_SEED") or random.SystemRandom().randrange(1 << 30))
     return run_crash_scenario(tansu, tmp_path_factory.mktemp("crash"), kills=6, seed=seed)
 
 
