@@ -79,11 +79,10 @@ _VALUE = (
     # in brackets or backticks: `(x)`, `[x]`, `<x>`, `{x}`, `` `x` ``
     r"|(?P<wv>\([^()\r\n]{1,512}\)|\[[^\[\]\r\n]{1,512}\]|<[^<>\r\n]{1,512}>|\{[^{}\r\n]{1,512}\}|`[^`\r\n]{1,512}`)"
     # a quote never closed on its line (a line cut short; escaped quotes inside do not close it): the rest of
-    # the line. After a string literal's closing quote comes a closer, the line's end, or spaces and an
-    # operator (`"password=" + pw`, `"token: ")`, `"Signature=" in url`): that stays; spaces and another word
-    # (`"  hunter2`) do not, unless the key opened the literal (`_in_literal`).
-    r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])"
-    r"(?![)\]},;]|[ \t]*(?:[\r\n]|$)|[ \t]+(?:[^A-Za-z0-9_ \t]|(?:in|not|and|or|if|is|else|for)(?![A-Za-z0-9_])))"
+    # the line. After a string literal's closing quote comes a space or a closer (`"password=" + pw`,
+    # `"token: ")`, logfmt's `msg="missing password: " user=bob`): that stays, so a secret whose quote is
+    # followed by spaces does too.
+    r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])(?![\s)\]},;])"
     r"(?!(?:\\[^\r\n]|(?!(?P=uq))[^\r\n\\]){0,512}(?P=uq))(?P<uv>[^\r\n]{1,512})"
     # the same in a JSON string (`\"password\":\"hunter2…` cut short)
     r"|(?P<ueq>\\[\"'])(?![^\r\n]{0,512}(?P=ueq))(?P<ueqv>[^\r\n]{1,512})"
@@ -122,22 +121,6 @@ def _type_repr(bare: str, match: re.Match[str]) -> bool:
             and _REPR_BODY.match(match.string, match.end()) is not None)
 
 
-_WORD_BEFORE = re.compile(r"[A-Za-z0-9_.-]*\Z")
-
-
-def _in_literal(match: re.Match[str]) -> bool:
-    """Whether the key and its separator are a string literal's text (`grep "password=" conf/`,
-    `parse "token:" header`): a quote opens right before the key's word, and none closes between the key and
-    the separator (as JSON's `"password": "…` does)."""
-    head = match.group("head")
-    if '"' in head or "'" in head:
-        return False
-    before = match.string[max(0, match.start() - 128):match.start()]
-    word = _WORD_BEFORE.search(before)
-    opening = before[:word.start()] if word else before
-    return opening.endswith(('"', "'"))
-
-
 def _keyed(match: re.Match[str]) -> str:
     groups = match.groupdict()
     bare = groups.get("bv")
@@ -146,8 +129,6 @@ def _keyed(match: re.Match[str]) -> str:
     quote = groups.get("q") or groups.get("eq")
     if quote is not None:
         return f"{match.group('head')}{groups.get('pre') or ''}{quote}{placeholder('secret')}{quote}"
-    if groups.get("uq") is not None and groups["uv"][0] in " \t" and _in_literal(match):
-        return match.group()
     if groups.get("uq") is not None or groups.get("ueq") is not None:
         opened = f"{groups.get('upre') or ''}{groups['uq']}" if groups.get("uq") is not None else groups["ueq"]
         return f"{match.group('head')}{opened}{placeholder('secret')}"
