@@ -1,9 +1,7 @@
 """The key stage: input messages in, each forwarded to the owner of its burst key (or to the DLQ).
 
 It reads each message's burst keys (`consumer.keying`) and sends the ORIGINAL bytes to the repartition
-topic, keyed by (server, fingerprint), with what the window needs in headers. Forwards are written into
-one batch per repartition partition and handed to the producer at the end of each turn (`flush`), in
-aiokafka's batches rather than one `send` each (~3 us a forward instead of ~35). The input offset stays held
+topic, keyed by (server, fingerprint), with what the window needs in headers. The input offset stays held
 until every forward of the message (or its DLQ copy) is acknowledged, so the input is committed only past
 work that is safely in Kafka. A forward that fails for good raises from `check`/`settle`: the service
 goes down loudly and the restart replays from the last commit (the window stage recognises the replays).
@@ -28,7 +26,7 @@ from typing import Any, NamedTuple, TypeVar
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from analysis.errors import BadInput
-from consumer.kafka import EventSink, dlq_copy, dlq_headers, partition_by_key
+from consumer.kafka import EventSink, dlq_copy, dlq_headers
 from consumer.keying import KeyedGroup, KeyReader, forwarded_values, group_sightings, repartition_record
 from consumer.logs import log_fields
 from consumer.metrics import Metrics
@@ -105,26 +103,6 @@ class DeadLetters:
         self._pending = await _settle(self._pending, SETTLE_WAIT_S if timeout_s is None else timeout_s)
 
 
-class _Held:
-    """An input message's offset, held until its `waiting` forwards are acknowledged."""
-
-    __slots__ = ("token", "waiting")
-
-    def __init__(self, token: tuple[str, PartitionKey, int], waiting: int) -> None:
-        self.token = token
-        self.waiting = waiting
-
-
-class _Batch:
-    """Forwards to one repartition partition, and the message each came from (once per forward)."""
-
-    __slots__ = ("builder", "held")
-
-    def __init__(self, builder: Any) -> None:
-        self.builder = builder
-        self.held: list[_Held] = []
-
-
 class KeyStage:
     """Reads the burst keys of input messages and forwards them (or returns them, when keyed)."""
 
@@ -141,12 +119,10 @@ class KeyStage:
         self._forward = forward
         self._max_forward_bytes = max_forward_bytes
         self._accepted = metrics.events.labels("accepted")
-        self._keyed = 0  # accepted since the last `check`, which counts them in one update
+        self._keyed = 0  # accepted by `key` since the last `check`, which counts them in one update
         self._dlq = metrics.events.labels("dlq")
         self._forwarded = metrics.published.labels("repartition")
         self._acks: list[asyncio.Future[Any]] = []
-        self._filling: dict[int, _Batch] = {}  # per repartition partition, the batch this turn fills
-        self._partitions: tuple[list[int], list[int]] | None = None  # this turn's (all, available)
         self._clock = clock
         self.progress = Progress()
         """How far each owned input partition is read (its watermarks)."""
@@ -158,8 +134,8 @@ class KeyStage:
 
     @property
     def pending(self) -> int:
-        """Batches of forwards not yet acknowledged, or not yet sent."""
-        return len(self._acks) + len(self._filling)
+        """Forwards not yet acknowledged."""
+        return len(self._acks)
 
     def key(self, tp: PartitionKey, message: Any) -> Keyed | None:
         """Key one input message for this process's own window (input keyed by server); None when it went
@@ -188,51 +164,30 @@ class KeyStage:
             self._dead_letters.send(tp, message, "too_large_to_forward", f"a forward of {largest} bytes "
                                     f"with its headers, over {self._max_forward_bytes}")
             return
-        self._keyed += 1
+        self._accepted.inc()
         self.progress.read(tp, received)  # events only: a record that is not one moves nothing
-        held = _Held(("forward", tp, offset), len(records))
-        self._offsets.hold(tp, offset, held.token)
-        partitions = self._partitions or await self._sink.partitions(self._repartition_topic)
-        self._partitions = partitions
-        for key, value, headers in records:
-            partition = partition_by_key(key, *partitions)
-            batch = self._filling.get(partition)
-            if batch is None:
-                batch = self._filling[partition] = _Batch(self._sink.batch())
-            if batch.builder.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
-                await self._send(partition, batch)
-                batch = self._filling[partition] = _Batch(self._sink.batch())
-                batch.builder.append(key=key, value=value, timestamp=None, headers=headers)  # the first always fits
-            batch.held.append(held)
-
-    async def flush(self) -> None:
-        """Hand the batches filled since the last flush to the producer (at the end of each turn: before
-        the watermarks, which must follow the forwards on each partition)."""
-        filling, self._filling = self._filling, {}
-        self._partitions = None  # read again next turn: the topic may have grown
-        for partition, batch in filling.items():
-            await self._send(partition, batch)
-
-    async def _send(self, partition: int, batch: _Batch) -> None:
-        count = len(batch.held)
-        batch.builder.close()  # sent at once (no linger: it is whole), and nothing else joins it
-        ack = await self._sink.send_batch(batch.builder, self._repartition_topic, partition)
+        token = ("forward", tp, offset)
+        self._offsets.hold(tp, offset, token)
+        acks = [await self._sink.enqueue(self._repartition_topic, key, value, headers)
+                for key, value, headers in records]
+        self._forwarded.inc(len(acks))
+        waiting = len(acks)
 
         def acknowledged(ack: asyncio.Future[Any]) -> None:
+            nonlocal waiting
+            waiting -= 1
             if ack.cancelled() or ack.exception() is not None:
-                return  # its messages stay held; `check` raises the error
+                return
             metadata = ack.result()
-            written, last = (metadata.topic, metadata.partition), metadata.offset + count - 1
-            if last > self.forwarded.get(written, -1):
-                self.forwarded[written] = last
-            for held in batch.held:
-                held.waiting -= 1
-                if not held.waiting:
-                    self._offsets.release(held.token)
+            written = (metadata.topic, metadata.partition)
+            if metadata.offset > self.forwarded.get(written, -1):
+                self.forwarded[written] = metadata.offset
+            if not waiting:
+                self._offsets.release(token)
 
-        ack.add_done_callback(acknowledged)
-        self._acks.append(ack)
-        self._forwarded.inc(count)
+        for ack in acks:
+            ack.add_done_callback(acknowledged)
+        self._acks += acks
 
     def _read(self, tp: PartitionKey, message: Any) -> Keyed | None:
         """The records of one input message grouped by burst key, each group with its bytes; None once it
@@ -313,7 +268,6 @@ class KeyStage:
         shutdown), for `timeout_s` at most in all; a forward that failed re-raises its error."""
         timeout_s = SETTLE_WAIT_S if timeout_s is None else timeout_s  # read at each call (a test shortens it)
         deadline = time.monotonic() + timeout_s
-        await self.flush()
         self._acks = await _settle(self._acks, timeout_s)
         await self._dead_letters.settle(max(0.0, deadline - time.monotonic()))
 

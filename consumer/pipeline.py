@@ -223,7 +223,6 @@ class Service:
                         await key_stage.ingest(tp, message)
                     elif (keyed := key_stage.key(tp, message)) is not None:  # this window owns its bursts
                         window_stage.count_keyed(keyed, (tp, message.offset))
-            await key_stage.flush()
             key_stage.check()
             await self._dead_letters.settle()
             await self._measure_lag(consumer)
