@@ -48,6 +48,12 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
                 spans_lines)
 
 
+def _taxpayer_number(area_and_group: str) -> str:
+    """A US taxpayer number printed `AAA-GG-SSSS` (area and group as given), never serial 0000, and not
+    inside a longer run of digits, dashes or dots (a version, a part number)."""
+    return rf"(?<![A-Za-z0-9.-]){area_and_group}-(?!0000)[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
+
+
 # ---------------------------------------------------------------- key/value secrets
 
 # A key whose name says its value is secret. Long names may follow anything (`dbpassword`, `csrftoken`);
@@ -439,11 +445,10 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("phone", r"(?<![A-Za-z0-9(])(?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}[.-])[2-9][0-9]{2}[.-][0-9]{4}(?![0-9])",
           _phone),
     # A US Social Security number as printed: never area 000, 666 or 9xx, group 00 or serial 0000 (SSA).
-    _rule("ssn", r"(?<![A-Za-z0-9.-])(?!000|666|9)[0-9]{3}-(?!00)[0-9]{2}-(?!0000)[0-9]{4}(?![A-Za-z0-9]|[.-][0-9])"),
+    _rule("ssn", _taxpayer_number(r"(?!000|666|9)[0-9]{3}-(?!00)[0-9]{2}")),
     # A US Individual Taxpayer Identification Number: 9xx, then a group the IRS issues (50-65, 70-88, 90-92,
     # 94-99), in the SSN's print.
-    _rule("itin", r"(?<![A-Za-z0-9.-])9[0-9]{2}-(?:5[0-9]|6[0-5]|7[0-9]|8[0-8]|9[0-24-9])-(?!0000)[0-9]{4}"
-                  r"(?![A-Za-z0-9]|[.-][0-9])"),
+    _rule("itin", _taxpayer_number(r"9[0-9]{2}-(?:5[0-9]|6[0-5]|7[0-9]|8[0-8]|9[0-24-9])")),
     _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
     # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`): a
