@@ -153,8 +153,9 @@ def bursts(analyses: Sequence[Analysis]) -> list[str]:
 def kept_lines(keep: Path, events: Mapping[str, Path]) -> list[str]:
     """Where the kept files are, and the commands that read them next."""
     first = next(iter(sorted(events.items())), None)
-    lines = ["", f"Kept in {keep}: the sample repositories (samples/), one event per bug (events/), every "
-                 "event produced (events.jsonl) and the memory (memory/). Next:"]
+    lines = ["", f"Kept in {keep}: the sample repositories (samples/) and their checkouts (cache/), one event per "
+                 "bug (events/), every well-formed message produced, one per line (events.jsonl), and the memory "
+                 "(memory/). Next:"]
     if first is not None:
         server = first[0].split("--", 1)[0]
         lines.append(f"  logagent analyze --repo {keep / 'samples' / server} --event {first[1]}")

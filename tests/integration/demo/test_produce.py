@@ -1,0 +1,51 @@
+"""`python -m demo.produce`: a file's lines into a topic of a real tansu broker, and its one-line errors."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from demo.broker import EmbeddedBroker, free_port
+from demo.produce import main
+from tests.conftest import KafkaIO, TopicFactory
+from tests.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def test_each_line_is_one_message_in_order(tansu: EmbeddedBroker, topic_factory: TopicFactory, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    topic = topic_factory("produce")
+    lines = [b'{"message": "one"}', b"not json at all", b'{"message": "tw\\u00f6"}', b'{"message": "crlf"}']
+    path = tmp_path / "events.jsonl"
+    # Blank lines are skipped; a CRLF ending goes with the line break; the last line has none.
+    path.write_bytes(lines[0] + b"\n\n" + lines[1] + b"\n   \n" + lines[2] + b"\n" + lines[3] + b"\r\n" + b"\n")
+
+    assert main([str(path), "--topic", topic, "--bootstrap-servers", tansu.bootstrap_servers]) == 0
+
+    records = asyncio.run(KafkaIO(tansu.bootstrap_servers).read_all(topic))
+    assert [(r.key, r.value) for r in sorted(records, key=lambda r: r.offset)] == [(None, line) for line in lines]
+    assert capsys.readouterr().out == f"4 messages sent to {topic} on {tansu.bootstrap_servers}\n"
+
+
+def test_a_file_it_cannot_read_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "missing.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read" in err and "missing.jsonl" in err
+
+
+def test_a_broker_that_is_not_there_exits_1_with_one_line(tmp_path: Path) -> None:
+    """As a user runs it: a process of its own, whose stderr holds that line alone (no client log lines)."""
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"message": "one"}\n')
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    done = subprocess.run([sys.executable, "-m", "demo.produce", str(path), "--bootstrap-servers", address],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"demo.produce: {address} did not take the "
+                                                                    "messages: "), done.stderr
+    assert done.stdout == ""
