@@ -6,6 +6,14 @@ until every forward of the message (or its DLQ copy) is acknowledged, so the inp
 work that is safely in Kafka. A forward that fails for good raises from `check`/`settle`: the service
 goes down loudly and the restart replays from the last commit (the window stage recognises the replays).
 
+Forwards are handed to the producer in whole batches, one per repartition partition and turn of the loop
+(`flush`), not one `send` each (~3 us a forward instead of ~35). `ingest` only queues them, without ever
+yielding to the event loop; `flush` takes the whole queue before its first await, and each queued
+forward goes in exactly one batch, sent once. So a rebalance, whose revoke callback may run while `flush`
+waits on the producer, never sees a forward twice: it waits (`settle`) for the batches sent so far, and a
+forward not yet sent keeps its message's offset held, so the revoke commits below it (the partition's next
+owner replays it; if this process sends it afterwards, the windows skip the second copy as a replay).
+
 Every `repartition.watermark_interval_ms`, busy or idle, it also sends every repartition partition a
 watermark record: how far it has read each input partition it owns and when it last saw each at its end
 (`consumer.watermark`), which lets the windows close bursts.
@@ -26,7 +34,7 @@ from typing import Any, NamedTuple, TypeVar
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from analysis.errors import BadInput
-from consumer.kafka import EventSink, dlq_copy, dlq_headers
+from consumer.kafka import EventSink, dlq_copy, dlq_headers, partition_by_key
 from consumer.keying import KeyedGroup, KeyReader, forwarded_values, group_sightings, repartition_record
 from consumer.logs import log_fields
 from consumer.metrics import Metrics
@@ -103,6 +111,20 @@ class DeadLetters:
         self._pending = await _settle(self._pending, SETTLE_WAIT_S if timeout_s is None else timeout_s)
 
 
+class _Held:
+    """An input message's offset, held until its `waiting` forwards are acknowledged."""
+
+    __slots__ = ("token", "waiting")
+
+    def __init__(self, token: tuple[str, PartitionKey, int], waiting: int) -> None:
+        self.token = token
+        self.waiting = waiting
+
+
+_Forward = tuple[bytes, bytes, list[tuple[str, bytes]], _Held]
+"""A queued forward: key, value, headers, and the message it came from."""
+
+
 class KeyStage:
     """Reads the burst keys of input messages and forwards them (or returns them, when keyed)."""
 
@@ -122,7 +144,8 @@ class KeyStage:
         self._keyed = 0  # accepted by `key` since the last `check`, which counts them in one update
         self._dlq = metrics.events.labels("dlq")
         self._forwarded = metrics.published.labels("repartition")
-        self._acks: list[asyncio.Future[Any]] = []
+        self._acks: list[asyncio.Future[Any]] = []  # one per batch handed to the producer
+        self._queued: list[_Forward] = []  # since the last flush
         self._clock = clock
         self.progress = Progress()
         """How far each owned input partition is read (its watermarks)."""
@@ -134,8 +157,8 @@ class KeyStage:
 
     @property
     def pending(self) -> int:
-        """Forwards not yet acknowledged."""
-        return len(self._acks)
+        """Forwards queued, and batches of them not yet acknowledged."""
+        return len(self._queued) + len(self._acks)
 
     def key(self, tp: PartitionKey, message: Any) -> Keyed | None:
         """Key one input message for this process's own window (input keyed by server); None when it went
@@ -145,9 +168,9 @@ class KeyStage:
             self._keyed += 1
         return keyed
 
-    async def ingest(self, tp: PartitionKey, message: Any) -> None:
-        """Key one input message and forward it to the owner of its burst key, or send it to the DLQ. Never
-        raises on input."""
+    def ingest(self, tp: PartitionKey, message: Any) -> None:
+        """Key one input message and queue its forwards to the owner of its burst key (sent at the next
+        `flush`), or send it to the DLQ. Never raises on input."""
         keyed = self._read(tp, message)
         if keyed is None:
             return
@@ -166,28 +189,57 @@ class KeyStage:
             return
         self._accepted.inc()
         self.progress.read(tp, received)  # events only: a record that is not one moves nothing
-        token = ("forward", tp, offset)
-        self._offsets.hold(tp, offset, token)
-        acks = [await self._sink.enqueue(self._repartition_topic, key, value, headers)
-                for key, value, headers in records]
-        self._forwarded.inc(len(acks))
-        waiting = len(acks)
+        held = _Held(("forward", tp, offset), len(records))
+        self._offsets.hold(tp, offset, held.token)
+        self._queued += [(key, value, headers, held) for key, value, headers in records]
+
+    async def flush(self) -> None:
+        """Hand the forwards queued since the last flush to the producer, in one batch per repartition
+        partition (more when one fills): at the end of each turn, before the watermarks, which must follow
+        the forwards on each partition. Only the loop calls it (see the module doc)."""
+        if not self._queued:
+            return
+        queued, self._queued = self._queued, []  # before any await: nothing is taken twice
+        partitions = await self._sink.partitions(self._repartition_topic)  # as they stand now
+        by_partition: dict[int, list[_Forward]] = {}
+        for forward in queued:
+            by_partition.setdefault(partition_by_key(forward[0], *partitions), []).append(forward)
+        for partition, forwards in by_partition.items():
+            if partition not in self._sink.known_partitions(self._repartition_topic):  # the topic was recreated
+                self._queued += forwards  # smaller while a send waited: partitioned anew at the next flush
+                continue
+            batch = self._sink.batch()
+            held: list[_Held] = []  # the message of each forward in the batch
+            for key, value, headers, message in forwards:
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
+                    await self._send(batch, partition, held)
+                    batch, held = self._sink.batch(), []
+                    batch.append(key=key, value=value, timestamp=None, headers=headers)  # a first record always fits
+                held.append(message)
+            await self._send(batch, partition, held)
+
+    async def _send(self, batch: Any, partition: int, held: list[_Held]) -> None:
+        """Send one filled batch; each message of `held` (one entry per forward in it) is released once the
+        batches of all its forwards are acknowledged."""
+        count = len(held)
+        batch.close()  # whole: sent without lingering, and no later record (a watermark) joins it
+        ack = await self._sink.send_batch(batch, self._repartition_topic, partition)
 
         def acknowledged(ack: asyncio.Future[Any]) -> None:
-            nonlocal waiting
-            waiting -= 1
             if ack.cancelled() or ack.exception() is not None:
-                return
-            metadata = ack.result()
-            written = (metadata.topic, metadata.partition)
-            if metadata.offset > self.forwarded.get(written, -1):
-                self.forwarded[written] = metadata.offset
-            if not waiting:
-                self._offsets.release(token)
+                return  # its messages stay held; `check` raises the error
+            metadata = ack.result()  # the batch's first record
+            written, last = (metadata.topic, metadata.partition), metadata.offset + count - 1
+            if last > self.forwarded.get(written, -1):
+                self.forwarded[written] = last
+            for message in held:
+                message.waiting -= 1
+                if not message.waiting:
+                    self._offsets.release(message.token)
 
-        for ack in acks:
-            ack.add_done_callback(acknowledged)
-        self._acks += acks
+        ack.add_done_callback(acknowledged)
+        self._acks.append(ack)
+        self._forwarded.inc(count)
 
     def _read(self, tp: PartitionKey, message: Any) -> Keyed | None:
         """The records of one input message grouped by burst key, each group with its bytes; None once it
@@ -264,11 +316,13 @@ class KeyStage:
         self._acks = waiting
 
     async def settle(self, timeout_s: float | None = None) -> None:
-        """Wait until every forward and DLQ copy so far is acknowledged (before a revoke's commit, and at
-        shutdown), for `timeout_s` at most in all; a forward that failed re-raises its error."""
+        """Wait until every batch of forwards handed to the producer so far and every DLQ copy is
+        acknowledged (before a revoke's commit, and at shutdown after a `flush`), for `timeout_s` at most in
+        all; a forward that failed re-raises its error. Forwards still queued keep their offsets held."""
         timeout_s = SETTLE_WAIT_S if timeout_s is None else timeout_s  # read at each call (a test shortens it)
         deadline = time.monotonic() + timeout_s
-        self._acks = await _settle(self._acks, timeout_s)
+        await _settle(list(self._acks), timeout_s)
+        self._acks = [ack for ack in self._acks if not ack.done()]  # at once: a flush meanwhile may have added
         await self._dead_letters.settle(max(0.0, deadline - time.monotonic()))
 
 

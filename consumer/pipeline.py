@@ -220,9 +220,10 @@ class Service:
                         break
                     read += 1
                     if self._forward:
-                        await key_stage.ingest(tp, message)
+                        key_stage.ingest(tp, message)
                     elif (keyed := key_stage.key(tp, message)) is not None:  # this window owns its bursts
                         window_stage.count_keyed(keyed, (tp, message.offset))
+            await key_stage.flush()
             key_stage.check()
             await self._dead_letters.settle()
             await self._measure_lag(consumer)
@@ -400,6 +401,7 @@ class Service:
         """Let running analyses finish within the grace period; the rest is handed back uncommitted."""
         handed_back = await self._workers.finish()
         if self._key_stage is not None:
+            await self._key_stage.flush()  # forwards a failed turn left queued
             await self._key_stage.settle()
         log.info("stopped", extra=log_fields(open_bursts=self._window.open_count, handed_back=handed_back))
 

@@ -282,7 +282,8 @@ class RepartitionSettings(BaseModel):
     compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = Field(
         "lz4", description="Compression of forwarded batches (JSON logs shrink several times).",
     )
-    linger_ms: int = Field(10, ge=0, description="How long forwards wait to fill a batch.")
+    linger_ms: int = Field(10, ge=0, description="How long watermark records wait to fill a batch (forwards go "
+                           "in one batch per partition at the end of each turn of the loop).")
     watermark_interval_ms: int = Field(
         1000, ge=10, description="How often each replica tells the windows how far it has read the input "
         "(the watermarks bursts close on): a burst closes up to this long after its quiet time.",
