@@ -16,6 +16,10 @@ input message):
   (10 headers, ~300 bytes) in whole batches, uncompressed, to a topic of as many partitions, and
   consuming those again on the same consumer, as the service does: the least any repartitioning service
   costs, so the service's figure through the repartition topic can be read against it;
+- the Python floor loop in the same consumer: bare aiokafka consuming them and putting each through
+  `bench.grouping.run_python_floor`'s loop (decode, read eight fields, count in a dict), the least any
+  Python service that reads its events costs. It runs about as fast as the peer, so the target asks of
+  Log Agent's whole path about 0.4x of merely decoding each event;
 - and, for scale, bare aiokafka only consuming them.
 The broker runs in a process of its own, so its CPU counts for neither. Log Agent is also timed from its
 first message until every analysis is published (the bursts close after the quiet time; git runs in
@@ -44,6 +48,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from analysis.code.burst import burst_id
 from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
+from bench.grouping import FLOOR_FIELDS
 from bench.stats import Latency, latency
 from bench.timing import Timing, ratio
 from consumer.explainer import HeuristicAnalyzer
@@ -109,6 +114,8 @@ class E2eResult:
     consume_only: Timing
     bound: Timing
     """The least any repartitioning service costs (`bare_repartition`)."""
+    floor: Timing
+    """The Python floor loop in the same consumer (`bare_consume_floor`)."""
     bursts: int
     close_to_output: Latency
     idle_close: tuple[float, ...]
@@ -125,7 +132,10 @@ class E2eResult:
                 f"(10 headers, batches) {self.bound.rate_text(self.events)} = {bound.text()} (turns {bound.spread()}), "
                 f"Log Agent = {ratio(self.logagent, self.bound).text()} of it; keyed by server (no repartition hop) "
                 f"{self.keyed.rate_text(self.events)} = {keyed.text()} (turns {keyed.spread()}) "
-                f"[target >= {TARGET}x: {keyed_verdict}]; until every analysis is out "
+                f"[target >= {TARGET}x: {keyed_verdict}]; the Python floor loop in the same consumer "
+                f"{self.floor.rate_text(self.events)} = {ratio(self.floor, self.bare).text()} the peer (turns "
+                f"{ratio(self.floor, self.bare).spread()}), Log Agent keyed = {ratio(self.keyed, self.floor).text()} "
+                f"of it; until every analysis is out "
                 f"{self.logagent_drained.rate_text(self.events)} per CPU second = "
                 f"{ratio(self.logagent_drained, self.bare).text()}; bare consume alone "
                 f"{self.consume_only.rate_text(self.events)} = {ratio(self.logagent, self.consume_only).text()}; "
@@ -182,6 +192,34 @@ async def bare_consume_produce(bootstrap: str, topic: str, out_topic: str | None
         return time.process_time() - started
     finally:
         await asyncio.gather(consumer.stop(), producer.stop())
+
+
+async def bare_consume_floor(bootstrap: str, topic: str, group: str, expected: int) -> float:
+    """CPU seconds for a plain group consumer to read the topic from the start and put each message through
+    the Python floor loop (`run_python_floor`'s: decode, read eight fields, count in a dict; a message it
+    cannot read so is skipped), from its first message to its last."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                enable_auto_commit=False, isolation_level="read_committed", **_FAST_GROUP)
+    await consumer.start()
+    try:
+        seen = 0
+        started = 0.0
+        loads, counts = orjson.loads, dict[tuple[Any, ...], int]()
+        while seen < expected:
+            for records in (await consumer.getmany(timeout_ms=200, max_records=500)).values():
+                if records and not started:
+                    started = time.process_time()
+                seen += len(records)
+                for record in records:
+                    try:
+                        get = loads(record.value).get
+                        key = tuple([get(field) for field in FLOOR_FIELDS])[:3]
+                        counts[key] = counts.get(key, 0) + 1
+                    except (orjson.JSONDecodeError, AttributeError, TypeError):  # not JSON, not an object, a list
+                        continue
+        return time.process_time() - started
+    finally:
+        await consumer.stop()
 
 
 _KEY_HEADERS = [("fingerprint", b"f424070f9c937842e64496e3cf681af0"), ("server", b"checkout-service"),
@@ -310,6 +348,7 @@ async def measure(events: int, repetitions: int) -> E2eResult:
         bare: list[float] = []
         consume_only: list[float] = []
         bound: list[float] = []
+        floor: list[float] = []
         delays: list[float] = []
         idle_close: list[float] = []
         for rep in range(repetitions):
@@ -317,8 +356,8 @@ async def measure(events: int, repetitions: int) -> E2eResult:
                       f"analyses-keyed-{rep}", f"errors.dlq-keyed-{rep}", f"bound-hop-{rep}"]
             await create_topics(bench.bootstrap, topics, {topics[0]: _PARTITIONS, topics[6]: _PARTITIONS})
             await produce(bench.bootstrap, topics[0], bench.messages)
-            order = ["service", "keyed", "bare", "bound", "consume"]
-            for contender in order[rep % 5:] + order[:rep % 5]:
+            order = ["service", "keyed", "bare", "bound", "floor", "consume"]
+            for contender in order[rep % len(order):] + order[:rep % len(order)]:
                 gc.collect()  # as `bench.timing.cpu_seconds`: no contender pays for the garbage of the one before
                 if contender == "keyed":
                     keyed.append((await run_service(bench, rep, keyed=True))[0])
@@ -328,6 +367,9 @@ async def measure(events: int, repetitions: int) -> E2eResult:
                     drained.append(drained_s)
                     delays += burst_delays
                     idle_close.append(idle_s)
+                elif contender == "floor":
+                    floor.append(await bare_consume_floor(bench.bootstrap, topics[0], f"floor-{rep}",
+                                                          len(bench.messages)))
                 elif contender == "bound":
                     bound.append(await bare_repartition(bench.bootstrap, topics[0], topics[6], f"bound-{rep}",
                                                         len(bench.messages)))
@@ -337,7 +379,8 @@ async def measure(events: int, repetitions: int) -> E2eResult:
                                                          len(bench.messages))
                     (bare if contender == "bare" else consume_only).append(seconds)
     return E2eResult(stream.event_count, Timing(tuple(ours)), Timing(tuple(keyed)), Timing(tuple(bare)),
-                     Timing(tuple(drained)), Timing(tuple(consume_only)), Timing(tuple(bound)), len(delays),
+                     Timing(tuple(drained)), Timing(tuple(consume_only)), Timing(tuple(bound)), Timing(tuple(floor)),
+                     len(delays),
                      latency(delays),
                      tuple(idle_close))
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 import pytest
@@ -48,13 +49,32 @@ def _event(function: str, n: int, padding: int = 0) -> bytes:
                                  {"filename": "app/shop.py", "function": function, "lineno": 3, "in_app": True}]}})
 
 
-def _stage(topic: str, producer: Any, settings: Settings) -> tuple[KeyStage, OffsetTracker, ServiceStats, Metrics]:
-    redactor = Redactor(RedactionConfig())
-    offsets, stats, metrics = OffsetTracker(), ServiceStats(), Metrics()
-    dead_letters = DeadLetters(settings.kafka, offsets, metrics, stats, redactor.redact)
-    stage = KeyStage(topic, KeyReader(DecodeConfig(), redactor), EventSink(producer), offsets, dead_letters,
-                     metrics, stats, forward=True, mark_every_s=60.0, max_forward_bytes=4 << 20)
-    return stage, offsets, stats, metrics
+@dataclass
+class _Rig:
+    """A key stage forwarding to a fresh repartition topic through the service's own forward producer."""
+
+    topic: str
+    sink: EventSink
+    stage: KeyStage
+    offsets: OffsetTracker
+    stats: ServiceStats
+    metrics: Metrics
+
+
+@asynccontextmanager
+async def _on_broker(settings: Settings) -> AsyncIterator[_Rig]:
+    topic = await ensure_repartition_topic(settings.kafka, settings.repartition, settings.input.max_message_bytes)
+    producer = make_forward_producer(settings.kafka, settings.repartition, settings.input.max_message_bytes)
+    await producer.start()
+    try:
+        redactor = Redactor(RedactionConfig())
+        offsets, stats, metrics, sink = OffsetTracker(), ServiceStats(), Metrics(), EventSink(producer)
+        dead_letters = DeadLetters(settings.kafka, offsets, metrics, stats, redactor.redact)
+        stage = KeyStage(topic, KeyReader(DecodeConfig(), redactor), sink, offsets, dead_letters, metrics, stats,
+                         forward=True, mark_every_s=60.0, max_forward_bytes=4 << 20)
+        yield _Rig(topic, sink, stage, offsets, stats, metrics)
+    finally:
+        await producer.stop()
 
 
 def _otlp(failures: list[tuple[str, str]], padding: int) -> bytes:
@@ -80,12 +100,8 @@ class TestForwardsInBatches:
                   for n in range(120)]
 
         async def scenario() -> None:
-            topic = await ensure_repartition_topic(settings.kafka, settings.repartition,
-                                                   settings.input.max_message_bytes)
-            producer = make_forward_producer(settings.kafka, settings.repartition, settings.input.max_message_bytes)
-            await producer.start()
-            try:
-                stage, offsets, stats, metrics = _stage(topic, producer, settings)
+            async with _on_broker(settings) as rig:
+                topic, stage, offsets, stats, metrics = rig.topic, rig.stage, rig.offsets, rig.stats, rig.metrics
                 for message in inputs:
                     stage.ingest(_INPUT, message)
                 assert stats.dlq == 0
@@ -105,7 +121,7 @@ class TestForwardsInBatches:
 
                 records = await kafka_io.read_all(topic)
                 assert sorted(int(r.headers["source_offset"]) for r in records) == list(range(len(inputs)))
-                partitions = await EventSink(producer).partitions(topic)
+                partitions = await rig.sink.partitions(topic)
                 ends: dict[int, int] = {}
                 by_key: dict[bytes | None, list[int]] = {}
                 for record in sorted(records, key=lambda r: (r.partition, r.offset)):
@@ -117,8 +133,6 @@ class TestForwardsInBatches:
                 assert stage.forwarded == {(topic, partition): end for partition, end in ends.items()}
                 published = metrics.registry.get_sample_value("logagent_published_total", {"kind": "repartition"})
                 assert published == len(inputs)
-            finally:
-                await producer.stop()
 
         started = time.monotonic()
         asyncio.run(scenario())
@@ -127,21 +141,18 @@ class TestForwardsInBatches:
     def test_a_revoke_while_a_flush_waits_sends_nothing_twice_and_releases_nothing_early(
             self, settings_factory: SettingsFactory, kafka_io: KafkaIO) -> None:
         """Four OTLP exports, each of two failures of 200 kB on two partitions: each message has two
-        forwards, and a partition's batch holds two. aiokafka takes a partition's next batch only once the
-        one before it left, so the flush waits there. A revoke's `settle` runs meanwhile, as aiokafka runs
-        the callback while the loop waits: it releases only messages whose forwards are both on the topic.
-        Then the flush ends, and every forward is on the topic once, every offset committable."""
+        forwards, and a batch holds one (a forward's headers repeat its message). aiokafka takes a
+        partition's next batch only once the one before it left, so the flush waits there. A revoke's
+        `settle` runs meanwhile, as aiokafka runs the callback while the loop waits: it releases only
+        messages whose forwards are both acknowledged. Then the flush ends, and every forward is on the
+        topic once, every offset committable."""
         settings = settings_factory(partitions=3)
         inputs = [_Input(n, _otlp([("cart", "KeyError"), ("billing", "ValueError")], 200_000), 1_717_000_000_000)
                   for n in range(4)]
 
         async def scenario() -> None:
-            topic = await ensure_repartition_topic(settings.kafka, settings.repartition,
-                                                   settings.input.max_message_bytes)
-            producer = make_forward_producer(settings.kafka, settings.repartition, settings.input.max_message_bytes)
-            await producer.start()
-            try:
-                stage, offsets, _, metrics = _stage(topic, producer, settings)
+            async with _on_broker(settings) as rig:
+                topic, stage, offsets, metrics = rig.topic, rig.stage, rig.offsets, rig.metrics
                 for message in inputs:
                     stage.ingest(_INPUT, message)
                 flush = asyncio.create_task(stage.flush())
@@ -164,7 +175,5 @@ class TestForwardsInBatches:
                 assert sorted(int(r.headers["source_offset"]) for r in records) == sorted([*range(len(inputs))] * 2)
                 assert offsets.committable() == {_INPUT: len(inputs)} and offsets.held_count == 0
                 assert stage.pending == 0
-            finally:
-                await producer.stop()
 
         asyncio.run(scenario())
