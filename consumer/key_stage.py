@@ -108,7 +108,8 @@ class DeadLetters:
     async def settle(self, timeout_s: float | None = None) -> None:
         """Wait until every queued DLQ copy is acknowledged, for `timeout_s` at most (the rest stay queued);
         a copy that failed re-raises its error."""
-        self._pending = await _settle(self._pending, SETTLE_WAIT_S if timeout_s is None else timeout_s)
+        await _settle(list(self._pending), SETTLE_WAIT_S if timeout_s is None else timeout_s)
+        self._pending = _unsettled(self._pending)  # the list as it is now: a copy may have been queued meanwhile
 
 
 class _Held:
@@ -205,18 +206,21 @@ class KeyStage:
         for forward in queued:
             by_partition.setdefault(partition_by_key(forward[0], *partitions), []).append(forward)
         for partition, forwards in by_partition.items():
-            if partition not in self._sink.known_partitions(self._repartition_topic):  # the topic was recreated
-                self._queued += forwards  # smaller while a send waited: partitioned anew at the next flush
-                continue
-            batch = self._sink.batch()
-            held: list[_Held] = []  # the message of each forward in the batch
-            for key, value, headers, message in forwards:
-                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
-                    await self._send(batch, partition, held)
-                    batch, held = self._sink.batch(), []
-                    batch.append(key=key, value=value, timestamp=None, headers=headers)  # a first record always fits
-                held.append(message)
-            await self._send(batch, partition, held)
+            sent = 0
+            while sent < len(forwards):
+                if partition not in self._sink.known_partitions(self._repartition_topic):
+                    # The topic was recreated smaller while a send waited: the rest is partitioned anew at
+                    # the next flush, and no watermark passes it meanwhile (`send_marks`).
+                    self._queued += forwards[sent:]
+                    break
+                batch = self._sink.batch()
+                count = 0  # a first record always fits, so every batch takes one at least
+                for key, value, headers, _ in forwards[sent:]:
+                    if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # full
+                        break
+                    count += 1
+                await self._send(batch, partition, [forward[3] for forward in forwards[sent:sent + count]])
+                sent += count
 
     async def _send(self, batch: Any, partition: int, held: list[_Held]) -> None:
         """Send one filled batch; each message of `held` (one entry per forward in it) is released once the
@@ -272,8 +276,8 @@ class KeyStage:
         """Send the watermarks of the `owned` input partitions to every repartition partition, when due;
         `caught_up` says which are read to their end now (for windows that predate end times)."""
         now = self._clock()
-        if not self._forward or now - self._last_mark < self._mark_every_s:
-            return
+        if not self._forward or now - self._last_mark < self._mark_every_s or self._queued:
+            return  # not due, or forwards wait for the next flush: a mark must not pass them
         tps = [tp for tp in owned if tp[0] == input_topic]
         marks = self.progress.marks(tps)
         if not marks:
@@ -321,8 +325,8 @@ class KeyStage:
         all; a forward that failed re-raises its error. Forwards still queued keep their offsets held."""
         timeout_s = SETTLE_WAIT_S if timeout_s is None else timeout_s  # read at each call (a test shortens it)
         deadline = time.monotonic() + timeout_s
-        await _settle(list(self._acks), timeout_s)
-        self._acks = [ack for ack in self._acks if not ack.done()]  # at once: a flush meanwhile may have added
+        await _settle(list(self._acks), timeout_s)  # those a flush hands over meanwhile: `check` sees them
+        self._acks = _unsettled(self._acks)
         await self._dead_letters.settle(max(0.0, deadline - time.monotonic()))
 
 
@@ -333,17 +337,23 @@ def _mark_sent(mark: asyncio.Future[Any]) -> None:
         log.debug("watermark record not sent", extra=log_fields(error=type(error).__name__))
 
 
-async def _settle(waiting: list[_F], timeout_s: float) -> list[_F]:
-    """Wait up to `timeout_s` for `waiting`; those still pending (returned) keep their offsets held. The
-    error of one that failed is raised; one cancelled (its producer stopped) stays unacknowledged."""
+async def _settle(waiting: list[_F], timeout_s: float) -> None:
+    """Wait up to `timeout_s` for `waiting`; those still pending keep their offsets held. The error of one
+    that failed is raised; one cancelled (its producer stopped) stays unacknowledged."""
     if not waiting:
-        return []
+        return
     await asyncio.wait(waiting, timeout=timeout_s)
     for future in waiting:
         if future.done() and not future.cancelled() and (error := future.exception()) is not None:
             raise error
-    pending = [future for future in waiting if not future.done()]
+    pending = sum(not future.done() for future in waiting)
     if pending:
         log.warning("records not acknowledged in time; their offsets stay uncommitted",
-                    extra=log_fields(pending=len(pending), waited_s=timeout_s))
-    return pending
+                    extra=log_fields(pending=pending, waited_s=timeout_s))
+
+
+def _unsettled(futures: list[_F]) -> list[_F]:
+    """Those still to watch: pending, or failed (their error is raised at the next `check` or settle,
+    whichever call added them while another waited). Settled (acknowledged, or cancelled) ones go."""
+    return [future for future in futures
+            if not future.done() or (not future.cancelled() and future.exception() is not None)]

@@ -401,7 +401,7 @@ class Service:
         """Let running analyses finish within the grace period; the rest is handed back uncommitted."""
         handed_back = await self._workers.finish()
         if self._key_stage is not None:
-            await self._key_stage.flush()  # forwards a failed turn left queued
+            await self._key_stage.flush()  # forwards a failed turn or a recreated topic left queued
             await self._key_stage.settle()
         log.info("stopped", extra=log_fields(open_bursts=self._window.open_count, handed_back=handed_back))
 

@@ -151,17 +151,27 @@ def bursts(analyses: Sequence[Analysis]) -> list[str]:
 
 
 def kept_lines(keep: Path, events: Mapping[str, Path]) -> list[str]:
-    """Where the kept files are, and the commands that read them next."""
+    """Where the kept files are (those there: a demo that timed out may have made no memory yet), and the
+    commands that read them next."""
+    kept = [text for name, text in _KEPT if (keep / name).exists()]
+    if not kept:
+        return []
+    listed = ", ".join(kept[:-1]) + (", and " if len(kept) > 1 else "") + kept[-1]
+    commands = []
     first = next(iter(sorted(events.items())), None)
-    lines = ["", f"Kept in {keep}: the sample repositories (samples/) and their checkouts (cache/), one event per "
-                 "bug (events/), every well-formed message produced, one per line (events.jsonl), and the memory "
-                 "(memory/). Next:"]
-    if first is not None:
+    if first is not None and (keep / "samples").is_dir():
         server = first[0].split("--", 1)[0]
-        lines.append(f"  logagent analyze --repo {keep / 'samples' / server} --event {first[1]}")
-    lines += [f"  LOGAGENT_DATA_DIR={keep} logagent memory servers",
-              f"  LOGAGENT_DATA_DIR={keep} logagent memory list"]
-    return lines
+        commands.append(f"  logagent analyze --repo {keep / 'samples' / server} --event {first[1]}")
+    if (keep / "memory").exists():
+        commands += [f"  LOGAGENT_DATA_DIR={keep} logagent memory servers",
+                     f"  LOGAGENT_DATA_DIR={keep} logagent memory list"]
+    return ["", f"Kept in {keep}: {listed}." + (" Next:" if commands else ""), *commands]
+
+
+_KEPT = (("samples", "the sample repositories (samples/)"), ("cache", "their checkouts (cache/)"),
+         ("events", "one event per bug (events/)"),
+         ("events.jsonl", "every well-formed message produced, one per line (events.jsonl)"),
+         ("memory", "the memory (memory/)"))
 
 
 def summarize(result: DemoResult) -> str:

@@ -276,6 +276,15 @@ class KafkaIO:
             await asyncio.sleep(0.1)
         raise AssertionError(f"topic {topic} has no partitions")
 
+    async def topics(self) -> set[str]:
+        """Every topic the broker has (asked without naming one, which would create it on tansu)."""
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap_servers)
+        await consumer.start()
+        try:
+            return set(await consumer.topics())
+        finally:
+            await consumer.stop()
+
     async def read_all(self, topic: str) -> list[Record]:
         """Every record currently in `topic`, read without a group."""
         return (await self._read(topic))[1]

@@ -105,7 +105,7 @@ class RepoSpec(BaseModel):
 
 
 class RepoConfig(BaseModel):
-    """Repository cache and sync limits."""
+    """Each server's repository (servers: server id -> git URL), the cache and the sync limits."""
 
     cache_dir: Path = Path("./.data/repos")
     fetch_min_interval_s: float = Field(

@@ -61,15 +61,18 @@ def register(commands: Any) -> None:
                     "services as git repositories with real bugs, produces their error stream in the four "
                     "input shapes, runs the service until the stream is drained and prints what came out. "
                     "Everything it started is stopped at the end, on Ctrl-C too. With LOGAGENT_OLLAMA_URL set "
-                    "the LLM explains the bursts. --keep DIR leaves the sample repositories, one event file per "
-                    "bug and the memory in DIR, for `logagent analyze` and `logagent memory` to read.",
+                    "the LLM explains the bursts. --keep DIR leaves in DIR the sample repositories and their "
+                    "checkouts, one event file per bug, every well-formed message produced (events.jsonl, one "
+                    "per line) and the memory, for `logagent analyze`, `logagent memory` and `logagent run` "
+                    "to read.",
         examples=["logagent demo", "logagent demo --events 500 --keep ./demo-run",
                   "LOGAGENT_DATA_DIR=./demo-run logagent memory servers"])
     demo.add_argument("--events", type=positive_int, default=3_000, help="events to produce (default 3000)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the generated stream (default 7)")
-    demo.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds to wait for the drain")
+    demo.add_argument("--timeout", type=positive_seconds, default=120.0,
+                      help="seconds to wait for every analysis (default 120)")
     demo.add_argument("--keep", type=Path, metavar="DIR",
-                      help="build in DIR and keep it: sample repositories, event files, memory")
+                      help="build in DIR and keep it: sample repositories, events, memory")
     demo.set_defaults(handler=_demo)
 
 

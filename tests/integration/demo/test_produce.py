@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,18 @@ def test_a_broker_that_is_not_there_exits_1_with_one_line(tmp_path: Path) -> Non
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"demo.produce: {address} did not take the "
                                                                     "messages: "), done.stderr
     assert done.stdout == ""
+
+
+def test_a_topic_that_does_not_exist_is_not_created_and_exits_1(tansu: EmbeddedBroker, kafka_io: KafkaIO,
+                                                                tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """tansu creates a topic at its first produce: a mistyped name must fail before that, not feed nothing."""
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"message": "one"}\n')
+    topic = f"mistyped-{uuid.uuid4().hex[:8]}"
+    assert main([str(path), "--topic", topic, "--bootstrap-servers", tansu.bootstrap_servers]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"demo.produce: {tansu.bootstrap_servers} did not take the messages: no topic {topic!r} there "
+                   "(create it first)\n")
+
+    assert topic not in asyncio.run(kafka_io.topics())

@@ -1,0 +1,109 @@
+"""`python -m demo.read TOPIC [--bootstrap-servers HOST:PORT]`: every record of a topic, one JSON line each.
+
+To see what `logagent run` published, as the README's embedded-broker recipe does: the analyses on
+`analyses`, the bad input on `errors.dlq` (with its `reason` header). Every partition is read from its
+start to its end as of the call, without a consumer group (nothing is committed), and each record printed
+as `{"partition", "offset", "key", "headers", "value"}`: the value as JSON when it is JSON, else as text.
+Exit 0 at the end, 1 when the broker or the topic is not there or the end is not reached in time: one line
+on stderr says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+__all__ = ["main", "read_topic"]
+
+_WAIT_S = 30.0  # to reach the end of every partition
+
+
+async def read_topic(bootstrap_servers: str, topic: str, emit: Callable[[dict[str, Any]], None]) -> int:
+    """Pass every record of `topic` to `emit` as a JSON-ready dict, partition by partition in offset order;
+    returns how many. The end is the high watermark of the fetches themselves (tansu's ListOffsets answers
+    the last batch's base offset, not the log end)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+                                fetch_max_wait_ms=10, request_timeout_ms=10_000)
+    try:
+        await consumer.start()
+        # Every topic's metadata, asked without naming it: no broker creates a topic for this.
+        if topic not in await consumer.topics():
+            raise LookupError(f"no topic {topic!r} there")
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            raise LookupError(f"no partitions of {topic!r} in the broker's metadata")
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        records: dict[int, list[dict[str, Any]]] = {tp.partition: [] for tp in partitions}
+        deadline = asyncio.get_running_loop().time() + _WAIT_S
+        while [tp for tp in partitions if await _behind(consumer, tp)]:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"the end of {topic!r} was not reached in {_WAIT_S:.0f} s")
+            for tp, batch in (await consumer.getmany(timeout_ms=50)).items():
+                records[tp.partition] += [_record(message) for message in batch]
+        for partition in sorted(records):
+            for record in records[partition]:
+                emit(record)
+        return sum(map(len, records.values()))
+    finally:
+        await consumer.stop()
+
+
+async def _behind(consumer: AIOKafkaConsumer, tp: TopicPartition) -> bool:
+    highwater = consumer.highwater(tp)
+    return highwater is None or bool(await consumer.position(tp) < highwater)
+
+
+def _record(message: Any) -> dict[str, Any]:
+    return {"partition": message.partition, "offset": message.offset, "key": _text(message.key),
+            "headers": {name: _text(value) for name, value in message.headers},
+            "value": _json_or_text(message.value)}
+
+
+def _json_or_text(value: bytes | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return _text(value)
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8", "replace")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (module doc); returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m demo.read",
+                                     description="Every record of a Kafka topic, one JSON line each.")
+    parser.add_argument("topic", help="the topic to read, such as analyses or errors.dlq")
+    parser.add_argument("--bootstrap-servers", default="127.0.0.1:9092", help="default: 127.0.0.1:9092")
+    args = parser.parse_args(argv)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
+
+    def emit(record: dict[str, Any]) -> None:
+        sys.stdout.write(orjson.dumps(record).decode() + "\n")
+
+    try:
+        asyncio.run(read_topic(args.bootstrap_servers, args.topic, emit))
+    except BrokenPipeError:  # `| head`: the reader had enough, as with any command that prints
+        sys.stdout = None  # nothing more to flush at exit
+        return 0
+    except (KafkaError, LookupError, OSError, TimeoutError) as error:
+        reason = (str(error) or type(error).__name__).splitlines()[0]
+        print(f"demo.read: {args.bootstrap_servers}: {reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
