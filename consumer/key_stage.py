@@ -309,8 +309,8 @@ class KeyStage:
         if self._keyed:
             self._accepted.inc(self._keyed)  # once per turn: an update takes a lock (~0.3 µs)
             self._keyed = 0
-        if not self._acks or not self._acks[0].done():
-            return
+        # Every batch, not only up to the first pending one: a failure behind a slow batch must stop the
+        # loop now, before a watermark covers the message whose forward it lost.
         waiting: list[asyncio.Future[Any]] = []
         for ack in self._acks:
             if not ack.done():

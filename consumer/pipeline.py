@@ -46,7 +46,7 @@ from consumer.kafka import (
     stop_clients,
     watch_broker,
 )
-from consumer.key_stage import DeadLetters, KeyStage
+from consumer.key_stage import SETTLE_WAIT_S, DeadLetters, KeyStage
 from consumer.keying import KeyReader
 from consumer.logs import log_event, log_fields
 from consumer.metrics import Metrics
@@ -337,10 +337,18 @@ class Service:
 
     async def _on_revoked(self, revoked: Collection[Any]) -> None:
         gone = {(tp.topic, tp.partition) for tp in revoked}
+        settled = True
         if self._key_stage is not None:
-            await self._key_stage.settle()  # forwards acknowledged: the input may commit past them
+            try:
+                await self._key_stage.settle()  # forwards acknowledged: the input may commit past them
+            except Exception as error:  # raised, aiokafka would only log it and skip the bookkeeping below
+                # A forward or DLQ copy failed: it stays in view, and the loop's next check raises it and stops
+                # the service. Commit nothing here; forget the partitions all the same.
+                settled = False
+                log.warning("a send failed before the revoke; nothing of the revoked partitions is committed",
+                            extra=log_fields(error=type(error).__name__))
             self._key_stage.progress.forget(gone)
-        if await self._broker_lost_commits(revoked):
+        if settled and await self._broker_lost_commits(revoked):
             # Our old offsets would point into logs that no longer exist: commit nothing, start over.
             log.warning("the broker lost this group's offsets; reading the partitions from their start")
             self._read_from_start |= gone
@@ -349,7 +357,7 @@ class Service:
                 await ensure_repartition_topic(self._settings.kafka, self._settings.repartition,
                                                self._settings.input.max_message_bytes)
                 await self._key_stage.clear_the_way(self._settings.kafka.input_topic)
-        else:
+        elif settled:
             await self._commit(only=gone)
         self._window_stage.revoke(gone)
         self._offsets.forget_partitions(gone)
@@ -401,7 +409,11 @@ class Service:
         """Let running analyses finish within the grace period; the rest is handed back uncommitted."""
         handed_back = await self._workers.finish()
         if self._key_stage is not None:
-            await self._key_stage.flush()  # forwards a failed turn or a recreated topic left queued
+            try:  # forwards a failed turn or a recreated topic left queued; bounded, as the settle is
+                await asyncio.wait_for(self._key_stage.flush(), SETTLE_WAIT_S)
+            except TimeoutError:  # nothing is sent twice: the process stops, their offsets stay held
+                log.warning("forwards not handed over in time; their offsets stay uncommitted",
+                            extra=log_fields(waited_s=SETTLE_WAIT_S))
             await self._key_stage.settle()
         log.info("stopped", extra=log_fields(open_bursts=self._window.open_count, handed_back=handed_back))
 

@@ -2,9 +2,11 @@
 
 To feed `logagent run` by hand, as the README's embedded-broker recipe does: the demo's kept
 `events.jsonl` (one message per line, as the demo produced them) into the input topic. Lines go as they
-are, without their line break and unchecked (a bad one is the service's to send to the DLQ); blank lines
-are skipped. Exit 0 once the broker has every message, 1 when it cannot have them, 2 when FILE cannot be
-read: one line on stderr says why.
+are, without their line break and unchecked (a bad one is the service's to send to the DLQ), spread over
+the topic's partitions (order holds within each); blank lines are skipped. The file is read whole before
+anything is sent, and a line longer than a message may be stops it there. Exit 0 once the broker has every
+message; 1 when it cannot have them (how many it acknowledged is said); 2 when FILE cannot be read or has a
+line too long; 130 on Ctrl-C: one line on stderr says why.
 """
 
 from __future__ import annotations
@@ -14,30 +16,76 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-__all__ = ["main", "produce_lines"]
+__all__ = ["MAX_LINE_BYTES", "main", "produce_lines", "read_lines"]
 
 _WAIT_MS = 10_000  # for the broker
+_MAX_REQUEST_BYTES = 2_000_000
+MAX_LINE_BYTES = _MAX_REQUEST_BYTES - 4_096
+"""The longest line sent: one message, with its record and request headers, within one request."""
 
 
-async def produce_lines(bootstrap_servers: str, topic: str, lines: Sequence[bytes]) -> None:
-    """Send `lines` to `topic` in order, each as one message without a key; returns once all are acknowledged."""
+class BadFile(Exception):
+    """FILE cannot be read, or has a line longer than a message may be."""
+
+
+@dataclass
+class Delivered:
+    """How many messages the broker acknowledged so far."""
+
+    count: int = 0
+
+
+def read_lines(path: Path) -> tuple[list[bytes], int]:
+    """The non-blank lines of `path`, without their line breaks (LF or CRLF), and how many blank ones were
+    skipped. Raises `BadFile` for a file it cannot read or a line over `MAX_LINE_BYTES` (never reading
+    more of it than that: /dev/zero ends at once)."""
+    lines, blank = [], 0
+    try:
+        with path.open("rb") as file:
+            for number, line in enumerate(iter(lambda: file.readline(MAX_LINE_BYTES + 3), b""), start=1):
+                line = line.removesuffix(b"\n").removesuffix(b"\r")
+                if len(line) > MAX_LINE_BYTES:
+                    raise BadFile(f"line {number} of {path} is over {MAX_LINE_BYTES:,} bytes, the most one message "
+                                  "may be here")
+                if line.strip():
+                    lines.append(line)
+                else:
+                    blank += 1
+    except OSError as error:
+        raise BadFile(f"cannot read {path}: {error.strerror or type(error).__name__}") from None
+    return lines, blank
+
+
+async def produce_lines(bootstrap_servers: str, topic: str, lines: Sequence[bytes], delivered: Delivered) -> None:
+    """Send `lines` to `topic`, each as one message without a key; returns once all are acknowledged
+    (`delivered` counts them as they are)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=20,
-                                request_timeout_ms=_WAIT_MS, max_request_size=2_000_000)
+                                request_timeout_ms=_WAIT_MS, max_request_size=_MAX_REQUEST_BYTES)
+
+    def acknowledged(delivery: asyncio.Future[object]) -> None:
+        if not delivery.cancelled() and delivery.exception() is None:
+            delivered.count += 1
+
     try:
         await producer.start()
         # Every topic's metadata, asked without naming it: a broker that creates topics on demand (tansu)
         # would make a mistyped one rather than say it is missing.
         if topic not in (await producer.client.fetch_all_metadata()).topics():
             raise LookupError(f"no topic {topic!r} there (create it first)")
-        deliveries = [await producer.send(topic, value=line) for line in lines]
+        deliveries = []
+        for line in lines:
+            delivery = await producer.send(topic, value=line)
+            delivery.add_done_callback(acknowledged)
+            deliveries.append(delivery)
         await asyncio.gather(*deliveries)
     finally:
-        await producer.stop()
+        await producer.stop()  # waits for what was handed over: it may still be delivered
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,18 +97,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap-servers", default="127.0.0.1:9092", help="default: 127.0.0.1:9092")
     args = parser.parse_args(argv)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
+    delivered = Delivered()
     try:
-        lines = [line.removesuffix(b"\r") for line in args.file.read_bytes().split(b"\n") if line.strip()]
-    except OSError as error:
-        print(f"demo.produce: cannot read {args.file}: {error.strerror or type(error).__name__}", file=sys.stderr)
+        lines, blank = read_lines(args.file)
+        asyncio.run(produce_lines(args.bootstrap_servers, args.topic, lines, delivered))
+    except BadFile as error:
+        print(f"demo.produce: {error}", file=sys.stderr)
         return 2
-    try:
-        asyncio.run(produce_lines(args.bootstrap_servers, args.topic, lines))
-    except (KafkaError, LookupError, OSError, TimeoutError) as error:
+    except KeyboardInterrupt:
+        print(f"demo.produce: interrupted; {delivered.count} messages acknowledged", file=sys.stderr)
+        return 130
+    except (KafkaError, LookupError, OSError, TimeoutError, ValueError) as error:
         reason = (str(error) or type(error).__name__).splitlines()[0]
-        print(f"demo.produce: {args.bootstrap_servers} did not take the messages: {reason}", file=sys.stderr)
+        print(f"demo.produce: {args.bootstrap_servers} did not take every message ({delivered.count} of {len(lines)} "
+              f"acknowledged): {reason}", file=sys.stderr)
         return 1
-    print(f"{len(lines)} messages sent to {args.topic} on {args.bootstrap_servers}")
+    skipped = f" ({blank} blank lines skipped)" if blank else ""
+    print(f"{len(lines)} messages sent to {args.topic} on {args.bootstrap_servers}{skipped}")
     return 0
 
 

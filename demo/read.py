@@ -1,23 +1,25 @@
 """`python -m demo.read TOPIC [--bootstrap-servers HOST:PORT]`: every record of a topic, one JSON line each.
 
 To see what `logagent run` published, as the README's embedded-broker recipe does: the analyses on
-`analyses`, the bad input on `errors.dlq` (with its `reason` header). Every partition is read from its
-start to its end as of the call, without a consumer group (nothing is committed), and each record printed
-as `{"partition", "offset", "key", "headers", "value"}`: the value as JSON when it is JSON, else as text.
-Exit 0 at the end, 1 when the broker or the topic is not there or the end is not reached in time: one line
-on stderr says why.
+`analyses`, the bad input on `errors.dlq` (with its `reason` and `error` headers). Every partition is read
+from its start to its end as of the call, without a consumer group (nothing is committed), and each record
+printed as `{"partition", "offset", "key", "headers", "value"}`, partition by partition in offset order:
+`headers` as [name, value] pairs in their order (a name may repeat), `value` the value as parsed JSON, or
+`text` in its place for a value that is not JSON. Bytes that are not UTF-8 show as `\\xNN` escapes. Exit 0
+at the end; 1 when the broker or the topic is not there, or the end is not reached in 30 s (what was read
+is printed first); 130 on Ctrl-C: one line on stderr says why.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
@@ -29,9 +31,11 @@ _WAIT_S = 30.0  # to reach the end of every partition
 async def read_topic(bootstrap_servers: str, topic: str, emit: Callable[[dict[str, Any]], None]) -> int:
     """Pass every record of `topic` to `emit` as a JSON-ready dict, partition by partition in offset order;
     returns how many. The end is the high watermark of the fetches themselves (tansu's ListOffsets answers
-    the last batch's base offset, not the log end)."""
+    the last batch's base offset, not the log end). Past `_WAIT_S`, what was read is emitted and
+    `TimeoutError` raised."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                                 fetch_max_wait_ms=10, request_timeout_ms=10_000)
+    records: dict[int, list[dict[str, Any]]] = {}
     try:
         await consumer.start()
         # Every topic's metadata, asked without naming it: no broker creates a topic for this.
@@ -42,19 +46,19 @@ async def read_topic(bootstrap_servers: str, topic: str, emit: Callable[[dict[st
             raise LookupError(f"no partitions of {topic!r} in the broker's metadata")
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
-        records: dict[int, list[dict[str, Any]]] = {tp.partition: [] for tp in partitions}
+        records = {tp.partition: [] for tp in partitions}
         deadline = asyncio.get_running_loop().time() + _WAIT_S
         while [tp for tp in partitions if await _behind(consumer, tp)]:
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"the end of {topic!r} was not reached in {_WAIT_S:.0f} s")
             for tp, batch in (await consumer.getmany(timeout_ms=50)).items():
                 records[tp.partition] += [_record(message) for message in batch]
+    finally:
+        await consumer.stop()
         for partition in sorted(records):
             for record in records[partition]:
                 emit(record)
-        return sum(map(len, records.values()))
-    finally:
-        await consumer.stop()
+    return sum(map(len, records.values()))
 
 
 async def _behind(consumer: AIOKafkaConsumer, tp: TopicPartition) -> bool:
@@ -63,22 +67,20 @@ async def _behind(consumer: AIOKafkaConsumer, tp: TopicPartition) -> bool:
 
 
 def _record(message: Any) -> dict[str, Any]:
-    return {"partition": message.partition, "offset": message.offset, "key": _text(message.key),
-            "headers": {name: _text(value) for name, value in message.headers},
-            "value": _json_or_text(message.value)}
-
-
-def _json_or_text(value: bytes | None) -> Any:
-    if value is None:
-        return None
+    record = {"partition": message.partition, "offset": message.offset, "key": _text(message.key),
+              "headers": [[name, _text(value)] for name, value in message.headers]}
     try:
-        return orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return _text(value)
+        value = None if message.value is None else json.loads(message.value)
+        json.dumps(value, allow_nan=False)  # NaN, or nested too deep to print: shown as text
+    except (ValueError, RecursionError):
+        record["text"] = _text(message.value)
+    else:
+        record["value"] = value
+    return record
 
 
 def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8", "replace")
+    return None if value is None else value.decode("utf-8", "backslashreplace")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,14 +93,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
 
     def emit(record: dict[str, Any]) -> None:
-        sys.stdout.write(orjson.dumps(record).decode() + "\n")
+        sys.stdout.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
 
     try:
         asyncio.run(read_topic(args.bootstrap_servers, args.topic, emit))
     except BrokenPipeError:  # `| head`: the reader had enough, as with any command that prints
         sys.stdout = None  # nothing more to flush at exit
         return 0
-    except (KafkaError, LookupError, OSError, TimeoutError) as error:
+    except KeyboardInterrupt:
+        print("demo.read: interrupted", file=sys.stderr)
+        return 130
+    except (KafkaError, LookupError, OSError, TimeoutError, ValueError) as error:
         reason = (str(error) or type(error).__name__).splitlines()[0]
         print(f"demo.read: {args.bootstrap_servers}: {reason}", file=sys.stderr)
         return 1

@@ -105,7 +105,7 @@ class RepoSpec(BaseModel):
 
 
 class RepoConfig(BaseModel):
-    """Each server's repository (servers: server id -> git URL), the cache and the sync limits."""
+    """Each server's repository, mapped by SERVERS from server id to git URL; the cache and the sync limits."""
 
     cache_dir: Path = Path("./.data/repos")
     fetch_min_interval_s: float = Field(

@@ -8,21 +8,26 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.producer.message_accumulator import BatchBuilder
 
+from analysis.code.repo import RepoSync
 from analysis.intake.decode import DecodeConfig
 from analysis.intake.redact import RedactionConfig, Redactor
+from consumer.explainer import HeuristicAnalyzer
 from consumer.kafka import EventSink, partition_by_key
 from consumer.key_stage import DeadLetters, KeyStage
 from consumer.keying import KeyReader
 from consumer.metrics import Metrics
 from consumer.offsets import OffsetTracker
-from consumer.settings import KafkaSettings
+from consumer.pipeline import Service
+from consumer.settings import KafkaSettings, Settings
 from consumer.workers import ServiceStats
 
 _TOPIC = "bursts-repartition"
@@ -107,6 +112,13 @@ def _partition_of(server: str, partitions: list[int]) -> int:
     return partition_by_key(orjson.dumps([server, _fingerprint(server)]), partitions, partitions)
 
 
+def _two_servers_on_two_partitions() -> list[str]:
+    """Two servers whose failures' forwards go to partitions 0 and 1 of two."""
+    servers = {_partition_of(server, [0, 1]): server for server in (f"server-{n}" for n in range(16))}
+    assert len(servers) == 2
+    return [servers[0], servers[1]]
+
+
 def _fingerprint(server: str) -> str:
     stage, _ = _stage(_Producer({0}))
     keyed = stage.key(_INPUT, _Input(0, _event(server, 0)))
@@ -139,14 +151,12 @@ class TestAFailedBatch:
         A revoke's settle starts then, waiting for the first; the second is handed over and fails before
         the first is acknowledged. Settle returns, and the next `check` raises the second's error (it did
         not drop out of view with the settled ones)."""
-        partitions = [0, 1]
-        servers = {_partition_of(server, partitions): server for server in (f"server-{n}" for n in range(16))}
-        assert len(servers) == 2, "two servers on two partitions"
+        servers = _two_servers_on_two_partitions()
 
         async def scenario() -> None:
             producer = _Producer({0, 1})
             stage, offsets = _stage(producer)
-            for n, server in enumerate(servers.values()):
+            for n, server in enumerate(servers):
                 stage.ingest(_INPUT, _Input(n, _event(server, n)))
             gate = asyncio.Event()
             producer.on_send = lambda: setattr(producer, "hold", gate) if len(producer.acks) == 1 else None
@@ -163,6 +173,51 @@ class TestAFailedBatch:
             await settle
             assert offsets.committable() == {_INPUT: 1}, "the acknowledged batch's message is released"
             assert offsets.held_count == 1, "the failed batch's message stays held"
+            with pytest.raises(KafkaError):
+                stage.check()
+
+        asyncio.run(scenario())
+
+
+    def test_behind_a_batch_still_waited_for_is_raised_by_check(self) -> None:
+        """The first batch is not acknowledged yet, the second failed: `check` raises now (a watermark
+        would otherwise cover the message whose forward the second lost)."""
+        servers = _two_servers_on_two_partitions()
+
+        async def scenario() -> None:
+            producer = _Producer({0, 1})
+            stage, _ = _stage(producer)
+            for n, server in enumerate(servers):
+                stage.ingest(_INPUT, _Input(n, _event(server, n)))
+            await stage.flush()
+            assert len(producer.acks) == 2
+            producer.acks[1][2].set_exception(KafkaError("refused"))
+            await asyncio.sleep(0)
+            with pytest.raises(KafkaError):
+                stage.check()
+
+        asyncio.run(scenario())
+
+
+class TestARevokeAfterAFailedSend:
+    def test_forgets_the_partitions_and_leaves_the_error_to_the_loop(self, tmp_path: Path) -> None:
+        """aiokafka only logs what a revoke callback raises, and would skip the rest of it: the service's
+        revoke commits nothing of the partitions but forgets them, and the loop's next check raises."""
+
+        async def scenario() -> None:
+            settings = Settings(data_dir=tmp_path)
+            service = Service(settings, HeuristicAnalyzer(RepoSync(settings.repo)), Metrics())
+            producer = _Producer({0})
+            stage = KeyStage(_TOPIC, KeyReader(DecodeConfig(), Redactor(RedactionConfig())), EventSink(producer),
+                             service._offsets, service._dead_letters, Metrics(), service.stats, forward=True,
+                             mark_every_s=0.0, max_forward_bytes=4 << 20)
+            service._key_stage = stage
+            await service._on_assigned([TopicPartition(*_INPUT)])
+            stage.ingest(_INPUT, _Input(0, _event("shop", 0)))
+            await stage.flush()
+            producer.acks[0][2].set_exception(KafkaError("refused"))
+            await service._on_revoked([TopicPartition(*_INPUT)])
+            assert service.assigned == frozenset()
             with pytest.raises(KafkaError):
                 stage.check()
 
