@@ -6,6 +6,7 @@ manager that started it, on error and on Ctrl-C too.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib.util
 import os
@@ -41,6 +42,16 @@ def tansu_binary() -> Path:
         # Wheels do not always keep the exec bit; the file is ours to run.
         binary.chmod(0o755)
     return binary
+
+
+def bootstrap_servers(value: str) -> str:
+    """`value` when it is a comma-separated list of HOST:PORT with ports 1-65535 (an argparse type), so a
+    typo is named at once rather than met as a client error, or as aiokafka's default port."""
+    for address in value.split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise argparse.ArgumentTypeError(f"{address.strip()!r} is not HOST:PORT with a port from 1 to 65535")
+    return value
 
 
 def free_port(host: str = "127.0.0.1") -> int:

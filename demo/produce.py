@@ -6,7 +6,7 @@ are, without their line break and unchecked (a bad one is the service's to send 
 the topic's partitions (order holds within each); blank lines are skipped. The file is read whole before
 anything is sent, and a line longer than a message may be stops it there. Exit 0 once the broker has every
 message; 1 when it cannot have them (how many it acknowledged is said); 2 when FILE cannot be read or has a
-line too long; 130 on Ctrl-C: one line on stderr says why.
+line too long, or for a malformed address; 130 on Ctrl-C: one line on stderr says why.
 """
 
 from __future__ import annotations
@@ -22,12 +22,16 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from demo.broker import bootstrap_servers
+
 __all__ = ["MAX_LINE_BYTES", "main", "produce_lines", "read_lines"]
 
 _WAIT_MS = 10_000  # for the broker
 _MAX_REQUEST_BYTES = 2_000_000
 MAX_LINE_BYTES = _MAX_REQUEST_BYTES - 4_096
-"""The longest line sent: one message, with its record and request headers, within one request."""
+"""The longest line sent: one message, with its record and request headers, within one client request. A
+broker may take less (Kafka's `message.max.bytes` is about 1 MiB by default; tansu takes this much): it
+refuses such a line, and the tool stops there, saying how many were acknowledged."""
 
 
 class BadFile(Exception):
@@ -36,8 +40,9 @@ class BadFile(Exception):
 
 @dataclass
 class Delivered:
-    """How many messages the broker acknowledged so far."""
+    """How many messages were handed to the producer, and how many the broker acknowledged so far."""
 
+    handed: int = 0
     count: int = 0
 
 
@@ -81,6 +86,7 @@ async def produce_lines(bootstrap_servers: str, topic: str, lines: Sequence[byte
         deliveries = []
         for line in lines:
             delivery = await producer.send(topic, value=line)
+            delivered.handed += 1
             delivery.add_done_callback(acknowledged)
             deliveries.append(delivery)
         await asyncio.gather(*deliveries)
@@ -94,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description="Each line of FILE as one message to a Kafka topic.")
     parser.add_argument("file", type=Path, help="one message per line (JSON Lines), such as demo-run/events.jsonl")
     parser.add_argument("--topic", default="errors", help="the topic to send to (default: errors)")
-    parser.add_argument("--bootstrap-servers", default="127.0.0.1:9092", help="default: 127.0.0.1:9092")
+    parser.add_argument("--bootstrap-servers", type=bootstrap_servers, default="127.0.0.1:9092",
+                        help="HOST:PORT[,HOST:PORT...] (default: 127.0.0.1:9092)")
     args = parser.parse_args(argv)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
     delivered = Delivered()
@@ -104,16 +111,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadFile as error:
         print(f"demo.produce: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"demo.produce: interrupted; {delivered.count} messages acknowledged", file=sys.stderr)
+    except KeyboardInterrupt:  # what was handed over may still arrive: resend nothing on this count alone
+        unknown = delivered.handed - delivered.count
+        print(f"demo.produce: interrupted; {delivered.count} messages acknowledged"
+              + (f", {unknown} more handed to the broker may have arrived" if unknown else ""), file=sys.stderr)
         return 130
-    except (KafkaError, LookupError, OSError, TimeoutError, ValueError) as error:
+    except (KafkaError, LookupError, OSError, OverflowError, TimeoutError, ValueError) as error:
         reason = (str(error) or type(error).__name__).splitlines()[0]
         print(f"demo.produce: {args.bootstrap_servers} did not take every message ({delivered.count} of {len(lines)} "
               f"acknowledged): {reason}", file=sys.stderr)
         return 1
     skipped = f" ({blank} blank lines skipped)" if blank else ""
-    print(f"{len(lines)} messages sent to {args.topic} on {args.bootstrap_servers}{skipped}")
+    messages = f"{len(lines)} message" + ("" if len(lines) == 1 else "s")
+    print(f"{messages} sent to {args.topic} on {args.bootstrap_servers}{skipped}")
     return 0
 
 

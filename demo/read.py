@@ -5,9 +5,10 @@ To see what `logagent run` published, as the README's embedded-broker recipe doe
 from its start to its end as of the call, without a consumer group (nothing is committed), and each record
 printed as `{"partition", "offset", "key", "headers", "value"}`, partition by partition in offset order:
 `headers` as [name, value] pairs in their order (a name may repeat), `value` the value as parsed JSON, or
-`text` in its place for a value that is not JSON. Bytes that are not UTF-8 show as `\\xNN` escapes. Exit 0
-at the end; 1 when the broker or the topic is not there, or the end is not reached in 30 s (what was read
-is printed first); 130 on Ctrl-C: one line on stderr says why.
+`text` in its place for a value that is not one UTF-8 JSON value with each key once. Bytes that are not
+UTF-8 show as `\\xNN` escapes. Exit 0 at the end; 1 when the broker or the topic is not there, or the end
+is not reached in 30 s (what was read is printed first); 2 for a malformed address; 130 on Ctrl-C: one line
+on stderr says why.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
+
+from demo.broker import bootstrap_servers
 
 __all__ = ["main", "read_topic"]
 
@@ -70,13 +73,22 @@ def _record(message: Any) -> dict[str, Any]:
     record = {"partition": message.partition, "offset": message.offset, "key": _text(message.key),
               "headers": [[name, _text(value)] for name, value in message.headers]}
     try:
-        value = None if message.value is None else json.loads(message.value)
-        json.dumps(value, allow_nan=False)  # NaN, or nested too deep to print: shown as text
+        # UTF-8 only (json.loads would read bytes as UTF-16 or 32 too), one value per key, printable as
+        # UTF-8 (not NaN, no lone surrogate, not nested too deep): else the value is shown as text.
+        value = None if message.value is None else json.loads(message.value.decode("utf-8"),
+                                                                object_pairs_hook=_no_repeated_keys)
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (ValueError, RecursionError):
         record["text"] = _text(message.value)
     else:
         record["value"] = value
     return record
+
+
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({key for key, _ in pairs}) < len(pairs):
+        raise ValueError("a key repeated in one object: parsing would keep only the last")
+    return dict(pairs)
 
 
 def _text(value: bytes | None) -> str | None:
@@ -88,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo.read",
                                      description="Every record of a Kafka topic, one JSON line each.")
     parser.add_argument("topic", help="the topic to read, such as analyses or errors.dlq")
-    parser.add_argument("--bootstrap-servers", default="127.0.0.1:9092", help="default: 127.0.0.1:9092")
+    parser.add_argument("--bootstrap-servers", type=bootstrap_servers, default="127.0.0.1:9092",
+                        help="HOST:PORT[,HOST:PORT...] (default: 127.0.0.1:9092)")
     args = parser.parse_args(argv)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
 
@@ -103,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("demo.read: interrupted", file=sys.stderr)
         return 130
-    except (KafkaError, LookupError, OSError, TimeoutError, ValueError) as error:
+    except (KafkaError, LookupError, OSError, OverflowError, TimeoutError, ValueError) as error:
         reason = (str(error) or type(error).__name__).splitlines()[0]
         print(f"demo.read: {args.bootstrap_servers}: {reason}", file=sys.stderr)
         return 1

@@ -91,13 +91,16 @@ def test_a_file_without_line_breaks_is_not_read_past_one_message(tmp_path: Path,
     assert "line 1 of /dev/zero is over" in capsys.readouterr().err
 
 
-def test_a_bootstrap_address_without_a_port_number_exits_1_with_one_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("address", ["127.0.0.1:notaport", "127.0.0.1:65536", "127.0.0.1:-1", ":9092", ""])
+def test_a_malformed_address_is_refused_before_anything_is_read(address: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a client error, nor aiokafka's default port in place of a wrong one (`:-1`)."""
     path = tmp_path / "events.jsonl"
     path.write_bytes(b'{"n": 1}\n')
-    assert main([str(path), "--bootstrap-servers", "127.0.0.1:notaport"]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("demo.produce: 127.0.0.1:notaport did not take every message")
+    with pytest.raises(SystemExit) as stopped:
+        main([str(path), "--bootstrap-servers", address])
+    assert stopped.value.code == 2
+    assert "is not HOST:PORT with a port from 1 to 65535" in capsys.readouterr().err
 
 
 def test_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:

@@ -40,12 +40,18 @@ def test_every_record_of_every_partition_in_offset_order(tansu: EmbeddedBroker, 
         (1, b"\xfe", b'{"n": 18446744073709551617}', []),
         (1, None, b'{"x": NaN}', []),
         (1, None, deep, []),
+        (0, None, b'"\\ud800"', []),  # valid JSON, a lone surrogate: not printable as UTF-8
+        (0, None, b"1\x00", []),  # JSON only read as UTF-16
+        (0, None, b'{"a": 1, "a": 2}', []),
     ]))
     assert main([topic, "--bootstrap-servers", tansu.bootstrap_servers]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines == [
         {"partition": 0, "offset": 0, "key": None, "headers": [], "text": "not json \\xff"},
         {"partition": 0, "offset": 1, "key": None, "headers": [], "value": "not json"},
+        {"partition": 0, "offset": 2, "key": None, "headers": [], "text": '"\\ud800"'},
+        {"partition": 0, "offset": 3, "key": None, "headers": [], "text": "1\x00"},
+        {"partition": 0, "offset": 4, "key": None, "headers": [], "text": '{"a": 1, "a": 2}'},
         {"partition": 1, "offset": 0, "key": "k1", "headers": [["reason", "not_json"], ["h", "one"], ["h", "two"]],
          "value": {"id": "a"}},
         {"partition": 1, "offset": 1, "key": "\\xfe", "headers": [], "value": {"n": 18446744073709551617}},
