@@ -112,11 +112,16 @@ def _partition_of(server: str, partitions: list[int]) -> int:
     return partition_by_key(orjson.dumps([server, _fingerprint(server)]), partitions, partitions)
 
 
-def _two_servers_on_two_partitions() -> list[str]:
-    """Two servers whose failures' forwards go to partitions 0 and 1 of two."""
+def _one_message_on_each_of_two_partitions() -> tuple[_Producer, KeyStage, OffsetTracker]:
+    """A stage over two partitions with two messages queued, of two servers whose failures' forwards go
+    to partitions 0 and 1."""
     servers = {_partition_of(server, [0, 1]): server for server in (f"server-{n}" for n in range(16))}
     assert len(servers) == 2
-    return [servers[0], servers[1]]
+    producer = _Producer({0, 1})
+    stage, offsets = _stage(producer)
+    for n in range(2):
+        stage.ingest(_INPUT, _Input(n, _event(servers[n], n)))
+    return producer, stage, offsets
 
 
 def _fingerprint(server: str) -> str:
@@ -151,13 +156,8 @@ class TestAFailedBatch:
         A revoke's settle starts then, waiting for the first; the second is handed over and fails before
         the first is acknowledged. Settle returns, and the next `check` raises the second's error (it did
         not drop out of view with the settled ones)."""
-        servers = _two_servers_on_two_partitions()
-
         async def scenario() -> None:
-            producer = _Producer({0, 1})
-            stage, offsets = _stage(producer)
-            for n, server in enumerate(servers):
-                stage.ingest(_INPUT, _Input(n, _event(server, n)))
+            producer, stage, offsets = _one_message_on_each_of_two_partitions()
             gate = asyncio.Event()
             producer.on_send = lambda: setattr(producer, "hold", gate) if len(producer.acks) == 1 else None
             flush = asyncio.create_task(stage.flush())
@@ -178,17 +178,11 @@ class TestAFailedBatch:
 
         asyncio.run(scenario())
 
-
     def test_behind_a_batch_still_waited_for_is_raised_by_check(self) -> None:
         """The first batch is not acknowledged yet, the second failed: `check` raises now (a watermark
         would otherwise cover the message whose forward the second lost)."""
-        servers = _two_servers_on_two_partitions()
-
         async def scenario() -> None:
-            producer = _Producer({0, 1})
-            stage, _ = _stage(producer)
-            for n, server in enumerate(servers):
-                stage.ingest(_INPUT, _Input(n, _event(server, n)))
+            producer, stage, _ = _one_message_on_each_of_two_partitions()
             await stage.flush()
             assert len(producer.acks) == 2
             producer.acks[1][2].set_exception(KafkaError("refused"))
