@@ -158,15 +158,20 @@ async def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | N
         await producer.stop()
 
 
+def _group_consumer(bootstrap: str, group: str, *topics: str) -> AIOKafkaConsumer:
+    """A bare contender's consumer: from the start of `topics`, with the settings the service's consumer
+    has where they differ from aiokafka's defaults (no auto-commit, read_committed)."""
+    return AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                            enable_auto_commit=False, isolation_level="read_committed", **_FAST_GROUP)
+
+
 async def bare_consume_produce(bootstrap: str, topic: str, out_topic: str | None, group: str,
                                expected: int) -> float:
     """CPU seconds for a plain group consumer to read the topic from the start and produce every message
     to `out_topic` (None: only read), from its first message to the last delivery acknowledged. It
     produces the cheapest way aiokafka offers: whole batches (`create_batch`, `send_batch`)."""
-    # The client settings the service's consumer and producers use where they differ from aiokafka's defaults
-    # (isolation level, acks); no compression, which only the service's forwards pay.
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                                enable_auto_commit=False, isolation_level="read_committed", **_FAST_GROUP)
+    # The acks the service's producers use; no compression, which only the service's forwards pay.
+    consumer = _group_consumer(bootstrap, group, topic)
     # Batches of up to 1 MB, not aiokafka's default 16 kB: a few large requests, the peer at its fastest.
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2_000_000,
                                 max_batch_size=1_000_000)
@@ -198,8 +203,7 @@ async def bare_consume_floor(bootstrap: str, topic: str, group: str, expected: i
     """CPU seconds for a plain group consumer to read the topic from the start and put each message through
     the Python floor loop (`run_python_floor`'s: decode, read eight fields, count in a dict; a message it
     cannot read so is skipped), from its first message to its last."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                                enable_auto_commit=False, isolation_level="read_committed", **_FAST_GROUP)
+    consumer = _group_consumer(bootstrap, group, topic)
     await consumer.start()
     try:
         seen = 0
@@ -238,9 +242,7 @@ async def bare_repartition(bootstrap: str, topic: str, hop_topic: str, group: st
     """CPU seconds for bare aiokafka to read `topic` from the start, produce every message with a header set
     like a forward's to the same partition of `hop_topic` (whole batches, one per partition and fetch) and
     read those back on the same consumer, from its first message to the last read back."""
-    consumer = AIOKafkaConsumer(topic, hop_topic, bootstrap_servers=bootstrap, group_id=group,
-                                auto_offset_reset="earliest", enable_auto_commit=False,
-                                isolation_level="read_committed", **_FAST_GROUP)
+    consumer = _group_consumer(bootstrap, group, topic, hop_topic)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2_000_000,
                                 max_batch_size=1_000_000)
     await asyncio.gather(consumer.start(), producer.start())

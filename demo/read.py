@@ -31,14 +31,14 @@ __all__ = ["main", "read_topic"]
 _WAIT_S = 30.0  # to reach the end of every partition
 
 
-async def read_topic(bootstrap_servers: str, topic: str, emit: Callable[[dict[str, Any]], None]) -> int:
-    """Pass every record of `topic` to `emit` as a JSON-ready dict, partition by partition in offset order;
+async def read_topic(bootstrap_servers: str, topic: str, emit: Callable[[str], object]) -> int:
+    """Pass every record of `topic` to `emit` as its JSON line, partition by partition in offset order;
     returns how many. The end is the high watermark of the fetches themselves (tansu's ListOffsets answers
     the last batch's base offset, not the log end). Past `_WAIT_S`, what was read is emitted and
     `TimeoutError` raised."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                                 fetch_max_wait_ms=10, request_timeout_ms=10_000)
-    records: dict[int, list[dict[str, Any]]] = {}
+    records: dict[int, list[str]] = {}
     try:
         await consumer.start()
         # Every topic's metadata, asked without naming it: no broker creates a topic for this.
@@ -55,7 +55,7 @@ async def read_topic(bootstrap_servers: str, topic: str, emit: Callable[[dict[st
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"the end of {topic!r} was not reached in {_WAIT_S:.0f} s")
             for tp, batch in (await consumer.getmany(timeout_ms=50)).items():
-                records[tp.partition] += [_record(message) for message in batch]
+                records[tp.partition] += [_line(message) for message in batch]
     finally:
         await consumer.stop()
         for partition in sorted(records):
@@ -69,20 +69,22 @@ async def _behind(consumer: AIOKafkaConsumer, tp: TopicPartition) -> bool:
     return highwater is None or bool(await consumer.position(tp) < highwater)
 
 
-def _record(message: Any) -> dict[str, Any]:
+def _line(message: Any) -> str:
+    """One record as its JSON line (module doc)."""
     record = {"partition": message.partition, "offset": message.offset, "key": _text(message.key),
               "headers": [[name, _text(value)] for name, value in message.headers]}
     try:
         # UTF-8 only (json.loads would read bytes as UTF-16 or 32 too), one value per key, printable as
         # UTF-8 (not NaN, no lone surrogate, not nested too deep): else the value is shown as text.
-        value = None if message.value is None else json.loads(message.value.decode("utf-8"),
-                                                                object_pairs_hook=_no_repeated_keys)
-        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        record["value"] = None if message.value is None else json.loads(message.value.decode("utf-8"),
+                                                                          object_pairs_hook=_no_repeated_keys)
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False)
+        line.encode("utf-8")
     except (ValueError, RecursionError):
+        record.pop("value", None)  # set unless the value did not parse
         record["text"] = _text(message.value)
-    else:
-        record["value"] = value
-    return record
+        line = json.dumps(record, ensure_ascii=False)  # its strings are decoded with escapes: always printable
+    return line
 
 
 def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -105,11 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connection errors: the one line below says it
 
-    def emit(record: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
-
     try:
-        asyncio.run(read_topic(args.bootstrap_servers, args.topic, emit))
+        asyncio.run(read_topic(args.bootstrap_servers, args.topic, lambda line: sys.stdout.write(line + "\n")))
     except BrokenPipeError:  # `| head`: the reader had enough, as with any command that prints
         sys.stdout = None  # nothing more to flush at exit
         return 0
