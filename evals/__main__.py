@@ -101,7 +101,10 @@ def print_redaction(report: redaction.RedactionReport) -> None:
     for real in report.real:
         kinds = ", ".join(f"{kind} {count}" for kind, count in real.kinds.most_common()) or "none"
         print(f"  {real.source:10} {real.changed}/{real.texts} texts changed; placeholders: {kinds}; "
-              f"credential placeholders {real.credential_placeholders}")
+              f"credential placeholders {real.credential_placeholders}; host names still spelling a public "
+              f"address {len(real.addresses_left)}")
+        for text in real.addresses_left[:3]:
+            print(f"    left: {text[:120]!r}")
     for note in report.skipped:
         print(f"  skipped: {note}")
 

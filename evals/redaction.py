@@ -4,8 +4,10 @@ The corpus (`evals.redaction_corpus`) is redacted by the product's `Redactor`; a
 when none of its secrets survives. Real data nobody here wrote (loghub's 11 systems, Sentry's grouping
 fixtures, Defects4J's failing-test traces) is read from a corpora folder: public logs hold personal data
 (client IPs, mailboxes) but no credentials, so a credential placeholder there is a false positive, and
-stack traces must come out unchanged. With `peers`, detect-secrets and Kingfisher (installed by
-`make bench-deps`) are scored on the same corpus: recall, negatives touched, time per text.
+stack traces must come out unchanged. What redaction left is searched for public addresses spelled in host
+names (`adsl-203-0-113-9.example.net`, `host203.0.113.9.example.com`) by a looser pattern of its own. With
+`peers`, detect-secrets and Kingfisher (installed by `make bench-deps`) are scored on the same corpus:
+recall, negatives touched, time per text.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ from evals.redaction_corpus import NEGATIVES, Negative, Positive, positives
 
 PERSONAL_KINDS = frozenset({"email", "ipv4", "ipv6", "phone", "credit_card", "iban", "ssn", "itin"})
 _PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+# Four numbers with one separator, then a label and a domain: any prefix, padding, label or domain.
+_HOST_ADDRESS = re.compile(r"(?<![0-9])(0*[0-9]{1,3})([.-])(0*[0-9]{1,3})\2(0*[0-9]{1,3})\2(0*[0-9]{1,3})(?![0-9])"
+                           r"(?=[.-][A-Za-z][A-Za-z0-9-]*\.[A-Za-z])")
+# Private, loopback and link-local networks: a node's own name, which redaction keeps on purpose.
+_PRIVATE = re.compile(r"0*(?:10|127)[.-]|0*172[.-]0*(?:1[6-9]|2[0-9]|3[01])[.-]|0*192[.-]0*168[.-]|0*169[.-]0*254[.-]")
 
 
 @dataclass
@@ -57,6 +64,8 @@ class RealScore:
     changed: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     samples: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    addresses_left: list[str] = field(default_factory=list)
+    """Redacted texts that still spell a public address in a host name."""
 
     @property
     def credential_placeholders(self) -> int:
@@ -115,6 +124,8 @@ def real_data(root: Path, redactor: Redactor, samples: int = 3) -> list[RealScor
         for text in texts:
             result.texts += 1
             out = redactor.redact(text)
+            if host_addresses(out):
+                result.addresses_left.append(out)
             if out == text:
                 continue
             result.changed += 1
@@ -125,6 +136,16 @@ def real_data(root: Path, redactor: Redactor, samples: int = 3) -> list[RealScor
                     kept.append((text, out))
         scores.append(result)
     return scores
+
+
+def host_addresses(text: str) -> list[str]:
+    """The public IPv4 addresses `text` spells in host names (`dsl-198-51-100-7.example.net`)."""
+    found = []
+    for match in _HOST_ADDRESS.finditer(text):
+        octets = [int(match.group(group)) for group in (1, 3, 4, 5)]
+        if octets[0] > 0 and max(octets) <= 255 and not _PRIVATE.match(match.group()):
+            found.append(match.group())
+    return found
 
 
 def _loghub(folder: Path) -> Iterator[str]:

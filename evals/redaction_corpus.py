@@ -488,6 +488,10 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                           ("ec2-{}.compute-1.amazonaws.com", "198-51-100-7"), ("{}.rev.example.fr", "198-51-100-250")):
         add("ipv4", f"authentication failure; rhost={host.format(address)}", address,
             source="RFC 5737 address in an ISP's or a cloud's host name (as loghub's sshd logs show them)")
+    for host, address in (("dsl-static-{}.example-ip.net", "192.000.002.017"), ("host{}.example.com", "198.51.100.21"),
+                          ("static.{}.clients.example.de", "203.0.113.45")):
+        add("ipv4", f"connection from ({host.format(address)}) at Sun Jul  3", address,
+            source="RFC 5737 address dotted in a host name (as loghub's ftpd logs show them)")
     for _ in range(3):
         area = rng.choice([n for n in range(1, 900) if n != 666])
         ssn = f"{area:03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
@@ -592,6 +596,7 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "spring-core-5.3.20.jar jackson-databind-2.13.4.2.jar node v20.11.1 go1.22.3"),
     Negative("ordinary log text", "2024-01-15T10:22:33.123Z INFO processed 1,234,567 rows in 12.5s"),
     Negative("ordinary log text", "pod checkout-7d9f8b6c5-x2k9p restarted; node ip-10-0-3-7.ec2.internal"),
+    Negative("ordinary log text", "hibernate-5.4.3.2.Final.jar; rpm-1.2.3.4.el7.x86_64; host.10.0.3.7.example.lan"),
     Negative("ordinary log text", "paired device 84-41-67-32-db-e1; backup-2024-06-01-12-30.tar; form 000-12-3456"),
     Negative("stack frames", '  File "/app/auth.py", line 9, in login\n    log.info("password=" + masked(pw))'),
     Negative("ordinary log text", "price 12.99 EUR, qty 3, total 38.97; ratio 0.30000000000000004"),

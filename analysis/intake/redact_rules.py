@@ -325,8 +325,9 @@ def _ipv4(match: re.Match[str]) -> str:
     return placeholder("ipv4")
 
 
-# Private, loopback and link-local networks (RFC 1918, 1122, 3927), as `a-b-` starts a host's name.
-_PRIVATE_HOST = re.compile(r"0{0,2}(?:10|127)-|0{0,2}172-0?(?:1[6-9]|2[0-9]|3[01])-|0{0,2}192-168-|0{0,2}169-254-")
+# Private, loopback and link-local networks (RFC 1918, 1122, 3927), as `a-b-` (or `a.b.`) starts a host's name.
+_PRIVATE_HOST = re.compile(r"0{0,2}(?:10|127)[.-]|0{0,2}172[.-]0?(?:1[6-9]|2[0-9]|3[01])[.-]|0{0,2}192[.-]168[.-]"
+                           r"|0{0,2}169[.-]254[.-]")
 
 
 def _address_host(match: re.Match[str]) -> str:
@@ -354,6 +355,9 @@ _EXTENSION = (r"(?i:gz|bz2|xz|zst|zip|tgz|tar|log|txt|out|err|json|xml|csv|ya?ml
               r"|jar|war|so|dll|exe|bin|dat|db|sql|html?|md|py|java|js|go|rb|sh|pem|crt|key|gpg|sig|iso|img|deb"
               r"|rpm|pdf|png|jpe?g|gif|svg)(?![A-Za-z])")
 _LABEL = r"\.[A-Za-z0-9-]{1,63}"
+# What follows an address that names a host: a label of its own maybe (`-sta`), then its domain.
+_HOST_DOMAIN = (rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{0,8}}\.(?i:{TLDS})|(?:{_LABEL}){{1,8}}\."
+                rf"(?!{_EXTENSION})[A-Za-z]{{2,63}})(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
 _PADDED_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|0?[1-9][0-9]|0{0,2}[0-9])"  # `082`, `007` too
 _URLSAFE = "A-Za-z0-9_-"
 _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
@@ -453,11 +457,15 @@ _CONTEXT: tuple[Rule, ...] = (
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
     # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`): a
     # domain follows, so dashed dates, versions, MACs and file names (`backup-12-05-23-10.tar.gz`) stay.
-    _rule("ipv4", rf"(?:(?<=[A-Za-z])|(?<=[A-Za-z]-)|(?<=[A-Za-z][0-9]-)|(?<=[A-Za-z][0-9]{{2}}-)"
-                  rf"|(?<![A-Za-z0-9_.-]))(?:{_PADDED_OCTET}-){{3}}{_PADDED_OCTET}(?![0-9])"
-                  rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{0,8}}\.(?i:{TLDS})|(?:{_LABEL}){{1,8}}\.(?!{_EXTENSION})"
-                  r"[A-Za-z]{2,63})(?![A-Za-z0-9-]|\.[A-Za-z0-9]))",
+    # Both host rules start with `(?=[0-9])`, which lets the scan skip to digits: 4-5x less time per text.
+    _rule("ipv4", rf"(?=[0-9])(?:(?<=[A-Za-z])|(?<=[A-Za-z]-)|(?<=[A-Za-z][0-9]-)|(?<=[A-Za-z][0-9]{{2}}-)"
+                  rf"|(?<![A-Za-z0-9_.-]))(?:{_PADDED_OCTET}-){{3}}{_PADDED_OCTET}(?![0-9]){_HOST_DOMAIN}",
           _address_host),
+    # The same written with dots inside a longer name (`dsl-static-059.45.101.203.example.net`,
+    # `host203.0.113.9.example.com`, `static.203.0.113.9.clients.example.de`); a plain dotted address is
+    # the first rule's, and a version (`6.1.1.0`, `hibernate-5.4.3.2.Final.jar`) has no domain after it.
+    _rule("ipv4", rf"(?=[0-9])(?:(?<=[A-Za-z])|(?<=[A-Za-z][.-])|(?<![A-Za-z0-9_.-]))"
+                  rf"(?:{_PADDED_OCTET}\.){{3}}{_PADDED_OCTET}(?![0-9]){_HOST_DOMAIN}", _address_host),
     _rule("ipv6",
           rf"(?<![\w:])(?:(?:[{_HEX}]{{1,4}}:){{7}}[{_HEX}]{{1,4}}|(?:[{_HEX}]{{1,4}}:){{1,7}}(?::[{_HEX}]{{1,4}}){{1,7}}"
           rf"|::(?:[{_HEX}]{{1,4}}:){{0,6}}[{_HEX}]{{1,4}})(?![\w:])", _ipv6),

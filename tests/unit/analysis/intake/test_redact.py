@@ -388,10 +388,19 @@ class TestRedactor:
         ("from 89-64-12-34.dynamic.chello.pl port 22", "from [REDACTED:ipv4].dynamic.chello.pl port 22"),
         ("abts-kk-dynamic-122-171-12-34.airtelbroadband.in", "abts-kk-dynamic-[REDACTED:ipv4].airtelbroadband.in"),
         ("x-1-2-3-4.log report-10-11-12-13.pdf", "x-1-2-3-4.log report-10-11-12-13.pdf"),
+        # Dots inside a longer name (loghub's ftpd logs: 69 lines), padded or after a label.
+        ("(dsl-Chn-static-059.45.101.203.example.net)", "(dsl-Chn-static-[REDACTED:ipv4].example.net)"),
+        ("from (host129.206.196.21.example.com) at", "from (host[REDACTED:ipv4].example.com) at"),
+        ("static.88.198.10.20.clients.your-server.de", "static.[REDACTED:ipv4].clients.your-server.de"),
+        ("peer 059.045.101.203.example.net", "peer [REDACTED:ipv4].example.net"),
+        ("node ip.10.0.3.7.example.internal host.192.168.1.5.lan", None),
+        ("hibernate-5.4.3.2.Final.jar amd64~~6.1.1.0 wcp.dll version 0.0.0.6 rpm-1.2.3.4.el7.x86_64", None),
+        ("oid field.1.2.840.113635.100.6.2.6 lib.1.2.3.4.so backup.12.05.23.10.tar.gz", None),
     ])  # fmt: skip
-    def test_a_host_named_by_a_public_address_loses_the_address(self, text: str, expected: str) -> None:
-        """loghub's sshd and ftpd logs name clients by ISP host names that spell their address (290 lines);
+    def test_a_host_named_by_a_public_address_loses_the_address(self, text: str, expected: str | None) -> None:
+        """loghub's sshd and ftpd logs name clients by ISP host names that spell their address (359 lines);
         a node named by its private address says which node failed and stays, as do MACs and dates."""
+        expected = text if expected is None else expected
         assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
 
     @pytest.mark.parametrize(("text", "expected"), [
