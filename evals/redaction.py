@@ -29,9 +29,13 @@ from evals.redaction_corpus import NEGATIVES, Negative, Positive, positives
 
 PERSONAL_KINDS = frozenset({"email", "ipv4", "ipv6", "phone", "credit_card", "iban", "ssn", "itin"})
 _PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
-# Four numbers with one separator, then a label and a domain: any prefix, padding, label or domain.
-_HOST_ADDRESS = re.compile(r"(?<![0-9])(0*[0-9]{1,3})([.-])(0*[0-9]{1,3})\2(0*[0-9]{1,3})\2(0*[0-9]{1,3})(?![0-9])"
-                           r"(?=[.-][A-Za-z][A-Za-z0-9-]*\.[A-Za-z])")
+# Four numbers with one separator (the last four of a longer run), then labels ending in letters: any
+# prefix, padding, label or domain, but a file's extension at the end (`backup-12-05-23-10.tar.gz`).
+_HOST_ADDRESS = re.compile(r"(?<![0-9])(0*[0-9]{1,3})([.-])(0*[0-9]{1,3})\2(0*[0-9]{1,3})\2(0*[0-9]{1,3})"
+                           r"(?![0-9]|\2[0-9])(?=(?:[.-][A-Za-z0-9-]+)*?\.([A-Za-z]{2,24})(?![A-Za-z0-9_-]|\.[A-Za-z0-9]))")
+_FILE_ENDS = frozenset({"gz", "tar", "tgz", "zip", "jar", "war", "asc", "pom", "log", "txt", "json", "xml", "csv",
+                        "pdf", "png", "css", "js", "map", "ts", "msi", "dmg", "apk", "exe", "dll", "so", "rpm", "deb",
+                        "whl", "lzma", "xz", "bz2", "zst", "sig", "sha1", "md5", "final", "release", "noarch"})
 # Private, loopback and link-local networks: a node's own name, which redaction keeps on purpose.
 _PRIVATE = re.compile(r"0*(?:10|127)[.-]|0*172[.-]0*(?:1[6-9]|2[0-9]|3[01])[.-]|0*192[.-]0*168[.-]|0*169[.-]0*254[.-]")
 
@@ -143,7 +147,8 @@ def host_addresses(text: str) -> list[str]:
     found = []
     for match in _HOST_ADDRESS.finditer(text):
         octets = [int(match.group(group)) for group in (1, 3, 4, 5)]
-        if octets[0] > 0 and max(octets) <= 255 and not _PRIVATE.match(match.group()):
+        if octets[0] > 0 and max(octets) <= 255 and not _PRIVATE.match(match.group()) and \
+                match.group(6).lower() not in _FILE_ENDS:
             found.append(match.group())
     return found
 

@@ -500,6 +500,10 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         group = rng.choice([*range(50, 66), *range(70, 89), 90, 91, 92, *range(94, 100)])
         itin = f"9{rng.randint(0, 99):02d}-{group}-{rng.randint(0, 9999):04d}"
         add("itin", f"W-7 check failed for taxpayer {itin}", itin, source="IRS: ITIN format (9xx, issued groups)")
+    for kind, text, number in (("ssn", "KYC rejected: SSN: 078 05 1120", "078 05 1120"),
+                               ("ssn", "social security number 219 09 9999 mismatch", "219 09 9999"),
+                               ("itin", "W-7 pending for ITIN 912 70 1234", "912 70 1234")):
+        add(kind, text, number, source="SSA / IRS number written with spaces after its name")
     # Console logs coloured for a terminal (ECMA-48 SGR), and a line cut short inside a quoted value.
     coloured = _fill(rng, "{b62:14}")
     add("secret", f"\x1b[1mpassword\x1b[0m=\x1b[31m{coloured}\x1b[0m rejected", coloured,
@@ -597,6 +601,7 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "2024-01-15T10:22:33.123Z INFO processed 1,234,567 rows in 12.5s"),
     Negative("ordinary log text", "pod checkout-7d9f8b6c5-x2k9p restarted; node ip-10-0-3-7.ec2.internal"),
     Negative("ordinary log text", "hibernate-5.4.3.2.Final.jar; rpm-1.2.3.4.el7.x86_64; host.10.0.3.7.example.lan"),
+    Negative("ordinary log text", 'probe - - "GET /health HTTP/1.1" 200 45 6789 "-" "kube-probe/1.29"'),
     Negative("ordinary log text", "paired device 84-41-67-32-db-e1; backup-2024-06-01-12-30.tar; form 000-12-3456"),
     Negative("stack frames", '  File "/app/auth.py", line 9, in login\n    log.info("password=" + masked(pw))'),
     Negative("ordinary log text", "price 12.99 EUR, qty 3, total 38.97; ratio 0.30000000000000004"),

@@ -48,10 +48,29 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
                 spans_lines)
 
 
-def _taxpayer_number(area_and_group: str) -> str:
-    """A US taxpayer number printed `AAA-GG-SSSS` (area and group as given), never serial 0000, and not
-    inside a longer run of digits, dashes or dots (a version, a part number)."""
-    return rf"(?<![A-Za-z0-9.-]){area_and_group}-(?!0000)[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
+# What names a taxpayer number written with spaces (`SSN: 123 45 6789`), just before it: spaced, three
+# digit groups are as often a status, a size and a time (`200 45 6789` in an access log).
+_TAXPAYER_NAME = r"(?<![A-Za-z])(?i:ssn|ss#|social security(?: number| no\.?)?|itin|taxpayer(?: id)?)"
+
+
+def _taxpayer_number(area: str, group: str, spaced: bool = False) -> str:
+    """A US taxpayer number printed `AAA-GG-SSSS`, or with `spaced`, `AAA GG SSSS` after its name (area and
+    group as given; the name is kept, `head`), never serial 0000, and not inside a longer run of digits,
+    dashes or dots (a version, a part number)."""
+    start = rf"(?P<head>{_TAXPAYER_NAME}[^0-9A-Za-z\r\n]{{1,5}}){area} {group} " if spaced else \
+        rf"(?<![A-Za-z0-9.-]){area}-{group}-"
+    return rf"{start}(?!0000)[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
+
+
+_SSN_AREA, _SSN_GROUP = r"(?!000|666|9)[0-9]{3}", r"(?!00)[0-9]{2}"
+_ITIN_GROUP = r"(?:5[0-9]|6[0-5]|7[0-9]|8[0-8]|9[0-24-9])"
+
+
+def _named_taxpayer(kind: str) -> Replacement:
+    """The replacement of a spaced number: its name stays."""
+    def replace(match: re.Match[str]) -> str:
+        return match.group("head") + placeholder(kind)
+    return replace
 
 
 # ---------------------------------------------------------------- key/value secrets
@@ -336,6 +355,11 @@ def _address_host(match: re.Match[str]) -> str:
     return match.group() if _PRIVATE_HOST.match(match.group()) else placeholder("ipv4")
 
 
+def _dotted_host(match: re.Match[str]) -> str:
+    # Written with dots, an address in a name is also kept where `_ipv4` keeps one (`version 1.2.3.4.…`).
+    return _address_host(match) if _ipv4(match) != match.group() else match.group()
+
+
 def _ipv6(match: re.Match[str]) -> str:
     # `dead::beef`-like words and `A::B` scopes are not addresses worth hiding; real ones carry digits. A
     # slice (`items[::2]`, `data[1::3]`) or a clock (`12:34::56`) is up to three small decimals: `::1` is
@@ -353,11 +377,17 @@ _OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 # least that is no file's extension (`backup-12-05-23-10.tar.gz`, `x-1-2-3-4.log` stay).
 _EXTENSION = (r"(?i:gz|bz2|xz|zst|zip|tgz|tar|log|txt|out|err|json|xml|csv|ya?ml|conf|cfg|ini|bak|tmp|pid|lock|sock"
               r"|jar|war|so|dll|exe|bin|dat|db|sql|html?|md|py|java|js|go|rb|sh|pem|crt|key|gpg|sig|iso|img|deb"
-              r"|rpm|pdf|png|jpe?g|gif|svg)(?![A-Za-z])")
+              r"|rpm|pdf|png|jpe?g|gif|svg|asc|pom|css|map|ts|lzma|msi|dmg|apk|whl|egg|gem|nupkg|sha1|sha256|md5"
+              r")(?![A-Za-z])")
 _LABEL = r"\.[A-Za-z0-9-]{1,63}"
-# What follows an address that names a host: a label of its own maybe (`-sta`), then its domain.
+# What follows an address that names a host: a label of its own maybe (`-sta`), then its domain, and maybe
+# the extension of a file named after the host (`….example.net.log`).
 _HOST_DOMAIN = (rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{0,8}}\.(?i:{TLDS})|(?:{_LABEL}){{1,8}}\."
-                rf"(?!{_EXTENSION})[A-Za-z]{{2,63}})(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
+                rf"(?!{_EXTENSION})[A-Za-z]{{2,63}})(?:\.{_EXTENSION})?(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
+# After a dotted address, a label at least and one of the usual top-level domains: a dotted version ends in
+# anything else (`jackson-2.13.4.2.jar.asc`, `rpm-1.2.3.4.el7.noarch`, `pkg-1.2.3.4.dev`).
+_DOTTED_DOMAIN = (rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:{_LABEL}){{1,8}}\.(?i:{TLDS})(?:\.{_EXTENSION})?"
+                  r"(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
 _PADDED_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|0?[1-9][0-9]|0{0,2}[0-9])"  # `082`, `007` too
 _URLSAFE = "A-Za-z0-9_-"
 _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
@@ -449,10 +479,12 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("phone", r"(?<![A-Za-z0-9(])(?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}[.-])[2-9][0-9]{2}[.-][0-9]{4}(?![0-9])",
           _phone),
     # A US Social Security number as printed: never area 000, 666 or 9xx, group 00 or serial 0000 (SSA).
-    _rule("ssn", _taxpayer_number(r"(?!000|666|9)[0-9]{3}-(?!00)[0-9]{2}")),
+    _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP)),
+    _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP, spaced=True), _named_taxpayer("ssn")),
     # A US Individual Taxpayer Identification Number: 9xx, then a group the IRS issues (50-65, 70-88, 90-92,
     # 94-99), in the SSN's print.
-    _rule("itin", _taxpayer_number(r"9[0-9]{2}-(?:5[0-9]|6[0-5]|7[0-9]|8[0-8]|9[0-24-9])")),
+    _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP)),
+    _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP, spaced=True), _named_taxpayer("itin")),
     _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
     # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`): a
@@ -462,10 +494,11 @@ _CONTEXT: tuple[Rule, ...] = (
                   rf"|(?<![A-Za-z0-9_.-]))(?:{_PADDED_OCTET}-){{3}}{_PADDED_OCTET}(?![0-9]){_HOST_DOMAIN}",
           _address_host),
     # The same written with dots inside a longer name (`dsl-static-059.45.101.203.example.net`,
-    # `host203.0.113.9.example.com`, `static.203.0.113.9.clients.example.de`); a plain dotted address is
-    # the first rule's, and a version (`6.1.1.0`, `hibernate-5.4.3.2.Final.jar`) has no domain after it.
-    _rule("ipv4", rf"(?=[0-9])(?:(?<=[A-Za-z])|(?<=[A-Za-z][.-])|(?<![A-Za-z0-9_.-]))"
-                  rf"(?:{_PADDED_OCTET}\.){{3}}{_PADDED_OCTET}(?![0-9]){_HOST_DOMAIN}", _address_host),
+    # `host203.0.113.9.example.com`, `static.203.0.113.9.clients.example.de`; of more numbers, the last
+    # four: `srv127.203.0.113.9.…`); a plain dotted address is the first rule's, and a version (`6.1.1.0`,
+    # `hibernate-5.4.3.2.Final.jar`) has no domain after it.
+    _rule("ipv4", rf"(?=[0-9])(?:(?<=[A-Za-z_])|(?<=[A-Za-z0-9_][.-])|(?<![A-Za-z0-9_.-]))"
+                  rf"(?:{_PADDED_OCTET}\.){{3}}{_PADDED_OCTET}(?![0-9]|\.[0-9]){_DOTTED_DOMAIN}", _dotted_host),
     _rule("ipv6",
           rf"(?<![\w:])(?:(?:[{_HEX}]{{1,4}}:){{7}}[{_HEX}]{{1,4}}|(?:[{_HEX}]{{1,4}}:){{1,7}}(?::[{_HEX}]{{1,4}}){{1,7}}"
           rf"|::(?:[{_HEX}]{{1,4}}:){{0,6}}[{_HEX}]{{1,4}})(?![\w:])", _ipv6),

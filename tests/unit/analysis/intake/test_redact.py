@@ -393,9 +393,22 @@ class TestRedactor:
         ("from (host129.206.196.21.example.com) at", "from (host[REDACTED:ipv4].example.com) at"),
         ("static.88.198.10.20.clients.your-server.de", "static.[REDACTED:ipv4].clients.your-server.de"),
         ("peer 059.045.101.203.example.net", "peer [REDACTED:ipv4].example.net"),
-        ("node ip.10.0.3.7.example.internal host.192.168.1.5.lan", None),
+        ("node ip.10.0.3.7.example.internal host.192.168.1.5.lan node1.10.0.3.7.example.lan", None),
         ("hibernate-5.4.3.2.Final.jar amd64~~6.1.1.0 wcp.dll version 0.0.0.6 rpm-1.2.3.4.el7.x86_64", None),
         ("oid field.1.2.840.113635.100.6.2.6 lib.1.2.3.4.so backup.12.05.23.10.tar.gz", None),
+        # The first attacker review: the last four numbers of a longer run (not `10.203.0.113`, kept as
+        # private), a letter and digits before, a log file named after the host; versions before a domain-like
+        # end, a version named as such, and 0.x, stay.
+        ("ip10.203.0.113.9.example.com srv127.203.0.113.9.example.net host-10.203.0.113.9.example.net",
+         "ip10.[REDACTED:ipv4].example.com srv127.[REDACTED:ipv4].example.net host-10.[REDACTED:ipv4].example.net"),
+        ("ip4-203.0.113.9.example.net rhost=ppp12-203.0.113.9.example.net",
+         "ip4-[REDACTED:ipv4].example.net rhost=ppp12-[REDACTED:ipv4].example.net"),
+        ("/var/log/remote/host203.0.113.9.example.com.log adsl-63-197-98-106.dsl.example.net.log",
+         "/var/log/remote/host[REDACTED:ipv4].example.com.log adsl-[REDACTED:ipv4].dsl.example.net.log"),
+        ("jackson-databind-2.13.4.2.jar.asc app-1.2.3.4.min.css types-1.2.3.4.d.ts MyApp-2.1.0.5.x64.msi "
+         "app-1-2-3-4.min.css rpm-1.2.3.4.el7.noarch pkg-1.2.3.4.dev", None),
+        ("version 1.2.3.4.example.com Version: 1.2.3.4.Final.Release 0.1.2.3.example.com host0.1.2.3.example.com",
+         None),
     ])  # fmt: skip
     def test_a_host_named_by_a_public_address_loses_the_address(self, text: str, expected: str | None) -> None:
         """loghub's sshd and ftpd logs name clients by ISP host names that spell their address (359 lines);
@@ -410,11 +423,16 @@ class TestRedactor:
         ("v1.123-45-6789 123-45-6789-1 x123-45-6789", None),
         ("taxpayer 912-78-1234 and 999-50-0001", "taxpayer [REDACTED:itin] and [REDACTED:itin]"),
         ("form 912-93-1234 912-49-1234 912-89-1234 v9.912-78-1234 912-70-0000", None),
+        # Spaced, only right after its name: three spaced groups alone are as often a status, size and time.
+        ("SSN: 123 45 6789, ssn=078 05 1120", "SSN: [REDACTED:ssn], ssn=[REDACTED:ssn]"),
+        ("Social Security No. 078 05 1120 and taxpayer id 912 70 1234",
+         "Social Security No. [REDACTED:ssn] and taxpayer id [REDACTED:itin]"),
+        ('"GET /health HTTP/1.1" 200 45 6789; assn 123 45 6789; ssn 123 45 0000; ssn 666 12 3456', None),
     ])  # fmt: skip
     def test_a_social_security_number(self, text: str, expected: str | None) -> None:
-        """The printed form `AAA-GG-SSSS`; numbers the SSA never issues (area 000, 666, 9xx, group 00, serial
-        0000) and longer dashed runs stay. An ITIN is 9xx with a group the IRS issues (50-65, 70-88, 90-92,
-        94-99)."""
+        """The printed form `AAA-GG-SSSS`, or spaced after its name; numbers the SSA never issues (area 000,
+        666, 9xx, group 00, serial 0000) and longer dashed runs stay. An ITIN is 9xx with a group the IRS
+        issues (50-65, 70-88, 90-92, 94-99)."""
         assert REDACTOR.redact(text) == (expected or text) == REDACTOR.every_rule(text)
 
     def test_url_keeps_user_and_host(self) -> None:
