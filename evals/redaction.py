@@ -29,10 +29,10 @@ from evals.redaction_corpus import NEGATIVES, Negative, Positive, positives
 
 PERSONAL_KINDS = frozenset({"email", "ipv4", "ipv6", "phone", "credit_card", "iban", "ssn", "itin"})
 _PLACEHOLDER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
-# Four numbers with one separator (the last four of a longer run), then labels ending in letters: any
-# prefix, padding, label or domain, but a file's extension at the end (`backup-12-05-23-10.tar.gz`).
+# Four numbers with one separator (the last four of a longer run), and the labels after them: any prefix,
+# padding, label or domain (`host_addresses` drops a file's extensions at the end: `….example.com.log.gz`).
 _HOST_ADDRESS = re.compile(r"(?<![0-9])(0*[0-9]{1,3})([.-])(0*[0-9]{1,3})\2(0*[0-9]{1,3})\2(0*[0-9]{1,3})"
-                           r"(?![0-9]|\2[0-9])(?=(?:[.-][A-Za-z0-9-]+)*?\.([A-Za-z]{2,24})(?![A-Za-z0-9_-]|\.[A-Za-z0-9]))")
+                           r"(?![0-9]|\2[0-9])((?:[.-][A-Za-z0-9]+)*)")
 _FILE_ENDS = frozenset({"gz", "tar", "tgz", "zip", "jar", "war", "asc", "pom", "log", "txt", "json", "xml", "csv",
                         "pdf", "png", "css", "js", "map", "ts", "msi", "dmg", "apk", "exe", "dll", "so", "rpm", "deb",
                         "whl", "lzma", "xz", "bz2", "zst", "sig", "sha1", "md5", "final", "release", "noarch"})
@@ -143,13 +143,18 @@ def real_data(root: Path, redactor: Redactor, samples: int = 3) -> list[RealScor
 
 
 def host_addresses(text: str) -> list[str]:
-    """The public IPv4 addresses `text` spells in host names (`dsl-198-51-100-7.example.net`)."""
+    """The public IPv4 addresses `text` spells in host names (`dsl-198-51-100-7.example.net`): four numbers
+    followed by a domain, a last label of letters once a file's extensions and numbers are dropped."""
     found = []
     for match in _HOST_ADDRESS.finditer(text):
         octets = [int(match.group(group)) for group in (1, 3, 4, 5)]
-        if octets[0] > 0 and max(octets) <= 255 and not _PRIVATE.match(match.group()) and \
-                match.group(6).lower() not in _FILE_ENDS:
-            found.append(match.group())
+        labels = re.split(r"[.-]", match.group(6))[1:]
+        while labels and (labels[-1].lower() in _FILE_ENDS or labels[-1].isdigit()):
+            labels.pop()
+        address = match.group()[: match.start(6) - match.start()]
+        if octets[0] > 0 and max(octets) <= 255 and not _PRIVATE.match(address) and "." in match.group(6) \
+                and labels and labels[-1].isalpha() and len(labels[-1]) >= 2:
+            found.append(address)
     return found
 
 

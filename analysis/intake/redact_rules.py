@@ -48,16 +48,21 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
                 spans_lines)
 
 
-# What names a taxpayer number written with spaces (`SSN: 123 45 6789`), just before it: spaced, three
-# digit groups are as often a status, a size and a time (`200 45 6789` in an access log).
-_TAXPAYER_NAME = r"(?<![A-Za-z])(?i:ssn|ss#|social security(?: number| no\.?)?|itin|taxpayer(?: id)?)"
+# What names a taxpayer number written with spaces (`SSN: 123 45 6789`, `customerSsn=…`, `taxpayer_id=…`),
+# just before it: spaced, three digit groups are as often a status, a size and a time (`200 45 6789` in an
+# access log). Never the name in a placeholder (`[REDACTED:ssn] 200 45 6789`).
+_TAXPAYER_NAME = (r"(?:(?<![A-Za-z])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|social[ _-]{0,2}security"
+                  r"|taxpayer(?:[ _-]{0,2}id(?:entification)?)?)|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|TaxpayerId))"
+                  r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?|(?<![A-Za-z])(?i:ss#)")
+# Between the groups of a spaced number: a space or two, a tab, a no-break space, or as a form encodes one.
+_SPACE = "(?:[ \t+]{1,2}|\u00a0|%20)"
 
 
 def _taxpayer_number(area: str, group: str, spaced: bool = False) -> str:
     """A US taxpayer number printed `AAA-GG-SSSS`, or with `spaced`, `AAA GG SSSS` after its name (area and
     group as given; the name is kept, `head`), never serial 0000, and not inside a longer run of digits,
     dashes or dots (a version, a part number)."""
-    start = rf"(?P<head>{_TAXPAYER_NAME}[^0-9A-Za-z\r\n]{{1,5}}){area} {group} " if spaced else \
+    start = rf"(?P<head>(?:{_TAXPAYER_NAME})[^0-9A-Za-z\r\n]{{1,8}}){area}{_SPACE}{group}{_SPACE}" if spaced else \
         rf"(?<![A-Za-z0-9.-]){area}-{group}-"
     return rf"{start}(?!0000)[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
 
@@ -332,7 +337,8 @@ def _phone(match: re.Match[str]) -> str:
     return placeholder("phone") if 8 <= sum(char.isdigit() for char in text) <= 15 else text
 
 
-_VERSION_BEFORE = re.compile(r"(?:version|ver|v|~)[ :=]{0,2}\Z", re.IGNORECASE | re.ASCII)
+# A word of its own (`server 203.0.113.9`, `failed over 198.51.100.7`, `srv203.0.113.9.…` are addresses).
+_VERSION_BEFORE = re.compile(r"(?:(?<![A-Za-z])(?:version|ver|v)|~)[ :=]{0,2}\Z", re.IGNORECASE | re.ASCII)
 
 
 def _ipv4(match: re.Match[str]) -> str:
@@ -382,12 +388,16 @@ _EXTENSION = (r"(?i:gz|bz2|xz|zst|zip|tgz|tar|log|txt|out|err|json|xml|csv|ya?ml
 _LABEL = r"\.[A-Za-z0-9-]{1,63}"
 # What follows an address that names a host: a label of its own maybe (`-sta`), then its domain, and maybe
 # the extension of a file named after the host (`….example.net.log`).
+_FILE_SUFFIX = rf"(?:\.{_EXTENSION}|\.[0-9]{{1,3}}(?![A-Za-z0-9-])){{0,2}}"  # `.log`, `.log.gz`, `.log.1`
 _HOST_DOMAIN = (rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{0,8}}\.(?i:{TLDS})|(?:{_LABEL}){{1,8}}\."
-                rf"(?!{_EXTENSION})[A-Za-z]{{2,63}})(?:\.{_EXTENSION})?(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
-# After a dotted address, a label at least and one of the usual top-level domains: a dotted version ends in
-# anything else (`jackson-2.13.4.2.jar.asc`, `rpm-1.2.3.4.el7.noarch`, `pkg-1.2.3.4.dev`).
-_DOTTED_DOMAIN = (rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:{_LABEL}){{1,8}}\.(?i:{TLDS})(?:\.{_EXTENSION})?"
-                  r"(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
+                rf"(?!{_EXTENSION})[A-Za-z]{{2,63}}){_FILE_SUFFIX}(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
+# After a dotted address: a label and one of the usual top-level domains, two labels and any domain of
+# letters, or a generic domain straight after. A dotted version ends in anything else
+# (`jackson-2.13.4.2.jar.asc`, `rpm-1.2.3.4.el7.noarch`, `pkg-1.2.3.4.dev`); an IPv6 reverse name
+# (`….0.1.0.0.2.ip6.arpa`) names no IPv4 address.
+_DOTTED_DOMAIN = (rf"(?!(?:\.[0-9A-Fa-f])*\.ip6\.arpa)(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{1,8}}\."
+                  rf"(?i:{TLDS})|(?:{_LABEL}){{2,8}}\.(?!{_EXTENSION})[A-Za-z]{{2,63}}|\.(?i:com|net|org|edu|gov|info|biz))"
+                  rf"{_FILE_SUFFIX}(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
 _PADDED_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|0?[1-9][0-9]|0{0,2}[0-9])"  # `082`, `007` too
 _URLSAFE = "A-Za-z0-9_-"
 _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
@@ -497,8 +507,8 @@ _CONTEXT: tuple[Rule, ...] = (
     # `host203.0.113.9.example.com`, `static.203.0.113.9.clients.example.de`; of more numbers, the last
     # four: `srv127.203.0.113.9.…`); a plain dotted address is the first rule's, and a version (`6.1.1.0`,
     # `hibernate-5.4.3.2.Final.jar`) has no domain after it.
-    _rule("ipv4", rf"(?=[0-9])(?:(?<=[A-Za-z_])|(?<=[A-Za-z0-9_][.-])|(?<![A-Za-z0-9_.-]))"
-                  rf"(?:{_PADDED_OCTET}\.){{3}}{_PADDED_OCTET}(?![0-9]|\.[0-9]){_DOTTED_DOMAIN}", _dotted_host),
+    _rule("ipv4", rf"(?=[0-9])(?<![0-9])(?:{_PADDED_OCTET}\.){{3}}{_PADDED_OCTET}(?![0-9]|\.[0-9]){_DOTTED_DOMAIN}",
+          _dotted_host),
     _rule("ipv6",
           rf"(?<![\w:])(?:(?:[{_HEX}]{{1,4}}:){{7}}[{_HEX}]{{1,4}}|(?:[{_HEX}]{{1,4}}:){{1,7}}(?::[{_HEX}]{{1,4}}){{1,7}}"
           rf"|::(?:[{_HEX}]{{1,4}}:){{0,6}}[{_HEX}]{{1,4}})(?![\w:])", _ipv6),

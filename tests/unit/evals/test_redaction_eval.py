@@ -3,6 +3,8 @@ lean on the rules it checks)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from evals.redaction import host_addresses
@@ -22,6 +24,14 @@ from evals.redaction import host_addresses
     ("ip10.203.0.113.9.example.com srv-10-198-51-100-7.example.net", ["203.0.113.9", "198-51-100-7"]),
     ("host203.0.113.9.com adsl-203-0-113-9.de host-198-51-100-7.1e100.net", ["203.0.113.9", "203-0-113-9",
                                                                               "198-51-100-7"]),
+    ("host203.0.113.9.example.com.log.gz adsl-203-0-113-9.example.net.log.1", ["203.0.113.9", "203-0-113-9"]),
 ])  # fmt: skip
 def test_finds_public_addresses_spelled_in_host_names(text: str, found: list[str]) -> None:
     assert host_addresses(text) == found
+
+
+def test_takes_linear_time_on_dashed_labels() -> None:
+    """A dash both separates and joins labels: a pattern that let it do either took 2.5 s at 26 of them."""
+    started = time.process_time()
+    assert host_addresses("1.2.3.4" + "-a" * 100_000 + "!") == []
+    assert time.process_time() - started < 1.0

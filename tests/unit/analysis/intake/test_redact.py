@@ -393,7 +393,7 @@ class TestRedactor:
         ("from (host129.206.196.21.example.com) at", "from (host[REDACTED:ipv4].example.com) at"),
         ("static.88.198.10.20.clients.your-server.de", "static.[REDACTED:ipv4].clients.your-server.de"),
         ("peer 059.045.101.203.example.net", "peer [REDACTED:ipv4].example.net"),
-        ("node ip.10.0.3.7.example.internal host.192.168.1.5.lan node1.10.0.3.7.example.lan", None),
+        ("node ip.10.0.3.7.example.internal host.192.168.1.5.corp.lan node1.10.0.3.7.example.lan", None),
         ("hibernate-5.4.3.2.Final.jar amd64~~6.1.1.0 wcp.dll version 0.0.0.6 rpm-1.2.3.4.el7.x86_64", None),
         ("oid field.1.2.840.113635.100.6.2.6 lib.1.2.3.4.so backup.12.05.23.10.tar.gz", None),
         # The first attacker review: the last four numbers of a longer run (not `10.203.0.113`, kept as
@@ -409,6 +409,15 @@ class TestRedactor:
          "app-1-2-3-4.min.css rpm-1.2.3.4.el7.noarch pkg-1.2.3.4.dev", None),
         ("version 1.2.3.4.example.com Version: 1.2.3.4.Final.Release 0.1.2.3.example.com host0.1.2.3.example.com",
          None),
+        # The second: a name ending in `ver` or `v` is no version word; a generic domain straight after, or
+        # any domain after two labels; rotated logs; an IPv6 reverse name stays whole.
+        ("server203.0.113.9.example.com rev203.0.113.9.example.net host203.0.113.9.com (dsl-203.0.113.9.net)",
+         "server[REDACTED:ipv4].example.com rev[REDACTED:ipv4].example.net host[REDACTED:ipv4].com "
+         "(dsl-[REDACTED:ipv4].net)"),
+        ("host203.0.113.9.dynamic.example.pl host203.0.113.9.example.com.log.gz adsl-203-0-113-9.example.net.log.1",
+         "host[REDACTED:ipv4].dynamic.example.pl host[REDACTED:ipv4].example.com.log.gz "
+         "adsl-[REDACTED:ipv4].example.net.log.1"),
+        ("PTR 4.3.2.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa", None),
     ])  # fmt: skip
     def test_a_host_named_by_a_public_address_loses_the_address(self, text: str, expected: str | None) -> None:
         """loghub's sshd and ftpd logs name clients by ISP host names that spell their address (359 lines);
@@ -428,6 +437,17 @@ class TestRedactor:
         ("Social Security No. 078 05 1120 and taxpayer id 912 70 1234",
          "Social Security No. [REDACTED:ssn] and taxpayer id [REDACTED:itin]"),
         ('"GET /health HTTP/1.1" 200 45 6789; assn 123 45 6789; ssn 123 45 0000; ssn 666 12 3456', None),
+        # The second attacker review: more spellings of the name and of the spaces; the name in a placeholder
+        # names nothing; the group, the letters after the name and the digits after the number still count.
+        ("S.S.N. 123 45 6789; ssn_number: 123 45 6789; customerSsn=123 45 6789; taxpayer_id=912 70 1234",
+         "S.S.N. [REDACTED:ssn]; ssn_number: [REDACTED:ssn]; customerSsn=[REDACTED:ssn]; "
+         "taxpayer_id=[REDACTED:itin]"),
+        ("ssn 123\t45\t6789; ssn 123  45  6789; ssn=078+05+1120; ssn=078%2005%201120; "
+         "{\\\"ssn\\\": \\\"078 05 1120\\\"}",
+         "ssn [REDACTED:ssn]; ssn [REDACTED:ssn]; ssn=[REDACTED:ssn]; ssn=[REDACTED:ssn]; "
+         "{\\\"ssn\\\": \\\"[REDACTED:ssn]\\\"}"),
+        ("078-05-1120 200 45 6789", "[REDACTED:ssn] 200 45 6789"),
+        ("itin 912 49 1234; SSN lookup 200 45 6789; ssn 123 45 67890; ssn 123 45 6789-1; lessn 123 45 6789", None),
     ])  # fmt: skip
     def test_a_social_security_number(self, text: str, expected: str | None) -> None:
         """The printed form `AAA-GG-SSSS`, or spaced after its name; numbers the SSA never issues (area 000,
@@ -516,7 +536,8 @@ _PIECES = [
     "\tat com.acme.Key.get(Key.java:12)", "KeyError: 'currency'", "[REDACTED:secret]", "\r", "{", "}",
     "-----BEGIN RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA", "-----END RSA PRIVATE KEY-----", "\\n", "\\\"",
     "\x1b[31m", "\x1b[0m", "\x1b", "\x1b]0;", "\x07", "\x9d", "\x9b", "\\u001b[", "\\033[", "ip-", "203-0-113-45",
-    "10-0-3-7", ".dsl.net", "078-05-1120",
+    "10-0-3-7", ".dsl.net", "078-05-1120", "SSN: ", "123 45 6789", "host203.0.113.9", ".example.com", "1.2.3.4",
+    ".ip6.arpa", "[REDACTED:ssn]",
 ]  # fmt: skip
 _TEXTS = st.lists(st.sampled_from(_PIECES), max_size=24).map("".join)
 # One redactor across examples: lines seen before come from its caches.
