@@ -418,6 +418,11 @@ class TestRedactor:
          "host[REDACTED:ipv4].dynamic.example.pl host[REDACTED:ipv4].example.com.log.gz "
          "adsl-[REDACTED:ipv4].example.net.log.1"),
         ("PTR 4.3.2.1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa", None),
+        # A plain address after a word that ends in `ver` or `v` (read as a version word before).
+        ("nameserver 203.0.113.9#53, upstream server 203.0.113.9:80, failed over 198.51.100.7, recv 203.0.113.10",
+         "nameserver [REDACTED:ipv4]#53, upstream server [REDACTED:ipv4]:80, failed over [REDACTED:ipv4], "
+         "recv [REDACTED:ipv4]"),
+        ("version 1.2.3.4, ver=1.2.3.4, v 1.2.3.4, amd64~~6.1.1.0", None),
     ])  # fmt: skip
     def test_a_host_named_by_a_public_address_loses_the_address(self, text: str, expected: str | None) -> None:
         """loghub's sshd and ftpd logs name clients by ISP host names that spell their address (359 lines);
