@@ -51,18 +51,20 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
 # What names a taxpayer number written with spaces (`SSN: 123 45 6789`, `customerSsn=…`, `taxpayer_id=…`),
 # just before it: spaced, three digit groups are as often a status, a size and a time (`200 45 6789` in an
 # access log). Never the name in a placeholder (`[REDACTED:ssn] 200 45 6789`).
-_TAXPAYER_NAME = (r"(?:(?<![A-Za-z])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|social[ _-]{0,2}security"
-                  r"|taxpayer(?:[ _-]{0,2}id(?:entification)?)?)|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|TaxpayerId))"
+_TAXPAYER_NAME = (r"(?:(?<![A-Za-z])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|tax[ _-]{0,2}id|social[ _-]{0,2}security"
+                  r"|taxpayer(?:[ _-]{0,2}id(?:entification)?)?)"
+                  r"|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|Tin|TIN|TaxId|TaxpayerId|SocialSecurity))"
                   r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?|(?<![A-Za-z])(?i:ss#)")
-# Between the groups of a spaced number: a space or two, a tab, a no-break space, or as a form encodes one.
-_SPACE = "(?:[ \t+]{1,2}|\u00a0|%20)"
+# Between the groups of a spaced number: a space or two, a tab (or `\t` as JSON escapes one), a no-break
+# space, or as a form encodes a space.
+_SPACE = "(?:[ \t+]{1,2}|\\\\t|\u00a0|%20)"
 
 
 def _taxpayer_number(area: str, group: str, spaced: bool = False) -> str:
     """A US taxpayer number printed `AAA-GG-SSSS`, or with `spaced`, `AAA GG SSSS` after its name (area and
     group as given; the name is kept, `head`), never serial 0000, and not inside a longer run of digits,
     dashes or dots (a version, a part number)."""
-    start = rf"(?P<head>(?:{_TAXPAYER_NAME})[^0-9A-Za-z\r\n]{{1,8}}){area}{_SPACE}{group}{_SPACE}" if spaced else \
+    start = rf"(?P<head>(?:{_TAXPAYER_NAME})[^0-9A-Za-z\r\n]{{1,10}}){area}{_SPACE}{group}{_SPACE}" if spaced else \
         rf"(?<![A-Za-z0-9.-]){area}-{group}-"
     return rf"{start}(?!0000)[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
 
@@ -337,8 +339,10 @@ def _phone(match: re.Match[str]) -> str:
     return placeholder("phone") if 8 <= sum(char.isdigit() for char in text) <= 15 else text
 
 
-# A word of its own (`server 203.0.113.9`, `failed over 198.51.100.7`, `srv203.0.113.9.…` are addresses).
-_VERSION_BEFORE = re.compile(r"(?:(?<![A-Za-z])(?:version|ver|v)|~)[ :=]{0,2}\Z", re.IGNORECASE | re.ASCII)
+# A word of its own or a camelCase part (`appVersion=`, `FwVer`, Firefox's `rv:`); `server 203.0.113.9`,
+# `failed over 198.51.100.7` and `srv203.0.113.9.…` are addresses.
+_VERSION_BEFORE = re.compile(r"(?:(?<![A-Za-z])(?i:version|ver|rev|rv|v)|(?<=[a-z])(?:Version|Ver|Rev)|~)[ :=]{0,2}\Z",
+                             re.ASCII)
 
 
 def _ipv4(match: re.Match[str]) -> str:
@@ -362,8 +366,13 @@ def _address_host(match: re.Match[str]) -> str:
 
 
 def _dotted_host(match: re.Match[str]) -> str:
-    # Written with dots, an address in a name is also kept where `_ipv4` keeps one (`version 1.2.3.4.…`).
-    return _address_host(match) if _ipv4(match) != match.group() else match.group()
+    # Written with dots, an address in a name is also kept where `_ipv4` keeps one (`version 1.2.3.4.…`,
+    # `0.x`), unless glued to the name before it (`rev203.0.113.9.example.net` is a host).
+    text = match.group()
+    glued = match.start() > 0 and match.string[match.start() - 1].isalpha()
+    if text.startswith("0.") or (not glued and _ipv4(match) == text):
+        return text
+    return _address_host(match)
 
 
 def _ipv6(match: re.Match[str]) -> str:
@@ -383,7 +392,8 @@ _OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 # least that is no file's extension (`backup-12-05-23-10.tar.gz`, `x-1-2-3-4.log` stay).
 _EXTENSION = (r"(?i:gz|bz2|xz|zst|zip|tgz|tar|log|txt|out|err|json|xml|csv|ya?ml|conf|cfg|ini|bak|tmp|pid|lock|sock"
               r"|jar|war|so|dll|exe|bin|dat|db|sql|html?|md|py|java|js|go|rb|sh|pem|crt|key|gpg|sig|iso|img|deb"
-              r"|rpm|pdf|png|jpe?g|gif|svg|asc|pom|css|map|ts|lzma|msi|dmg|apk|whl|egg|gem|nupkg|sha1|sha256|md5"
+              r"|rpm|pdf|png|jpe?g|gif|svg|asc|pom|css|map|ts|lzma|msi|dmg|apk|whl|egg|gem|nupkg|sha1|sha256|md5|cs"
+              r"|kt|hs"
               r")(?![A-Za-z])")
 _LABEL = r"\.[A-Za-z0-9-]{1,63}"
 # What follows an address that names a host: a label of its own maybe (`-sta`), then its domain, and maybe
@@ -391,12 +401,12 @@ _LABEL = r"\.[A-Za-z0-9-]{1,63}"
 _FILE_SUFFIX = rf"(?:\.{_EXTENSION}|\.[0-9]{{1,3}}(?![A-Za-z0-9-])){{0,2}}"  # `.log`, `.log.gz`, `.log.1`
 _HOST_DOMAIN = (rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{0,8}}\.(?i:{TLDS})|(?:{_LABEL}){{1,8}}\."
                 rf"(?!{_EXTENSION})[A-Za-z]{{2,63}}){_FILE_SUFFIX}(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
-# After a dotted address: a label and one of the usual top-level domains, two labels and any domain of
-# letters, or a generic domain straight after. A dotted version ends in anything else
-# (`jackson-2.13.4.2.jar.asc`, `rpm-1.2.3.4.el7.noarch`, `pkg-1.2.3.4.dev`); an IPv6 reverse name
-# (`….0.1.0.0.2.ip6.arpa`) names no IPv4 address.
-_DOTTED_DOMAIN = (rf"(?!(?:\.[0-9A-Fa-f])*\.ip6\.arpa)(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{1,8}}\."
-                  rf"(?i:{TLDS})|(?:{_LABEL}){{2,8}}\.(?!{_EXTENSION})[A-Za-z]{{2,63}}|\.(?i:com|net|org|edu|gov|info|biz))"
+# After a dotted address: a label and one of the usual top-level domains or any country's two letters, or
+# a generic domain straight after. A dotted version ends in anything else (`jackson-2.13.4.2.jar.asc`,
+# `rpm-1.2.3.4.el7.noarch`, `pkg-1.2.3.4.dev`, `app-1.2.3.4.mac.universal.pkg`); an IPv6 reverse name
+# (`….0.1.0.0.2.ip6.arpa`, at most 32 nibbles) names no IPv4 address.
+_DOTTED_DOMAIN = (rf"(?!(?:\.[0-9A-Fa-f]){{0,32}}\.ip6\.arpa)(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?"
+                  rf"(?:(?:{_LABEL}){{1,8}}\.(?:(?i:{TLDS})|(?!{_EXTENSION})[A-Za-z]{{2}})|\.(?i:com|net|org|edu|gov|info|biz))"
                   rf"{_FILE_SUFFIX}(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
 _PADDED_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|0?[1-9][0-9]|0{0,2}[0-9])"  # `082`, `007` too
 _URLSAFE = "A-Za-z0-9_-"
