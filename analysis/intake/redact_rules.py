@@ -392,9 +392,8 @@ _OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 # least that is no file's extension (`backup-12-05-23-10.tar.gz`, `x-1-2-3-4.log` stay).
 _EXTENSION = (r"(?i:gz|bz2|xz|zst|zip|tgz|tar|log|txt|out|err|json|xml|csv|ya?ml|conf|cfg|ini|bak|tmp|pid|lock|sock"
               r"|jar|war|so|dll|exe|bin|dat|db|sql|html?|md|py|java|js|go|rb|sh|pem|crt|key|gpg|sig|iso|img|deb"
-              r"|rpm|pdf|png|jpe?g|gif|svg|asc|pom|css|map|ts|lzma|msi|dmg|apk|whl|egg|gem|nupkg|sha1|sha256|md5|cs"
-              r"|kt|hs"
-              r")(?![A-Za-z])")
+              r"|rpm|pdf|png|jpe?g|gif|svg|asc|pom|css|map|ts|lzma|msi|dmg|apk|whl|egg|gem|nupkg|sha1|sha256|md5"
+              r"|cs|kt|hs)(?![A-Za-z])")
 _LABEL = r"\.[A-Za-z0-9-]{1,63}"
 # What follows an address that names a host: a label of its own maybe (`-sta`), then its domain, and maybe
 # the extension of a file named after the host (`….example.net.log`).
