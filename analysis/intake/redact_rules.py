@@ -51,13 +51,14 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
 # What names a taxpayer number written with spaces (`SSN: 123 45 6789`, `customerSsn=…`, `taxpayer_id=…`),
 # just before it: spaced, three digit groups are as often a status, a size and a time (`200 45 6789` in an
 # access log). Never the name in a placeholder (`[REDACTED:ssn] 200 45 6789`).
-_TAXPAYER_NAME = (r"(?:(?<![A-Za-z])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|tax[ _-]{0,2}id|social[ _-]{0,2}security"
+_TAXPAYER_NAME = (r"(?:(?<![A-Za-z])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|tax[ _-]{0,2}id(?:entification)?"
+                  r"|ss(?=[ _-]{0,2}(?:number|num|no\b|#))|social[ _-]{0,2}sec(?:urity)?"
                   r"|taxpayer(?:[ _-]{0,2}id(?:entification)?)?)"
-                  r"|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|Tin|TIN|TaxId|TaxpayerId|SocialSecurity))"
+                  r"|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|Tin|TIN|Tax(?:payer)?Id(?:entification)?|SocialSecurity))"
                   r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?|(?<![A-Za-z])(?i:ss#)")
-# Between the groups of a spaced number: a space or two, a tab (or `\t` as JSON escapes one), a no-break
-# space, or as a form encodes a space.
-_SPACE = "(?:[ \t+]{1,2}|\\\\t|\u00a0|%20)"
+# Between the groups of a spaced number: up to three spaces, a tab (or `\t` as JSON escapes one), a no-break
+# space (or `\u00a0`), or as a form encodes a space.
+_SPACE = "(?:[ \t+]{1,3}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
 
 
 def _taxpayer_number(area: str, group: str, spaced: bool = False) -> str:
@@ -339,9 +340,11 @@ def _phone(match: re.Match[str]) -> str:
     return placeholder("phone") if 8 <= sum(char.isdigit() for char in text) <= 15 else text
 
 
-# A word of its own or a camelCase part (`appVersion=`, `FwVer`, Firefox's `rv:`); `server 203.0.113.9`,
-# `failed over 198.51.100.7` and `srv203.0.113.9.…` are addresses.
-_VERSION_BEFORE = re.compile(r"(?:(?<![A-Za-z])(?i:version|ver|rev|rv|v)|(?<=[a-z])(?:Version|Ver|Rev)|~)[ :=]{0,2}\Z",
+# Any word ending in `version` (`SDKVersion`, `fileversion`), `ver`, `rev` or `v` on their own (Firefox's
+# `rv:`), camelCase `Ver` and `Rev` (`FwVer`), and a few run-together names (`swver`, `fwrev`); `server
+# 203.0.113.9`, `failed over 198.51.100.7`, `recv …` and `srv203.0.113.9.…` are addresses.
+_VERSION_BEFORE = re.compile(r"(?:(?i:version)|(?<![A-Za-z])(?i:ver|rev|rv|v)|(?<=[A-Za-z])(?:Ver|Rev)"
+                             r"|(?i:(?:sw|fw|hw|kernel|os|min|max|api|sdk|app|build|lib)(?:ver|rev))|~)[ :=]{0,2}\Z",
                              re.ASCII)
 
 
@@ -395,18 +398,17 @@ _EXTENSION = (r"(?i:gz|bz2|xz|zst|zip|tgz|tar|log|txt|out|err|json|xml|csv|ya?ml
               r"|rpm|pdf|png|jpe?g|gif|svg|asc|pom|css|map|ts|lzma|msi|dmg|apk|whl|egg|gem|nupkg|sha1|sha256|md5"
               r"|cs|kt|hs)(?![A-Za-z])")
 _LABEL = r"\.[A-Za-z0-9-]{1,63}"
-# What follows an address that names a host: a label of its own maybe (`-sta`), then its domain, and maybe
-# the extension of a file named after the host (`….example.net.log`).
-_FILE_SUFFIX = rf"(?:\.{_EXTENSION}|\.[0-9]{{1,3}}(?![A-Za-z0-9-])){{0,2}}"  # `.log`, `.log.gz`, `.log.1`
+# A log file named after the host: `.log`, `.log.1`, `.log.2.gz` (a package's `.de.exe` is no host's).
+_FILE_SUFFIX = r"(?:\.(?i:log|txt|out|err|gz|bz2|xz|zst|zip)(?![A-Za-z])|\.[0-9]{1,3}(?![A-Za-z0-9-])){0,3}"
+# What follows an address that names a host: a label of its own maybe (`-sta`), then its domain.
 _HOST_DOMAIN = (rf"(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?(?:(?:{_LABEL}){{0,8}}\.(?i:{TLDS})|(?:{_LABEL}){{1,8}}\."
                 rf"(?!{_EXTENSION})[A-Za-z]{{2,63}}){_FILE_SUFFIX}(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
-# After a dotted address: a label and one of the usual top-level domains or any country's two letters, or
-# a generic domain straight after. A dotted version ends in anything else (`jackson-2.13.4.2.jar.asc`,
-# `rpm-1.2.3.4.el7.noarch`, `pkg-1.2.3.4.dev`, `app-1.2.3.4.mac.universal.pkg`); an IPv6 reverse name
-# (`….0.1.0.0.2.ip6.arpa`, at most 32 nibbles) names no IPv4 address.
+# After a dotted address: a label at least and one of the usual top-level domains. A dotted version ends
+# in anything else (`jackson-2.13.4.2.jar.asc`, `rpm-1.2.3.4.el7.noarch`, `pkg-1.2.3.4.dev`,
+# `app-1.2.3.4.de.po`, `nvidia-1.2.3.4.x86.ko`); an IPv6 reverse name (`….0.1.0.0.2.ip6.arpa`, at most 32
+# nibbles) names no IPv4 address.
 _DOTTED_DOMAIN = (rf"(?!(?:\.[0-9A-Fa-f]){{0,32}}\.ip6\.arpa)(?=(?:-[A-Za-z][A-Za-z0-9-]{{0,62}})?"
-                  rf"(?:(?:{_LABEL}){{1,8}}\.(?:(?i:{TLDS})|(?!{_EXTENSION})[A-Za-z]{{2}})|\.(?i:com|net|org|edu|gov|info|biz))"
-                  rf"{_FILE_SUFFIX}(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
+                  rf"(?:{_LABEL}){{1,8}}\.(?i:{TLDS}){_FILE_SUFFIX}(?![A-Za-z0-9-]|\.[A-Za-z0-9]))")
 _PADDED_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|0?[1-9][0-9]|0{0,2}[0-9])"  # `082`, `007` too
 _URLSAFE = "A-Za-z0-9_-"
 _MAILBOX = rf"A-Za-z0-9._%+{INTL}-"
