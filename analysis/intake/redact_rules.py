@@ -50,15 +50,16 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
 
 # What names a taxpayer number written with spaces (`SSN: 123 45 6789`, `customerSsn=…`, `taxpayer_id=…`),
 # just before it: spaced, three digit groups are as often a status, a size and a time (`200 45 6789` in an
-# access log). Never the name in a placeholder (`[REDACTED:ssn] 200 45 6789`).
-_TAXPAYER_NAME = (r"(?:(?<![A-Za-z])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|tax[ _-]{0,2}id(?:entification)?"
+# access log). Never the name in a placeholder (`[REDACTED:ssn] 200 45 6789`) or a URL's path
+# (`GET /v1/accounts/tin 200 45 6789`).
+_TAXPAYER_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|tax[ _-]{0,2}id(?:entification)?"
                   r"|ss(?=[ _-]{0,2}(?:number|num|no\b|#))|social[ _-]{0,2}sec(?:urity)?"
                   r"|taxpayer(?:[ _-]{0,2}id(?:entification)?)?)"
                   r"|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|Tin|TIN|Tax(?:payer)?Id(?:entification)?|SocialSecurity))"
-                  r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?|(?<![A-Za-z])(?i:ss#)")
-# Between the groups of a spaced number: up to three spaces, a tab (or `\t` as JSON escapes one), a no-break
+                  r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?|(?<![A-Za-z/])(?i:ss#)")
+# Between the groups of a spaced number: one or two spaces, a tab (or `\t` as JSON escapes one), a no-break
 # space (or `\u00a0`), or as a form encodes a space.
-_SPACE = "(?:[ \t+]{1,3}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
+_SPACE = "(?:[ \t+]{1,2}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
 
 
 def _taxpayer_number(area: str, group: str, spaced: bool = False) -> str:
@@ -340,18 +341,19 @@ def _phone(match: re.Match[str]) -> str:
     return placeholder("phone") if 8 <= sum(char.isdigit() for char in text) <= 15 else text
 
 
-# Any word ending in `version` (`SDKVersion`, `fileversion`), `ver`, `rev` or `v` on their own (Firefox's
-# `rv:`), camelCase `Ver` and `Rev` (`FwVer`), and a few run-together names (`swver`, `fwrev`); `server
-# 203.0.113.9`, `failed over 198.51.100.7`, `recv …` and `srv203.0.113.9.…` are addresses.
-_VERSION_BEFORE = re.compile(r"(?:(?i:version)|(?<![A-Za-z])(?i:ver|rev|rv|v)|(?<=[A-Za-z])(?:Ver|Rev)"
-                             r"|(?i:(?:sw|fw|hw|kernel|os|min|max|api|sdk|app|build|lib)(?:ver|rev))|~)[ :=]{0,2}\Z",
-                             re.ASCII)
+# `version`, `ver`, `rev` or `v` on their own (Firefox's `rv:`), camelCase `Version` (`SDKVersion`), `Ver` and
+# `Rev` after a lowercase letter (`FwVer`), and a few run-together names (`fileversion`, `swver`, `fwrev`);
+# `server 203.0.113.9`, `failed over …`, `recv …`, `NAT conversion: …`, `IPRev=…` and `srv203.0.113.9.…`
+# are addresses.
+_VERSION_BEFORE = re.compile(r"(?:(?<![A-Za-z])(?i:version|ver|rev|rv|v)|(?<=[A-Za-z])Version|(?<=[a-z])(?:Ver|Rev)"
+                             r"|(?<![A-Za-z])(?i:(?:sw|fw|hw|kernel|os|min|max|api|sdk|app|build|lib|file|product"
+                             r"|assembly)(?:version|ver|rev))|~)[ :=]{0,2}\Z", re.ASCII)
 
 
 def _ipv4(match: re.Match[str]) -> str:
     # `wcp.dll version 0.0.0.6` and `amd64~~6.1.1.0` are versions; 0.x.x.x is no host.
     text = match.group()
-    before = match.string[max(0, match.start() - 10) : match.start()]
+    before = match.string[max(0, match.start() - 24) : match.start()]
     if text.startswith("0.") or _VERSION_BEFORE.search(before):
         return text
     return placeholder("ipv4")

@@ -438,6 +438,10 @@ class TestRedactor:
         ("SDKVersion: 1.2.3.4 FWVERSION=1.2.3.4 BoardRev: 1.2.3.4 fileversion=1.0.0.0 swver=1.2.3.4 fwrev=1.0.0.4",
          None),
         ("SERVER 203.0.113.9 driver 203.0.113.11", "SERVER [REDACTED:ipv4] driver [REDACTED:ipv4]"),
+        # The fifth: a word that only ends in `version`, or `Rev` after an abbreviation, is no version word.
+        ("NAT conversion: 198.51.100.7 diversion: 198.51.100.8 subversion 198.51.100.9 IPRev=198.51.100.10",
+         "NAT conversion: [REDACTED:ipv4] diversion: [REDACTED:ipv4] subversion [REDACTED:ipv4] IPRev=[REDACTED:ipv4]"),
+        ("productversion 1.0.0.0 assemblyversion: 1.0.0.0 HWRev: 1.2.3.4 appVersion=1.2.3.4", None),
         # A dashed file suffix list: a package's extension after one label is no domain.
         ("p-1-2-3-4.tar.asc l-1-2-3-4.x.pom w-1-2-3-4.py3.whl n-1-2-3-4.pkg.nupkg s-1-2-3-4.tar.sha256 "
          "k-1-2-3-4.main.kt", None),
@@ -492,8 +496,10 @@ class TestRedactor:
          "ss_number=[REDACTED:ssn]; customerSSN=[REDACTED:ssn]; customerTaxId=[REDACTED:ssn]; ssns [REDACTED:ssn]"),
         ("customerTin=123 45 6789; customerTaxpayerId=912 70 1234; social  security 123 45 6789",
          "customerTin=[REDACTED:ssn]; customerTaxpayerId=[REDACTED:itin]; social  security [REDACTED:ssn]"),
-        ('{"ssn":"123\\u00a045\\u00a06789"} SSN: 123   45   6789', '{"ssn":"[REDACTED:ssn]"} SSN: [REDACTED:ssn]'),
+        ('{"ssn":"123\\u00a045\\u00a06789"} SSN: 123  45  6789', '{"ssn":"[REDACTED:ssn]"} SSN: [REDACTED:ssn]'),
         ("ssn\n123 45 6789; CLASSN 123 45 6789", None),
+        # The fifth: a name in a URL's path before an access log's status, size and time; a table's columns.
+        ('"GET /customers/ss_number" 200 45 6789; GET /v1/accounts/tin 200 45 6789; Tin   123   45   6789', None),
         ("itin 912 49 1234; SSN lookup 200 45 6789; ssn 123 45 67890; ssn 123 45 6789-1; lessn 123 45 6789", None),
     ])  # fmt: skip
     def test_a_social_security_number(self, text: str, expected: str | None) -> None:
