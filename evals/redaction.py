@@ -151,7 +151,7 @@ def host_addresses(text: str) -> list[str]:
         labels = re.split(r"[.-]", match.group(6))[1:]
         while labels and (labels[-1].lower() in _FILE_ENDS or labels[-1].isdigit()):
             labels.pop()
-        address = match.group()[: match.start(6) - match.start()]
+        address = text[match.start() : match.start(6)]
         if octets[0] > 0 and max(octets) <= 255 and not _PRIVATE.match(address) and "." in match.group(6) \
                 and labels and labels[-1].isalpha() and len(labels[-1]) >= 2:
             found.append(address)
