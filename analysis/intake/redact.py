@@ -15,16 +15,20 @@ patterns (`extra_patterns`) run on the `regex` engine with a timeout, after the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
 import operator
+import os
+import platform
 import re
 import sys
 import threading
 from collections.abc import Mapping
 from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import hyperscan
@@ -108,16 +112,43 @@ def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> N
     cast("list[int]", hits).append(rule_id)
 
 
+def _compiled(expressions: list[bytes]) -> Any:
+    """The prefilter database of `expressions`: compiled (~0.3 s of CPU for the built-in rules, most of what
+    `logagent fingerprint` spends before its first line), or read back from the user's cache directory
+    (`$XDG_CACHE_HOME/logagent`, else `~/.cache/logagent`), where a compile leaves it. The file's name is a
+    digest of the expressions, the Hyperscan version and the machine, and Hyperscan refuses a database of
+    another platform; a file that does not load is compiled again, and a cache that cannot be written is
+    left alone. A database that named no rule would let every secret through, so only a file and directory
+    of this user's that no one else may write are read."""
+    made_by = f"{getattr(hyperscan, '__version__', '')} {platform.machine()}".encode()
+    digest = hashlib.sha256(b"\0".join([made_by, *expressions]))
+    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "logagent" / \
+        f"prefilter-{digest.hexdigest()[:32]}.hsdb"
+    with contextlib.suppress(OSError, hyperscan.error):
+        if all(_private(stat) for stat in (path.parent.stat(), path.stat())):
+            return hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
+    database = hyperscan.Database()
+    database.compile(expressions=expressions, ids=list(range(len(expressions))),
+                     flags=[hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH] * len(expressions))
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        part = path.with_name(f"{path.name}.{os.getpid()}")  # written whole, then renamed: a reader sees all or none
+        part.write_bytes(hyperscan.dumpb(database))
+        part.chmod(0o600)
+        part.replace(path)
+    return database
+
+
+def _private(stat: os.stat_result) -> bool:
+    return stat.st_uid == os.getuid() and not stat.st_mode & 0o022
+
+
 class _Prefilter:
     """One Hyperscan scan per text names the rules that may match it; with `pem`, a PEM block is `len(rules)`."""
 
     def __init__(self, rules: tuple[Rule, ...], pem: bool) -> None:
         expressions = [_prefilter_pattern(rule) for rule in rules] + ([KEY_HEADERS] if pem else [])
-        self._database = hyperscan.Database()
-        self._database.compile(
-            expressions=expressions, ids=list(range(len(expressions))),
-            flags=[hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH] * len(expressions),
-        )
+        self._database = _compiled(expressions)
         self._local = threading.local()  # scratch space is per thread (the explainer runs in workers)
 
     def hits(self, text: str) -> list[int]:
