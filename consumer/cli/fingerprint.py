@@ -11,6 +11,7 @@ import orjson
 
 from analysis.errors import BadInput
 from analysis.intake.decode import DecodeConfig, decode_message
+from analysis.intake.redact import Redactor, redact_key_fields
 from analysis.intake.signature import describe, fingerprint_event
 from consumer.cli.common import add_command, decode_config, open_binary
 from consumer.settings import Settings
@@ -32,8 +33,10 @@ def register(commands: Any) -> None:
     fingerprint.set_defaults(handler=_fingerprint)
 
 
-def fingerprint_line(line: bytes, config: DecodeConfig, in_app_prefixes: Sequence[str]) -> dict[str, object]:
-    """The output object for one input line: the first record's signature, or `{"error": reason}`."""
+def fingerprint_line(line: bytes, config: DecodeConfig, in_app_prefixes: Sequence[str],
+                     redactor: Redactor) -> dict[str, object]:
+    """The output object for one input line: the first record's signature as the service makes it (of the
+    event redacted: a message signature reads the redacted message), or `{"error": reason}`."""
     if not line.strip():
         return {"error": "empty_line"}
     try:
@@ -42,7 +45,7 @@ def fingerprint_line(line: bytes, config: DecodeConfig, in_app_prefixes: Sequenc
         return {"error": bad.reason}
     if not events:
         return {"error": "no_records"}
-    out = describe(fingerprint_event(events[0], in_app_prefixes))
+    out = describe(fingerprint_event(redact_key_fields(events[0], redactor), in_app_prefixes))
     if len(events) > 1:
         out["records"] = len(events)
     return out
@@ -51,10 +54,11 @@ def fingerprint_line(line: bytes, config: DecodeConfig, in_app_prefixes: Sequenc
 def _fingerprint(args: argparse.Namespace, settings: Settings) -> int:
     config = decode_config(settings)
     prefixes = settings.input.in_app_prefixes
+    redactor = Redactor(settings.redaction)
     out = sys.stdout.buffer
     with open_binary(args.file) as lines:
         for raw in lines:
-            result = fingerprint_line(raw.rstrip(b"\r\n"), config, prefixes)
+            result = fingerprint_line(raw.rstrip(b"\r\n"), config, prefixes, redactor)
             out.write(orjson.dumps(result) + b"\n")
             out.flush()  # a user piping a live stream sees each answer as its line arrives
     return 0

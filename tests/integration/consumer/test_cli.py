@@ -11,6 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from analysis.errors import BadInput
+from analysis.intake.decode import DecodeConfig
+from analysis.intake.quick_key import full_keys
+from analysis.intake.redact import Redactor
 from analysis.report import Analysis
 from demo.services import SampleService, build_sample_repos
 from demo.stream import SampleMessage, SampleStream, build_stream
@@ -42,6 +46,14 @@ def _one_error_line(proc: subprocess.CompletedProcess[bytes]) -> str:
     assert len(lines) == 1, proc.stderr
     assert "Traceback" not in lines[0]
     return lines[0]
+
+
+def _service_fingerprint(line: bytes, config: DecodeConfig, redactor: Redactor) -> str | None:
+    """The fingerprint the service counts the line's first record under; None for a line it rejects."""
+    try:
+        return full_keys(line, config, redactor, 0.0)[0].fingerprint
+    except BadInput:
+        return None
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +90,21 @@ class TestFingerprint:
         assert out[4]["records"] == otel.records
         assert out[4]["exception_type"] == "KeyError"
         assert out[5] == {"error": "not_object"}
+
+    def test_the_fingerprint_is_the_services(self, stream: SampleStream) -> None:
+        """Each line's fingerprint is the one the service counts its burst under (`full_keys`: decoded,
+        redacted, signed), also for a failure signed by a message redaction changes."""
+        secret = orjson.dumps({"server_id": "checkout", "level": "error", "error.type": "AuthError",
+                               "message": "login refused: password=hunter2xyz"})
+        lines = [*(message.value for message in stream.messages[:200]), secret]
+        proc = logagent("fingerprint", stdin=b"\n".join(lines) + b"\n")
+        assert proc.returncode == 0, proc.stderr
+        config, redactor = DecodeConfig(), Redactor()
+        printed = [orjson.loads(line).get("fingerprint") for line in proc.stdout.splitlines()]
+        expected = [_service_fingerprint(line, config, redactor) for line in lines]
+        assert printed == expected
+        assert sum(f is not None for f in printed) > 150
+        assert orjson.loads(proc.stdout.splitlines()[-1])["basis"] == "message"
 
     def test_reads_a_file_argument(self, stream: SampleStream, tmp_path: Path) -> None:
         """`logagent fingerprint FILE` reads the file; message-only noise gets a message basis."""
