@@ -22,7 +22,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
-from analysis.intake.redact import Redactor
+from analysis.intake.redact import Redactor, redact_id
 from consumer.kafka import (
     commit_offsets,
     make_consumer,
@@ -162,6 +162,7 @@ class FeedbackListener:
             "group_id": f"{settings.kafka.group_id}-feedback",
         })
         self._memory = memory
+        self._tenant = settings.input.tenant  # a deployment's one tenant: only its cases are judged here
         self._metrics = metrics
         self._redactor = Redactor(settings.redaction)  # a note is stored and shown: a pasted secret goes first
         # A verdict is retried until it is applied or the service stops: `attempts` bounds nothing here.
@@ -208,15 +209,23 @@ class FeedbackListener:
             self._count("bad")
             log.warning("feedback message skipped", extra={"fields": {"reason": bad.reason, "error": str(bad)}})
             return True
+        tenant = feedback.tenant or self._tenant or None
+        if self._tenant and tenant != self._tenant:  # another deployment's tenant: its case is not here
+            self._count("unknown")
+            log.warning("feedback for another tenant skipped", extra={"fields": {"analysis_id": feedback.analysis_id}})
+            return True
+        # The memory holds ids as the service redacted them (`redact_id`: an email or IP tagged).
+        server = redact_id(feedback.server, self._redactor) if feedback.server else None
+        tenant = redact_id(tenant, self._redactor) if tenant else None
         position = f"{message.topic}:{message.partition}:{message.offset}:{message.timestamp}"
         # Two namespaces: a producer's id can never stand for a position, so it cannot pre-empt a later verdict.
         verdict_id = f"id:{feedback.feedback_id}" if feedback.feedback_id else f"at:{position}"
         attempt = 0
         while True:
             try:
-                found = await asyncio.to_thread(self._memory.feedback, feedback.server, feedback.analysis_id,
+                found = await asyncio.to_thread(self._memory.feedback, server, feedback.analysis_id,
                                                 feedback.verdict, self._redactor.redact(feedback.note), verdict_id,
-                                                feedback.tenant)
+                                                tenant)
                 break
             except RefusedCase as refused:
                 self._count("bad")

@@ -97,6 +97,7 @@ class Service:
             commit_field=settings.input.commit_field,
             in_app_prefixes=tuple(settings.input.in_app_prefixes),
             server_id_fields=tuple(settings.input.server_id_fields),
+            tenant=settings.input.tenant,
         )
         redactor = Redactor(settings.redaction)
         self._reader = KeyReader(decode_config, redactor)

@@ -23,6 +23,7 @@ from analysis.agent.config import AgentConfig
 from analysis.code.repo import RepoConfig, RepoSpec
 from analysis.code.tools import ToolLimits
 from analysis.intake.decode import DEFAULT_SERVER_ID_FIELDS
+from analysis.intake.field import MAX_ID_CHARS
 from analysis.intake.redact import RedactionConfig
 from consumer.notify_settings import NotifySettings
 from store import MemoryConfig
@@ -261,6 +262,12 @@ class InputSettings(BaseModel):
     keyed_by_server: bool = Field(
         False, description="Producers key every message by server id: skip the repartition topic (one hop "
         "less; a server's bursts then stay on its input partition).",
+    )
+    tenant: str = Field(
+        "", max_length=MAX_ID_CHARS, pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="The one tenant this deployment serves, for a deployment per tenant topic: an event naming "
+        "no tenant is this one's, one naming another goes to the DLQ (`tenant_mismatch`), and so does a verdict "
+        "naming another (skipped as unknown). Empty: each event's own tenant field.",
     )
 
 

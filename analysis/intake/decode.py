@@ -24,7 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from analysis.cache import OBJECT_BYTES, BoundedCache
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, ExceptionInfo, Shape, new_event
-from analysis.intake.field import MAX_ID_CHARS, get_path, identifier, level, require, text, text_chain, timestamp
+from analysis.intake.field import (
+    MAX_ID_CHARS,
+    get_path,
+    identifier,
+    level,
+    require,
+    tenant,
+    text,
+    text_chain,
+    timestamp,
+)
 from analysis.intake.otlp import decode_otlp
 from analysis.intake.stacktrace import parse_trace
 from analysis.intake.structured import structured_chain
@@ -33,7 +43,7 @@ Chain = tuple[ExceptionInfo, ...]
 
 BAD_INPUT_REASONS = (
     "too_large", "invalid_utf8", "not_json", "not_object", "too_deep", "wrong_type", "no_error",
-    "missing_server", "id_too_long",
+    "missing_server", "id_too_long", "tenant_mismatch",
 )  # fmt: skip
 """Every reason `decode_message` can raise; the DLQ metric's `reason` label takes only these values."""
 
@@ -75,6 +85,8 @@ class DecodeConfig(BaseModel):
         default=DEFAULT_SERVER_ID_FIELDS, description="Fields naming the server after `server_id`, in order."
     )
     default_server_id: str = Field(default="", description="The server of an event that names none.")
+    tenant: str = Field(default="", description="The one tenant of this deployment: an event naming none is "
+                        "its, one naming another is refused (`tenant_mismatch`); empty: the event's own.")
 
 
 def decode_message(raw: bytes, config: DecodeConfig, received_at: float | None = None) -> list[ErrorEvent]:
@@ -243,8 +255,8 @@ def _decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float,
         level(get(levels) if type(levels) is str else None if levels is None else _first(doc, levels)[1], "level"),
         logger,
         identifier(commit, "commit") or None,
-        identifier(get(tenants) if type(tenants) is str else None if tenants is None else _first(doc, tenants)[1],
-                   "tenant") or "default",
+        tenant(get(tenants) if type(tenants) is str else None if tenants is None else _first(doc, tenants)[1],
+               config.tenant),
         chain,
         raw_trace,
         shape,

@@ -53,6 +53,15 @@ def identifier(value: Any, field: str) -> str:
     return found
 
 
+def tenant(value: Any, pinned: str) -> str:
+    """The event's tenant: its own field (`identifier`), else the deployment's `pinned` one, else `default`.
+    With a pinned tenant, an event naming another is `tenant_mismatch`: the producer may not choose it."""
+    named = identifier(value, "tenant")
+    if pinned and named and named != pinned:
+        raise BadInput("tenant_mismatch", f"the event names a tenant other than this deployment's ({pinned})")
+    return named or pinned or "default"
+
+
 def timestamp(value: Any, fallback: float) -> float:
     """ISO-8601 text or an epoch number (s, ms, µs or ns, told apart by magnitude) → epoch seconds."""
     if type(value) is float and 0 <= value <= _LATEST_EPOCH:  # epoch seconds, the usual number: as below

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, new_event
-from analysis.intake.field import identifier, require, text, text_chain, timestamp
+from analysis.intake.field import identifier, require, tenant, text, text_chain, timestamp
 from analysis.intake.stacktrace import parse_trace
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def _record(
         severity or "error",
         logger,
         identifier(commit, "commit") or None,
-        identifier(resource.get("tenant") or attributes.get("tenant"), "tenant") or "default",
+        tenant(resource.get("tenant") or attributes.get("tenant"), config.tenant),
         chain,
         trace,
         "otel",

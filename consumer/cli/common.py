@@ -125,7 +125,7 @@ def decode_config(settings: Settings, default_server_id: str = "") -> DecodeConf
     limits = settings.input
     return DecodeConfig(max_message_bytes=limits.max_message_bytes, max_depth=limits.max_depth,
                         commit_field=limits.commit_field, server_id_fields=tuple(limits.server_id_fields),
-                        default_server_id=default_server_id)
+                        default_server_id=default_server_id, tenant=limits.tenant)
 
 
 def first_line(error: BaseException) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from analysis.intake.redact import Redactor, redact_id
 from consumer.feedback import Feedback, FeedbackListener, publish_feedback
 from consumer.settings import Settings
 from store import MemoryStore, NewCase, OnnxEmbedder, RecallQuery
@@ -219,6 +220,47 @@ class TestFeedbackListener:
         asyncio.run(publish_feedback(settings, Feedback("theirs", "correct", tenant="acme")))
         asyncio.run(run_until(listener, lambda: listener.stats.applied == 1))
         assert case_of(memory, "theirs").feedback == 1.0
+
+    def test_a_deployment_of_one_tenant_judges_only_its_cases(
+        self, feedback_settings: Callable[..., Settings], embedder: OnnxEmbedder
+    ) -> None:
+        """With `input.tenant`, a verdict naming no tenant is that tenant's, and one naming another is
+        skipped as unknown before the memory is asked: on a feedback topic shared by every tenant's
+        deployment, globex's cannot judge acme's cases, even with acme's analysis ids."""
+        settings = feedback_settings()
+        memory = MemoryStore(settings.memory, embedder)
+        remember(memory, "acmes", error="KeyError: 'price' at app.shop.total")
+        globex = settings.model_copy(update={"input": settings.input.model_copy(update={"tenant": "globex"})})
+        listener = FeedbackListener(globex, memory)
+        asyncio.run(publish_feedback(settings, Feedback("acmes", "correct")))
+        asyncio.run(publish_feedback(settings, Feedback("acmes", "correct", tenant="acme")))
+        asyncio.run(run_until(listener, lambda: listener.stats.unknown == 2))
+        assert case_of(memory, "acmes").feedback == 0.0 and listener.stats.applied == 0
+
+        acme = settings.model_copy(update={"input": settings.input.model_copy(update={"tenant": "acme"}),
+                                           "kafka": settings.kafka.model_copy(update={"group_id": "acme"})})
+        listener = FeedbackListener(acme, memory)
+        asyncio.run(run_until(listener, lambda: listener.stats.applied == 2))
+        assert case_of(memory, "acmes").feedback == 2.0
+
+    def test_a_tenant_named_by_an_email_is_found(self, feedback_settings: Callable[..., Settings],
+                                                 embedder: OnnxEmbedder) -> None:
+        """The memory keeps a tenant or server named by an email or address as the service redacted it
+        (`redact_id`); a verdict naming them as the producer did still finds the case."""
+        settings = feedback_settings()
+        memory = MemoryStore(settings.memory, embedder)
+        redactor = Redactor(settings.redaction)
+        tenant, server = redact_id("ops@acme.example", redactor), redact_id("203.0.113.7", redactor)
+        assert tenant != "ops@acme.example" and server != "203.0.113.7"
+        memory.remember(NewCase(
+            id="mailed", server=server, tenant=tenant, scope="default", fingerprint="fp-mailed",
+            exception_type="KeyError", error_text="KeyError: 'price'", analysis_json="{}", analyzer="llm",
+            commit="c1", created_at=NOW))
+        listener = FeedbackListener(settings, memory)
+        asyncio.run(publish_feedback(settings, Feedback("mailed", "correct", server="203.0.113.7",
+                                                        tenant="ops@acme.example")))
+        asyncio.run(run_until(listener, lambda: listener.stats.applied + listener.stats.unknown == 1))
+        assert listener.stats.applied == 1
 
     def test_stops_promptly_when_idle(self, feedback_settings: Callable[..., Settings],
                                       embedder: OnnxEmbedder) -> None:

@@ -157,6 +157,40 @@ class TestPipelineFlow:
             assert lag == [0, 0], name
 
 
+class TestOneTenantDeployment:
+    @pytest.mark.parametrize("keyed", [False, True], ids=["repartitioned", "keyed_by_server"])
+    def test_events_naming_another_tenant_go_to_the_dlq(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos],
+        keyed: bool,
+    ) -> None:
+        """`input.tenant=acme`: events naming no tenant, or acme, make acme's burst; events naming globex
+        (or `default`) are refused with reason `tenant_mismatch`, whatever else they share with acme's."""
+        repos = shop_repos(SERVERS[0])
+        settings = settings_factory(input={"tenant": "acme", "keyed_by_server": keyed})
+        commit = repos.commits[SERVERS[0]]
+        function = next(iter(SHOP_BUGS))
+
+        def event(n: int, tenant: str | None) -> bytes:
+            doc = orjson.loads(shop_error(SERVERS[0], function, 1_700_000_000 + n * 0.01, commit, n=n))
+            return orjson.dumps(doc if tenant is None else {**doc, "tenant": tenant})
+
+        claimed = [event(n, "globex") for n in range(10)] + [event(10, "default")]
+        stream = [event(n, None if n % 2 else "acme") for n in range(20, 60)] + claimed
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, stream, keys=[SERVERS[0].encode()] * len(stream))
+            await run_until(service, lambda: service.stats.events_in == len(stream) and service.idle())
+
+        asyncio.run(scenario())
+        [out] = asyncio.run(kafka_io.read_all(settings.kafka.output_topic))
+        cluster = orjson.loads(out.value)["data"]["cluster"]
+        assert (cluster["tenant"], cluster["count"]) == ("acme", 40)
+        dlq = asyncio.run(kafka_io.read_all(settings.kafka.dlq_topic))
+        assert sorted(record.value for record in dlq) == sorted(claimed)
+        assert {record.headers["reason"] for record in dlq} == {b"tenant_mismatch"}
+
+
 class TestEventOverTheRecordLimit:
     def test_an_analysis_no_cut_of_which_fits_goes_to_the_dlq_and_the_stream_moves_on(
         self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]

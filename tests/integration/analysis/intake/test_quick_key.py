@@ -163,8 +163,10 @@ class TestQuickKey:
     @given(data=st.data())
     def test_every_field_equals_the_full_path(self, traces: list[Any], data: st.DataObject) -> None:
         """Repeated, moved, hostile and badly typed events of real traces and of failures without frames, alone
-        or in OTLP exports of several records: the quick key is the full path's."""
-        config, redactor = DecodeConfig(), Redactor(RedactionConfig())
+        or in OTLP exports of several records, under a deployment's one tenant or none: the quick key is the
+        full path's."""
+        config = DecodeConfig(tenant=data.draw(st.sampled_from(("", "", "acme"))))
+        redactor = Redactor(RedactionConfig())
         cache = KeyCache(config, redactor)
         rng = random.Random(data.draw(st.integers(0, 2**32)))
         first_by_template: dict[tuple[str, str, str, bytes], str] = {}

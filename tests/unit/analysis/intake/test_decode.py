@@ -334,3 +334,28 @@ class TestBadInput:
         event = decode_one({"server_id": "s", "message": "m", "timestamp": "yesterday", "weird": {"x": [1, 2]}})
         assert event.timestamp == NOW
         assert event.extra == {"weird": {"x": [1, 2]}}
+
+
+class TestPinnedTenant:
+    """`DecodeConfig.tenant`: a deployment of one tenant, whose producers may not choose another."""
+
+    PINNED = DecodeConfig(tenant="acme")
+
+    def test_an_event_naming_no_tenant_or_this_one_is_this_tenants(self) -> None:
+        otlp = {"resourceLogs": [{"resource": {"attributes": [attribute("service.name", {"stringValue": "s"})]},
+                                  "scopeLogs": [{"logRecords": [{"body": {"stringValue": "m"}}]}]}]}
+        for document in ({"server_id": "s", "message": "m"}, {"server_id": "s", "tenant": "acme", "message": "m"},
+                         {"service.name": "s", "labels.tenant": "acme", "message": "m"}, otlp):
+            assert decode_one(document, self.PINNED).tenant == "acme", document
+        assert decode_one({"server_id": "s", "message": "m"}).tenant == "default"  # unpinned, as before
+
+    def test_an_event_naming_another_tenant_is_refused_in_every_shape(self) -> None:
+        record = {"body": {"stringValue": "m"}, "attributes": [attribute("tenant", {"stringValue": "globex"})]}
+        otlp = {"resourceLogs": [{"resource": {"attributes": [attribute("service.name", {"stringValue": "s"})]},
+                                  "scopeLogs": [{"logRecords": [{"body": {"stringValue": "ok"}}, record]}]}]}
+        for document in ({"server_id": "s", "tenant": "globex", "message": "m"},
+                         {"server_id": "s", "tenant": "default", "message": "m"},
+                         {"server_id": "s", "tenant": 7, "message": "m"},
+                         {"service.name": "s", "organization": {"id": "globex"}, "message": "m"}, otlp):
+            assert reason(orjson.dumps(document), self.PINNED) == "tenant_mismatch", document
+        assert decode_one({"server_id": "s", "tenant": "globex", "message": "m"}).tenant == "globex"  # unpinned
