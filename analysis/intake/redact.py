@@ -119,7 +119,7 @@ def _compiled(expressions: list[bytes]) -> Any:
     digest of the expressions, the Hyperscan version and the machine, and Hyperscan refuses a database of
     another platform; a file that does not load is compiled again, and a cache that cannot be written is
     left alone. A database that named no rule would let every secret through, so only a file and directory
-    of this user's that no one else may write are read."""
+    of this user's that no one else may write are read, and only such a directory is written to."""
     made_by = f"{getattr(hyperscan, '__version__', '')} {platform.machine()}".encode()
     digest = hashlib.sha256(b"\0".join([made_by, *expressions]))
     path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "logagent" / \
@@ -132,6 +132,8 @@ def _compiled(expressions: list[bytes]) -> Any:
                      flags=[hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH] * len(expressions))
     with contextlib.suppress(OSError):
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(path.parent.stat()):  # another's directory (a shared HOME): nothing is written there
+            return database
         part = path.with_name(f"{path.name}.{os.getpid()}")  # written whole, then renamed: a reader sees all or none
         part.write_bytes(hyperscan.dumpb(database))
         part.chmod(0o600)

@@ -692,6 +692,10 @@ class TestPrefilterCache:
             where.chmod(0o777 if where.is_dir() else 0o666)
             assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
             where.chmod(0o700 if where.is_dir() else 0o600)
+        path.unlink()
+        path.parent.chmod(0o777)  # nothing is written into a directory others may write
+        _compiled(_EXPRESSIONS)
+        assert not list(path.parent.iterdir())
 
     def test_a_cache_that_cannot_be_written_is_left_alone(self, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
