@@ -209,14 +209,14 @@ class FeedbackListener:
             self._count("bad")
             log.warning("feedback message skipped", extra={"fields": {"reason": bad.reason, "error": str(bad)}})
             return True
-        tenant = feedback.tenant or self._tenant or None
-        if self._tenant and tenant != self._tenant:  # another deployment's tenant: its case is not here
+        # The memory holds ids as the service redacted them (`redact_id`: an email or IP tagged); a verdict may
+        # name them either way.
+        server = redact_id(feedback.server, self._redactor) if feedback.server else None
+        tenant = redact_id(feedback.tenant or self._tenant, self._redactor) or None
+        if self._tenant and tenant != redact_id(self._tenant, self._redactor):  # another deployment's tenant
             self._count("unknown")
             log.warning("feedback for another tenant skipped", extra={"fields": {"analysis_id": feedback.analysis_id}})
             return True
-        # The memory holds ids as the service redacted them (`redact_id`: an email or IP tagged).
-        server = redact_id(feedback.server, self._redactor) if feedback.server else None
-        tenant = redact_id(tenant, self._redactor) if tenant else None
         position = f"{message.topic}:{message.partition}:{message.offset}:{message.timestamp}"
         # Two namespaces: a producer's id can never stand for a position, so it cannot pre-empt a later verdict.
         verdict_id = f"id:{feedback.feedback_id}" if feedback.feedback_id else f"at:{position}"

@@ -262,6 +262,16 @@ class TestFeedbackListener:
         asyncio.run(run_until(listener, lambda: listener.stats.applied + listener.stats.unknown == 1))
         assert listener.stats.applied == 1
 
+        # A deployment of that tenant takes a verdict naming it as the analysis event shows it (redacted).
+        pinned = settings.model_copy(update={
+            "input": settings.input.model_copy(update={"tenant": "ops@acme.example"}),
+            "kafka": settings.kafka.model_copy(update={"group_id": "pinned"})})
+        asyncio.run(publish_feedback(settings, Feedback("mailed", "correct", tenant=tenant)))
+        listener = FeedbackListener(pinned, memory)
+        stats = listener.stats  # the first verdict again (its id known: a duplicate), then this one
+        asyncio.run(run_until(listener, lambda: stats.applied + stats.duplicate + stats.unknown == 2))
+        assert (stats.applied, stats.duplicate) == (1, 1)
+
     def test_stops_promptly_when_idle(self, feedback_settings: Callable[..., Settings],
                                       embedder: OnnxEmbedder) -> None:
         """Setting `stop` ends `run` within a poll or two, even with nothing to consume."""
