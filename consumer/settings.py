@@ -117,6 +117,15 @@ def writable_dir(path: Path, setting: str) -> None:
                           "(fsGroup on Kubernetes)") from None
 
 
+def _tenant(value: str) -> str:
+    """A pinned tenant is compared exactly with the events' own: a space around it or a control character
+    in it would refuse every event that names it."""
+    if value != value.strip() or not value.isprintable():
+        raise ValueError(f"{value!r} has spaces around it or a control character; write the tenant as the "
+                         "events name it")
+    return value
+
+
 def _servers(value: str) -> str:
     """`host[:port][,host[:port]...]`, as Kafka clients take them (port 9092 when left out; an IPv6 host in
     brackets): a scheme, a bare IPv6 address or a port that is no number failed deep in the client."""
@@ -263,11 +272,12 @@ class InputSettings(BaseModel):
         False, description="Producers key every message by server id: skip the repartition topic (one hop "
         "less; a server's bursts then stay on its input partition).",
     )
-    tenant: str = Field(
-        "", max_length=MAX_ID_CHARS, pattern=r"^[^\x00-\x1f\x7f]*$",
+    tenant: Annotated[str, AfterValidator(_tenant)] = Field(
+        "", max_length=MAX_ID_CHARS,
         description="The one tenant this deployment serves, for a deployment per tenant topic: an event naming "
         "no tenant is this one's, one naming another goes to the DLQ (`tenant_mismatch`), and so does a verdict "
-        "naming another (skipped as unknown). Empty: each event's own tenant field.",
+        "naming another (skipped as unknown). Compared exactly (case included); no spaces around it. Empty: "
+        "each event's own tenant field.",
     )
 
 

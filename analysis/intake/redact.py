@@ -115,14 +115,16 @@ def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> N
 def _compiled(expressions: list[bytes]) -> Any:
     """The prefilter database of `expressions`: compiled (~0.3 s of CPU for the built-in rules, most of what
     `logagent fingerprint` spends before its first line), or read back from the user's cache directory
-    (`$XDG_CACHE_HOME/logagent`, else `~/.cache/logagent`), where a compile leaves it. The file's name is a
+    (`$XDG_CACHE_HOME/logagent` when that is an absolute path, else `~/.cache/logagent`), where a compile
+    leaves it. The file's name is a
     digest of the expressions, the Hyperscan version and the machine, and Hyperscan refuses a database of
     another platform; a file that does not load is compiled again, and a cache that cannot be written is
     left alone. A database that named no rule would let every secret through, so only a file and directory
     of this user's that no one else may write are read, and only such a directory is written to."""
     made_by = f"{getattr(hyperscan, '__version__', '')} {platform.machine()}".encode()
     digest = hashlib.sha256(b"\0".join([made_by, *expressions]))
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "logagent" / \
+    root = Path(os.environ.get("XDG_CACHE_HOME") or "")
+    path = (root if root.is_absolute() else Path.home() / ".cache") / "logagent" / \
         f"prefilter-{digest.hexdigest()[:32]}.hsdb"
     with contextlib.suppress(OSError, hyperscan.error):
         if all(_private(stat) for stat in (path.parent.stat(), path.stat())):

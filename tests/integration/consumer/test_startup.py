@@ -108,6 +108,13 @@ class TestStartupFailures:
         line = _run({**_base(shared_dir), "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "broker:abc"})
         assert "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS=broker:abc is invalid: 'broker:abc' is not host:port" in line
 
+    @pytest.mark.parametrize("tenant", [" acme", "acme\t", "ac\u200bme"])
+    def test_a_pinned_tenant_no_event_could_name(self, shared_dir: Path, tenant: str) -> None:
+        """A space around the pinned tenant, or an invisible character in it, would refuse every event as
+        `tenant_mismatch`: one line at start instead."""
+        line = _run({**_base(shared_dir), "LOGAGENT_INPUT__TENANT": tenant})
+        assert line.startswith("logagent: LOGAGENT_INPUT__TENANT=") and "has spaces around it or a control" in line
+
     def test_the_http_port_in_use(self, shared_dir: Path, settings_factory: SettingsFactory) -> None:
         """Another socket holds the port: the line names LOGAGENT_HTTP__PORT and the fix."""
         kafka = settings_factory(partitions=1).kafka

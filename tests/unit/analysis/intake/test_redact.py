@@ -705,6 +705,15 @@ class TestPrefilterCache:
         assert _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
         assert blocker.read_text() == ""
 
+    def test_a_relative_cache_home_is_ignored(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """As the XDG spec says: a relative `XDG_CACHE_HOME` would scatter caches over working directories."""
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+        _compiled(_EXPRESSIONS)
+        assert not (tmp_path / "relative").exists()
+        assert self._cached(tmp_path / "home" / ".cache")
+
 
 class TestHostileInput:
     @pytest.mark.parametrize("rule", RULES, ids=[f"{i}-{rule.kind}" for i, rule in enumerate(RULES)])
