@@ -177,26 +177,33 @@ class KeyCache:
             get = self._entries.get
             if len(reads) == 1:  # the usual message
                 entry = get(reads[0].key)
-                if entry is not None:
+                if entry is not None and (key := self._hit(entry, reads[0])) is not None:
                     self.hits += 1
-                    return [self._hit(entry, reads[0])]
+                    return [key]
             else:
                 entries = [get(read.key) for read in reads]
                 if None not in entries:
-                    self.hits += 1
-                    return [*map(self._hit, cast("list[_Entry]", entries), reads)]
+                    keys = [*map(self._hit, cast("list[_Entry]", entries), reads)]
+                    if None not in keys:
+                        self.hits += 1
+                        return cast("list[EventKey]", keys)
         self.misses += 1
         return self._learn(raw, received_at, reads, flat)
 
-    def _hit(self, entry: _Entry, read: _Read) -> EventKey:
+    def _hit(self, entry: _Entry, read: _Read) -> EventKey | None:
         """The key of a record whose entry was found: with its fingerprint, or with the one its redacted
-        message makes (a failure without frames)."""
+        message makes (a failure without frames); None when the root message redacts to nothing (terminal
+        codes alone), where the full path reads the log message, or the trace, instead."""
         chain = read.chain
-        text = (chain[-1].value if chain else "") or read.message  # what the tally and a message signature read
+        value = chain[-1].value if chain else ""
+        text = value or read.message  # what the tally and a message signature read
         burst = entry.burst
         if burst[2]:
-            return EventKey(*burst, entry.exception_type, read.moment, entry.commit, self._carried(burst, text, None))
+            return EventKey(*burst, entry.exception_type, read.moment, entry.commit,
+                            self._carried(burst, text, None, read.message))
         redacted = self._redactor.redact(text)
+        if value and not redacted:
+            return None
         burst = (burst[0], burst[1], message_signature(entry.exception_type, redacted).fingerprint)
         return EventKey(*burst, entry.exception_type, read.moment, entry.commit, self._carried(burst, text, redacted))
 
@@ -238,17 +245,22 @@ class KeyCache:
             self._entries.put(read.key, entry, OBJECT_BYTES * (2 + len(stacks)) + _skeleton_bytes(read.key[0])
                               + sum(map(_frames_bytes, stacks)))
 
-    def _carried(self, burst: tuple[str, str, str], message: str, redacted: str | None) -> str:
+    def _carried(self, burst: tuple[str, str, str], message: str, redacted: str | None, logged: str = "") -> str:
         """The redacted text carried for `message` in the burst (server, tenant, fingerprint): its template's
-        first message there, redacted (module doc); text never crosses from one burst to another."""
+        first message there, redacted (module doc); text never crosses from one burst to another. Unless
+        given, the redacted text is computed as the redacted event reads it: the root message redacted, or
+        when that redacts to nothing the `logged` message redacted."""
         if len(message) > _TEMPLATE_CHARS:
-            return redacted if redacted is not None else self._redactor.redact(message)
+            return redacted if redacted is not None else self._redacted(message, logged)
         key = (*burst, message_template(message))
         carried = self._messages.get(key)
         if carried is None:
-            carried = redacted if redacted is not None else self._redactor.redact(message)
+            carried = redacted if redacted is not None else self._redacted(message, logged)
             self._messages.put(key, carried, OBJECT_BYTES + sum(map(sys.getsizeof, key)) + sys.getsizeof(carried))
         return carried
+
+    def _redacted(self, message: str, logged: str) -> str:
+        return self._redactor.redact(message) or (self._redactor.redact(logged) if logged else "")
 
     def _flat(self, doc: dict[str, Any], received_at: float) -> list[_Read] | None:
         """The read of a native, ECS or logstash record, or None: the full path reads it."""
