@@ -21,14 +21,12 @@ import hmac
 import json
 import logging
 import operator
-import os
 import platform
 import re
 import sys
 import threading
 from collections.abc import Mapping
 from functools import cache, lru_cache
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import hyperscan
@@ -37,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from analysis.cache import OBJECT_BYTES, BoundedCache, memoize
 from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
+from analysis.intake import disk_cache
 from analysis.intake.private_key import KEY_HEADERS, KeyBlockLines, redact_private_keys
 from analysis.intake.redact_rules import INTL, PRIVATE_KEY, RULES, Rule, looks_generated, placeholder, secret_key
 
@@ -112,39 +111,27 @@ def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> N
     cast("list[int]", hits).append(rule_id)
 
 
+_FLAGS = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH
+_CACHE_FORMAT = 1  # raise it when what is compiled changes other than by its expressions
+
+
 def _compiled(expressions: list[bytes]) -> Any:
     """The prefilter database of `expressions`: compiled (~0.3 s of CPU for the built-in rules, most of what
     `logagent fingerprint` spends before its first line), or read back from the user's cache directory
-    (`$XDG_CACHE_HOME/logagent` when that is an absolute path, else `~/.cache/logagent`), where a compile
-    leaves it. The file's name is a
-    digest of the expressions, the Hyperscan version and the machine, and Hyperscan refuses a database of
-    another platform; a file that does not load is compiled again, and a cache that cannot be written is
-    left alone. A database that named no rule would let every secret through, so only a file and directory
-    of this user's that no one else may write are read, and only such a directory is written to."""
-    made_by = f"{getattr(hyperscan, '__version__', '')} {platform.machine()}".encode()
-    digest = hashlib.sha256(b"\0".join([made_by, *expressions]))
-    root = Path(os.environ.get("XDG_CACHE_HOME") or "")
-    path = (root if root.is_absolute() else Path.home() / ".cache") / "logagent" / \
-        f"prefilter-{digest.hexdigest()[:32]}.hsdb"
-    with contextlib.suppress(OSError, hyperscan.error):
-        if all(_private(stat) for stat in (path.parent.stat(), path.stat())):
-            return hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
+    (`analysis.intake.disk_cache`, which no other user can feed), where a compile leaves it. The file's
+    name is a digest of the expressions, the flags, the Hyperscan version and the machine; Hyperscan
+    refuses a database of another version or platform, and one that does not load is compiled again."""
+    made_by = f"{_CACHE_FORMAT} {_FLAGS} {getattr(hyperscan, '__version__', '')} {platform.machine()}".encode()
+    digest = hashlib.sha256(b"\0".join([made_by, *expressions])).hexdigest()
+    name = f"prefilter-{digest[:32]}.hsdb"
+    kept = disk_cache.read(name)
+    if kept is not None:
+        with contextlib.suppress(hyperscan.error):
+            return hyperscan.loadb(kept, hyperscan.HS_MODE_BLOCK)
     database = hyperscan.Database()
-    database.compile(expressions=expressions, ids=list(range(len(expressions))),
-                     flags=[hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH] * len(expressions))
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _private(path.parent.stat()):  # another's directory (a shared HOME): nothing is written there
-            return database
-        part = path.with_name(f"{path.name}.{os.getpid()}")  # written whole, then renamed: a reader sees all or none
-        part.write_bytes(hyperscan.dumpb(database))
-        part.chmod(0o600)
-        part.replace(path)
+    database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=[_FLAGS] * len(expressions))
+    disk_cache.write(name, hyperscan.dumpb(database))
     return database
-
-
-def _private(stat: os.stat_result) -> bool:
-    return stat.st_uid == os.getuid() and not stat.st_mode & 0o022
 
 
 class _Prefilter:
@@ -152,11 +139,13 @@ class _Prefilter:
 
     def __init__(self, rules: tuple[Rule, ...], pem: bool) -> None:
         expressions = [_prefilter_pattern(rule) for rule in rules] + ([KEY_HEADERS] if pem else [])
-        self._database = _compiled(expressions)
+        self._database = _compiled(expressions) if expressions else None  # no kinds: Hyperscan takes no empty set
         self._local = threading.local()  # scratch space is per thread (the explainer runs in workers)
 
     def hits(self, text: str) -> list[int]:
         """Indices of the rules that may match `text`, in rule order."""
+        if self._database is None:
+            return []
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = hyperscan.Scratch(self._database)

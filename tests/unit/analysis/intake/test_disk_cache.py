@@ -1,0 +1,153 @@
+"""The compiled redaction prefilter kept in the user's cache directory (`analysis.intake.disk_cache`), read
+back by the next start, and never from where another user could have put it."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import hyperscan
+import pytest
+
+from analysis.intake import disk_cache
+from analysis.intake.redact import _compiled, _prefilter_pattern
+from analysis.intake.redact_rules import RULES
+
+_EXPRESSIONS = [_prefilter_pattern(rule) for rule in RULES]
+_CACHE_TEXTS = ("password=hunter2 from bob@example.com", "AKIAIOSFODNN7EXAMPLE at 203.0.113.9", "nothing here")
+
+
+def _scan(database: object, text: str) -> list[int]:
+    hits: list[int] = []
+    database.scan(text.encode(), lambda rule, *_: hits.append(rule), scratch=hyperscan.Scratch(database))  # type: ignore[attr-defined]
+    return sorted(hits)
+
+
+class TestPrefilterCache:
+    """The compiled prefilter is kept in the user's cache directory and read back by the next start."""
+
+    def _cached(self, root: Path) -> Path:
+        (path,) = (root / "logagent").glob("prefilter-*.hsdb")
+        return path
+
+    def test_a_compile_is_read_back(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        compiled = _compiled(_EXPRESSIONS)
+        first = self._cached(tmp_path).stat()
+        loaded = _compiled(_EXPRESSIONS)
+        again = self._cached(tmp_path).stat()
+        assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)  # read, not rewritten
+        assert [_scan(loaded, text) for text in _CACHE_TEXTS] == [_scan(compiled, text) for text in _CACHE_TEXTS]
+        assert _scan(loaded, _CACHE_TEXTS[0])  # the texts do hit rules
+        _compiled(_EXPRESSIONS[:-1])  # other expressions: a file of their own
+        assert len(list((tmp_path / "logagent").glob("prefilter-*.hsdb"))) == 2
+
+    def test_a_damaged_file_is_compiled_again(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
+        path = self._cached(tmp_path)
+        for damage in (b"", b"not a database", path.read_bytes()[: path.stat().st_size // 2]):
+            path.write_bytes(damage)
+            assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
+            assert path.stat().st_size > 1000  # written whole again
+
+    def test_a_file_others_may_write_is_not_read(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A database that names no rule would turn redaction off: one that another user could have put
+        there (the file or its directory writable by others) is compiled again instead."""
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
+        path = self._cached(tmp_path)
+        assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+        for where in (path, path.parent):
+            path.write_bytes(_blind())
+            path.chmod(0o600)
+            where.chmod(0o777 if where.is_dir() else 0o666)
+            assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
+            where.chmod(0o700 if where.is_dir() else 0o600)
+        path.unlink()
+        path.parent.chmod(0o777)  # nothing is written into a directory others may write
+        _compiled(_EXPRESSIONS)
+        assert not list(path.parent.iterdir())
+
+    def test_a_cache_that_cannot_be_written_is_left_alone(self, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+        blocker = tmp_path / "file"
+        blocker.write_text("")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # a file where the directory would go
+        assert _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
+        assert blocker.read_text() == ""
+
+    def test_a_relative_cache_home_is_ignored(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """As the XDG spec says: a relative `XDG_CACHE_HOME` would scatter caches over working directories."""
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+        _compiled(_EXPRESSIONS)
+        assert not (tmp_path / "relative").exists()
+        assert self._cached(tmp_path / "home" / ".cache")
+
+    def test_a_symlink_on_the_way_is_not_followed(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A directory swapped for a link (to one holding a database that names no rule) is not read through,
+        nor written through."""
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(mode=0o700)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(elsewhere))
+        expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
+        name = self._cached(elsewhere).name
+        blind = _blind()
+        (elsewhere / "logagent" / name).write_bytes(blind)
+        home = tmp_path / "home"
+        home.mkdir(mode=0o700)
+        (home / "logagent").symlink_to(elsewhere / "logagent")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+        assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
+        assert (elsewhere / "logagent" / name).read_bytes() == blind  # not rewritten through the link either
+        assert (home / "logagent").is_symlink()
+
+    def test_nothing_is_made_in_a_directory_of_someone_else(self, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+        """Root with another user's HOME (`sudo -E`) must not leave a root-owned `.cache` there; a user never
+        makes one in a directory of root's."""
+        if os.getuid() == 0:
+            theirs = tmp_path / "theirs"
+            theirs.mkdir()
+            os.chown(theirs, 65534, 65534)
+            root = theirs / ".cache"
+        else:
+            root = Path("/") / f"logagent-{uuid.uuid4().hex}"  # `/` is root's
+        monkeypatch.setenv("XDG_CACHE_HOME", str(root))
+        assert _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
+        assert not root.exists()
+
+    def test_no_home_no_cache(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """No HOME and no passwd entry (`env -i` under an arbitrary uid): Path.home raises; redaction works."""
+        def homeless() -> Path:
+            raise RuntimeError("Could not determine home directory.")
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        monkeypatch.setattr(Path, "home", homeless)
+        assert _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
+        assert disk_cache.read("anything") is None
+
+    def test_which_directories_on_the_way_are_safe(self) -> None:
+        """Owned by this user or root and writable by no one else, or root's and sticky (`/tmp`); the cache
+        directory itself only this user's."""
+        uid, other = os.getuid(), 65534 if os.getuid() != 65534 else 65533
+
+        def state(mode: int, owner: int) -> os.stat_result:
+            return os.stat_result((mode, 0, 0, 1, owner, 0, 0, 0, 0, 0))
+
+        on_the_way = {(0o40755, 0): True, (0o40755, uid): True, (0o41777, 0): True, (0o40777, 0): False,
+                      (0o41777, other): False, (0o40755, other): False, (0o40775, uid): False}
+        for (mode, owner), safe in on_the_way.items():
+            assert disk_cache.safe_directory(state(mode, owner), last=False) is safe, (oct(mode), owner)
+        last = {(0o40700, uid): True, (0o40755, uid): True, (0o41777, uid): False, (0o40700, other): False}
+        for (mode, owner), safe in last.items():
+            assert disk_cache.safe_directory(state(mode, owner), last=True) is safe, (oct(mode), owner)
+
+
+def _blind() -> bytes:
+    """A database that matches none of the texts."""
+    blind = hyperscan.Database()
+    blind.compile(expressions=[b"zzzzzzzz"], ids=[0], flags=[hyperscan.HS_FLAG_SINGLEMATCH])
+    return hyperscan.dumpb(blind)
