@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from analysis.intake.decode import DecodeConfig
-from analysis.intake.redact import Redactor
+from analysis.intake.redact import Redactor, redact_id
 from consumer.analyzer import Analyzer
 from consumer.http import HealthState
 from consumer.kafka import (
@@ -104,7 +104,7 @@ class Service:
         self._dead_letters = DeadLetters(settings.kafka, self._offsets, metrics, self.stats, redactor.redact)
         self._window_stage = WindowStage(settings.window, sample_builder(decode_config, redactor), self._enqueue,
                                          self._offsets, self._dead_letters, self.stats, settings.kafka.input_topic,
-                                         clock=clock)
+                                         clock=clock, tenant=redact_id(settings.input.tenant, redactor))
         self._window = self._window_stage.window
         self._key_stage: KeyStage | None = None
 

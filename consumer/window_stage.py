@@ -90,8 +90,11 @@ class WindowStage:
 
     def __init__(self, window: WindowSettings, build_samples: BuildSamples, on_closed: Callable[[ClosedBurst], None],
                  offsets: OffsetTracker, dead_letters: DeadLetters, stats: ServiceStats, input_topic: str,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 tenant: str = "") -> None:
+        """`tenant`: the deployment's one tenant (`input.tenant`), redacted as its events' are, or ""."""
         self._settings = window
+        self._tenant = tenant
         self.window = BurstWindow(window.quiet_s, window.max_length_s, window.max_open, window.max_samples,
                                   build_samples, clock=clock, on_open=self._burst_opened,
                                   max_open_bytes=window.max_open_bytes)
@@ -125,6 +128,12 @@ class WindowStage:
         except Exception as error:  # a reader bug must not stop the stage on one record (and replay it forever)
             log.exception("repartition record unreadable", extra={"fields": {"partition": tp[1], "offset": offset}})
             self._dead_letters.send(tp, message, "internal_error", type(error).__name__)
+            return True
+        if self._tenant and any(sighting.tenant != self._tenant for _, sighting in forwarded.records):
+            # Forwarded by another deployment's key stage (one sharing this group and its repartition topic),
+            # or by one not yet pinned during a rollout: its tenant's events are not analysed here.
+            self._dead_letters.send(tp, message, "tenant_mismatch", "forwarded for a tenant other than this "
+                                    "deployment's: give each tenant's deployment its own kafka.group_id")
             return True
         seen = self._seen.setdefault(tp, {})
         last = seen.get(forwarded.source)

@@ -191,6 +191,53 @@ class TestOneTenantDeployment:
         assert {record.headers["reason"] for record in dlq} == {b"tenant_mismatch"}
 
 
+    def test_a_replica_of_another_deployment_in_the_same_group_cannot_hand_it_another_tenant(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos],
+    ) -> None:
+        """Two replicas of one group (so of one repartition topic): one pinned to acme, one not pinned yet
+        (a rollout, or two tenants' releases left on the default group). What the other forwards for globex
+        and lands on the pinned replica's window goes to the DLQ; the pinned replica analyses nothing."""
+        servers = tuple(f"svc-{i}" for i in range(10))  # spread over both repartition partitions
+        repos = shop_repos(*servers)
+        base = settings_factory(partitions=2)
+        pinned = base.model_copy(update={"input": base.input.model_copy(update={"tenant": "acme"}),
+                                         "data_dir": base.data_dir / "pinned"})
+        open_ = base.model_copy(update={"data_dir": base.data_dir / "open"})
+        function = next(iter(SHOP_BUGS))
+        stream = [orjson.dumps({**orjson.loads(shop_error(server, function, 1_700_000_000 + n * 0.01,
+                                                          repos.commits[server], n=n)), "tenant": "globex"})
+                  for server in servers for n in range(3)]
+        replicas = [Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
+                    for settings in (pinned, open_)]
+
+        async def scenario() -> None:
+            stops = [asyncio.Event() for _ in replicas]
+            tasks = [asyncio.create_task(r.run(stop)) for r, stop in zip(replicas, stops, strict=True)]
+            try:
+                deadline = time.monotonic() + 45
+                while not (sum(len(r.assigned) for r in replicas) == 4 and all(r.assigned for r in replicas)):
+                    assert time.monotonic() < deadline, "no stable assignment"
+                    await asyncio.sleep(0.05)
+                for partition in (0, 1):  # every server's events on both input partitions
+                    await kafka_io.produce(base.kafka.input_topic, stream, partition=partition)
+                while not (sum(r.stats.events_in for r in replicas) >= 2 * len(stream)
+                           and sum(r.stats.published for r in replicas) >= 1 and all(r.idle() for r in replicas)):
+                    assert time.monotonic() < deadline + 30, [r.stats for r in replicas]
+                    await asyncio.sleep(0.05)
+            finally:
+                for stop in stops:
+                    stop.set()
+                await asyncio.wait_for(asyncio.gather(*tasks), 30)
+
+        asyncio.run(scenario())
+        acme, other = replicas
+        assert acme.stats.published == 0 and other.stats.published >= 1
+        dlq = asyncio.run(kafka_io.read_all(base.kafka.dlq_topic))
+        # The pinned replica refused its own input partition's events and the other's forwards that came to it.
+        assert {record.headers["reason"] for record in dlq} == {b"tenant_mismatch"}
+        assert len(dlq) > len(stream)
+
+
 class TestEventOverTheRecordLimit:
     def test_an_analysis_no_cut_of_which_fits_goes_to_the_dlq_and_the_stream_moves_on(
         self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]

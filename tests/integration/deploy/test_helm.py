@@ -224,6 +224,7 @@ class TestBadValues:
             ("bad-sasl-without-secret.yaml", "kafka.sasl.passwordSecret.name"),
             ("bad-two-monitors.yaml", "would scrape every pod twice"),
             ("bad-ondelete-with-rolling-update.yaml", "updateStrategy.rollingUpdate applies to type RollingUpdate"),
+            ("bad-tenant-on-the-default-group.yaml", "give it a kafka.groupId of its own"),
         ],
     )
     def test_bad_values_fail_before_anything_renders(

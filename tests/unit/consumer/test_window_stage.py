@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -75,16 +76,27 @@ class _Rig:
         self.wall[0] += seconds
 
 
-def _rig(build: BuildSamples | None = None) -> _Rig:
+def _rig(build: BuildSamples | None = None, dead_letters: DeadLetters | None = None, tenant: str = "") -> _Rig:
     closed: list[ClosedBurst] = []
     stats = ServiceStats()
     offsets = OffsetTracker()
-    dead_letters = DeadLetters(KafkaSettings(), offsets, Metrics(), stats, _REDACTOR.redact)
+    dead_letters = dead_letters or DeadLetters(KafkaSettings(), offsets, Metrics(), stats, _REDACTOR.redact)
     window = WindowSettings(quiet_s=10.0, max_length_s=100.0, max_samples=4)
     clock, wall = [0.0], [10_000.0]
     stage = WindowStage(window, build or sample_builder(_READER.config, _REDACTOR), closed.append, offsets,
-                        dead_letters, stats, "errors", clock=lambda: clock[0], wall=lambda: wall[0])
+                        dead_letters, stats, "errors", clock=lambda: clock[0], wall=lambda: wall[0], tenant=tenant)
     return _Rig(stage, stats, closed, clock=clock, wall=wall)
+
+
+class _Topics:
+    """Stands in for the producer the DLQ copies go through: what was published, per topic."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, bytes, dict[str, bytes]]] = []
+
+    async def publish(self, topic: str, key: bytes | None, value: bytes, headers: Sequence[tuple[str, bytes]] = ()
+                      ) -> None:
+        self.published.append((topic, value, dict(headers)))
 
 
 def _key_stage() -> KeyStage:
@@ -95,10 +107,11 @@ def _key_stage() -> KeyStage:
                     forward=False, mark_every_s=1.0, max_forward_bytes=1 << 20)
 
 
-def _event(ts: float, message: str = "boom", server: str = "checkout") -> bytes:
+def _event(ts: float, message: str = "boom", server: str = "checkout", tenant: str | None = None) -> bytes:
     return orjson.dumps({"server_id": server, "timestamp": ts, "message": message, "exception": {
         "type": "KeyError", "value": message,
-        "stacktrace": [{"filename": "app/shop.py", "function": "total", "lineno": 3, "in_app": True}]}})
+        "stacktrace": [{"filename": "app/shop.py", "function": "total", "lineno": 3, "in_app": True}]},
+        **({"tenant": tenant} if tenant is not None else {})})
 
 
 def _otlp_batch(ts: float, records: list[tuple[str, str, int]]) -> bytes:
@@ -123,6 +136,29 @@ class TestCountingOnce:
         (closed,) = rig.stage.window.flush()
         assert closed.cluster.count == 8
         assert rig.stats.replays_skipped == 2
+
+    def test_a_deployment_of_one_tenant_counts_no_record_forwarded_for_another(self) -> None:
+        """Two deployments sharing a group share the repartition topic: what another's key stage forwards
+        (another tenant's events, or `default` from one not pinned yet) goes to the DLQ, not into a burst
+        this deployment would analyse with its tenant's memory."""
+        topics = _Topics()
+
+        async def scenario() -> _Rig:
+            stats = ServiceStats()
+            dead_letters = DeadLetters(KafkaSettings(), OffsetTracker(), Metrics(), stats, _REDACTOR.redact)
+            dead_letters.start(topics)  # type: ignore[arg-type]  # records what the producer would send
+            rig = _rig(dead_letters=dead_letters, tenant="acme")
+            rig.stats = stats
+            for offset, tenant in enumerate(("acme", "globex", None, "acme")):
+                rig.forward(_event(100.0 + offset, tenant=tenant), ("errors", 0), offset)
+            await dead_letters.settle()
+            return rig
+
+        rig = asyncio.run(scenario())
+        (closed,) = rig.stage.window.flush()
+        assert (closed.cluster.tenant, closed.cluster.count) == ("acme", 2)
+        assert [headers["reason"] for _, _, headers in topics.published] == [b"tenant_mismatch"] * 2
+        assert [orjson.loads(value).get("tenant") for _, value, _ in topics.published] == ["globex", None]
 
     def test_positions_are_compared_per_source_partition(self) -> None:
         """Offset 3 of partition 1 is not a replay of offset 9 of partition 0."""
