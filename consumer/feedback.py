@@ -22,6 +22,7 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from analysis.intake.field import MAX_ID_CHARS
 from analysis.intake.redact import Redactor, redact_id
 from consumer.kafka import (
     commit_offsets,
@@ -45,7 +46,6 @@ log = logging.getLogger("logagent.feedback")
 Verdict = Literal["correct", "wrong"]
 _VERDICTS: frozenset[str] = frozenset({"correct", "wrong"})
 _MAX_MESSAGE_BYTES = 64 * 1024
-_MAX_ID_CHARS = 200
 _MAX_NOTE_CHARS = 2000
 _POLL_MS = 200
 
@@ -105,7 +105,7 @@ def parse_feedback(raw: bytes | None) -> Feedback:
         raise BadFeedback("not_json", str(exc)[:100]) from None
     if not isinstance(doc, dict):
         raise BadFeedback("not_object")
-    analysis_id = _text_field(doc, "analysis_id", _MAX_ID_CHARS)
+    analysis_id = _text_field(doc, "analysis_id", MAX_ID_CHARS)
     if analysis_id is None:
         raise BadFeedback("missing_analysis_id")
     verdict = doc.get("verdict")
@@ -114,10 +114,10 @@ def parse_feedback(raw: bytes | None) -> Feedback:
     note = doc.get("note") or ""
     if not isinstance(note, str):
         raise BadFeedback("bad_note", "note must be a string")
-    server = _text_field(doc, "server", _MAX_ID_CHARS)
+    server = _text_field(doc, "server", MAX_ID_CHARS)
     checked: Verdict = "correct" if verdict == "correct" else "wrong"
     return Feedback(analysis_id, checked, note[:_MAX_NOTE_CHARS], server,
-                    _text_field(doc, "feedback_id", _MAX_ID_CHARS), _text_field(doc, "tenant", _MAX_ID_CHARS))
+                    _text_field(doc, "feedback_id", MAX_ID_CHARS), _text_field(doc, "tenant", MAX_ID_CHARS))
 
 
 def encode_feedback(feedback: Feedback) -> bytes:

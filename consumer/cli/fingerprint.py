@@ -46,6 +46,8 @@ def fingerprint_line(line: bytes, config: DecodeConfig, in_app_prefixes: Sequenc
     if not events:
         return {"error": "no_records"}
     out = describe(fingerprint_event(redact_key_fields(events[0], redactor), in_app_prefixes))
+    # Each field was redacted alone; a printed frame joins two (`module.function`), which together may spell one.
+    out["frames"] = [redactor.redact(frame) for frame in out["frames"]]
     if len(events) > 1:
         out["records"] = len(events)
     return out

@@ -106,6 +106,16 @@ class TestFingerprint:
         assert sum(f is not None for f in printed) > 150
         assert orjson.loads(proc.stdout.splitlines()[-1])["basis"] == "message"
 
+    def test_a_frame_whose_fields_join_into_a_secret_is_printed_redacted(self) -> None:
+        """Module and function each pass redaction alone; printed as `module.function` they spell an email
+        (attacker review)."""
+        line = orjson.dumps({"server_id": "api", "message": "boom", "exception": {"type": "E", "value": "v",
+                             "stacktrace": [{"module": "jane.doe@example", "function": "com", "lineno": 1},
+                                            {"module": "app.orders", "function": "total", "lineno": 2}]}})
+        proc = logagent("fingerprint", stdin=line + b"\n")
+        assert proc.returncode == 0, proc.stderr
+        assert orjson.loads(proc.stdout)["frames"] == ["app.orders.total", "[REDACTED:email]"]
+
     def test_reads_a_file_argument(self, stream: SampleStream, tmp_path: Path) -> None:
         """`logagent fingerprint FILE` reads the file; message-only noise gets a message basis."""
         noise = _first(stream, "noise:provider-503", "ecs")
