@@ -32,7 +32,8 @@ def read(name: str) -> bytes | None:
         if directory is None:
             return None
         with contextlib.suppress(OSError):
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=directory)
+            # Non-blocking: a FIFO in its place would hold the start forever (a regular file reads as usual).
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
             with os.fdopen(fd, "rb") as handle:
                 found = os.fstat(handle.fileno())
                 if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o022:

@@ -120,6 +120,16 @@ class TestPrefilterCache:
         assert _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
         assert not root.exists()
 
+    def test_a_fifo_in_place_of_the_file_does_not_hold_the_start(self, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+        expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
+        path = self._cached(tmp_path)
+        path.unlink()
+        os.mkfifo(path, 0o600)
+        assert disk_cache.read(path.name) is None
+        assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
+
     def test_no_home_no_cache(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """No HOME and no passwd entry (`env -i` under an arbitrary uid): Path.home raises; redaction works."""
         def homeless() -> Path:
