@@ -4,11 +4,14 @@ prefilter (`analysis.intake.redact`), whose compile costs ~0.3 s of CPU at every
 What is read back decides what redaction looks for (a database that names no rule lets every secret
 through), so it is read only from a directory that no other user can have put there or can swap:
 `$XDG_CACHE_HOME/logagent` (an absolute path; else `~/.cache/logagent`) is opened one directory at a time
-from `/`, none of them a symbolic link, each owned by this user or root and writable by no one else (but
-a sticky one such as `/tmp`, where others cannot move what is not theirs), the last one this user's own.
+from `/`, each owned by this user or root and writable by no one else (but a sticky one such as `/tmp`,
+where others cannot move what is not theirs), the last one this user's own; a symbolic link on the way is
+followed only when it is root's or this user's and lies in a directory already checked (so never one
+another user planted), at most 16 of them.
 Every read and write then goes through that open directory, so renaming a directory on the way changes
-nothing, and a file is read only if it is this user's and writable by no one else. A missing directory is
-made (mode 700) on the way, never inside another user's (root with another user's HOME leaves it alone).
+nothing, and a file is read only if it is this user's and writable by no one else. A write makes the cache
+home and `logagent` (mode 700) when missing, never a directory above them nor inside another user's (root
+with another user's HOME leaves it alone).
 When the cache cannot be used, nothing is read or written and the caller computes again: so in a
 container whose HOME or `XDG_CACHE_HOME` is a volume writable by a group, each start compiles.
 """
@@ -24,11 +27,13 @@ from pathlib import Path
 __all__ = ["read", "write"]
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_MAX_LINKS = 16  # symbolic links followed on the way (a loop ends there)
+_MAX_BYTES = 64 << 20  # the prefilter's database is ~1 MB
 
 
 def read(name: str) -> bytes | None:
     """The cached file `name`, or None (absent, or not to be trusted)."""
-    with _directory() as directory:
+    with _directory(create=False) as directory:
         if directory is None:
             return None
         with contextlib.suppress(OSError):
@@ -36,15 +41,16 @@ def read(name: str) -> bytes | None:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
             with os.fdopen(fd, "rb") as handle:
                 found = os.fstat(handle.fileno())
-                if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o022:
-                    return handle.read()
+                if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o022 \
+                        and found.st_size <= _MAX_BYTES:
+                    return handle.read(_MAX_BYTES + 1)
     return None
 
 
 def write(name: str, data: bytes) -> None:
     """Keep `data` as `name` (written whole under another name, then renamed); silently not when the cache
     cannot be used."""
-    with _directory() as directory, contextlib.suppress(OSError):
+    with _directory(create=True) as directory, contextlib.suppress(OSError):
         if directory is None:
             return
         part = f"{name}.{os.getpid()}"
@@ -57,9 +63,10 @@ def write(name: str, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def _directory() -> Iterator[int | None]:
-    """An open descriptor of the cache directory (see the module doc), or None."""
-    fd = _open()
+def _directory(*, create: bool) -> Iterator[int | None]:
+    """An open descriptor of the cache directory (see the module doc), or None; with `create`, the cache
+    home and its `logagent` are made when missing (never a directory above them, such as a missing HOME)."""
+    fd = _open(create)
     try:
         yield fd
     finally:
@@ -67,32 +74,52 @@ def _directory() -> Iterator[int | None]:
             os.close(fd)
 
 
-def _open() -> int | None:
+def _open(create: bool) -> int | None:
     root = Path(os.environ.get("XDG_CACHE_HOME", ""))
     if not root.is_absolute():
         try:
             root = Path.home() / ".cache"
         except (RuntimeError, KeyError):  # no HOME and no passwd entry: no cache
             return None
-    parts = (root.resolve() / "logagent").parts[1:]
-    fd = os.open("/", _OPEN_DIR)
+    if not root.is_absolute():
+        return None
+    pending = [*(root / "logagent").parts[1:]]
+    stack = [os.open("/", _OPEN_DIR)]  # the directories walked through, each checked when opened
+    links = 0
     try:
-        for index, part in enumerate(parts):
+        while pending:
+            part = pending.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if len(stack) > 1:
+                    os.close(stack.pop())
+                continue
             try:
-                child = os.open(part, _OPEN_DIR, dir_fd=fd)
+                found = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
             except FileNotFoundError:
-                os.mkdir(part, 0o700, dir_fd=fd)
-                child = os.open(part, _OPEN_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = child
-            if not safe_directory(os.fstat(fd), last=index == len(parts) - 1):
+                if not create or len(pending) > 1:
+                    return None
+                os.mkdir(part, 0o700, dir_fd=stack[-1])
+                found = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+            if stat.S_ISLNK(found.st_mode):  # followed only when root's or this user's (`/home -> /var/home`)
+                links += 1
+                if links > _MAX_LINKS or found.st_uid not in (0, os.getuid()):
+                    return None
+                target = Path(os.readlink(part, dir_fd=stack[-1]))
+                if target.is_absolute():
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                pending[:0] = target.parts[1:] if target.is_absolute() else target.parts
+                continue
+            stack.append(os.open(part, _OPEN_DIR, dir_fd=stack[-1]))  # a link swapped in since: ELOOP
+            if not safe_directory(os.fstat(stack[-1]), last=not pending):
                 return None
-        found, fd = fd, -1
-        return found
+        return stack.pop()
     except OSError:
         return None
     finally:
-        if fd >= 0:
+        for fd in stack:
             os.close(fd)
 
 

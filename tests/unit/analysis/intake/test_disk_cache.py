@@ -81,29 +81,43 @@ class TestPrefilterCache:
     def test_a_relative_cache_home_is_ignored(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """As the XDG spec says: a relative `XDG_CACHE_HOME` would scatter caches over working directories."""
         monkeypatch.chdir(tmp_path)
+        (tmp_path / "home").mkdir(mode=0o700)
         monkeypatch.setenv("HOME", str(tmp_path / "home"))
         monkeypatch.setenv("XDG_CACHE_HOME", "relative")
         _compiled(_EXPRESSIONS)
         assert not (tmp_path / "relative").exists()
         assert self._cached(tmp_path / "home" / ".cache")
 
-    def test_a_symlink_on_the_way_is_not_followed(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A directory swapped for a link (to one holding a database that names no rule) is not read through,
-        nor written through."""
+    def test_a_missing_home_is_not_made(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Only the cache home and `logagent` are made: a service user's HOME of `/nonexistent` stays so
+        (first review: root made `/nonexistent/.cache`), and a read makes nothing."""
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path / "nonexistent"))
+        assert disk_cache.read("anything") is None
+        assert _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
+        assert not (tmp_path / "nonexistent").exists()
+
+    def test_links_on_the_way(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """This user's own link is followed (`/home -> /var/home`); another user's is not, even to a directory
+        of this user's holding a database that names no rule (attacker review: a link planted as `.cache`
+        in a shared HOME); a loop of links ends the walk, not the start."""
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir(mode=0o700)
-        monkeypatch.setenv("XDG_CACHE_HOME", str(elsewhere))
-        expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
-        name = self._cached(elsewhere).name
-        blind = _blind()
-        (elsewhere / "logagent" / name).write_bytes(blind)
         home = tmp_path / "home"
         home.mkdir(mode=0o700)
-        (home / "logagent").symlink_to(elsewhere / "logagent")
-        monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+        (home / ".cache").symlink_to(elsewhere)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+        expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
+        written = self._cached(elsewhere)  # through this user's link
+        blind = _blind()
+        written.write_bytes(blind)
+        if os.getuid() == 0:  # only root can make a link another user owns
+            os.lchown(home / ".cache", 65534, 65534)
+            assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
+            assert written.read_bytes() == blind  # neither read nor rewritten through it
+        (home / "loop").symlink_to(home / "loop")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(home / "loop"))
         assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
-        assert (elsewhere / "logagent" / name).read_bytes() == blind  # not rewritten through the link either
-        assert (home / "logagent").is_symlink()
 
     def test_nothing_is_made_in_a_directory_of_someone_else(self, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
