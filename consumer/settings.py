@@ -11,6 +11,7 @@ import math
 import os
 import re
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
@@ -117,12 +118,16 @@ def writable_dir(path: Path, setting: str) -> None:
                           "(fsGroup on Kubernetes)") from None
 
 
+_NOT_IN_A_TENANT = frozenset({"Cc", "Cf", "Co", "Cs", "Zs", "Zl", "Zp"})  # the chart's schema: \p{C}, \p{Z}
+
+
 def _tenant(value: str) -> str:
-    """A pinned tenant is compared exactly with the events' own: a space around it or a control character
-    in it would refuse every event that names it."""
-    if value != value.strip() or not value.isprintable():
-        raise ValueError(f"{value!r} has spaces around it or a control character; write the tenant as the "
-                         "events name it")
+    """A pinned tenant is compared exactly with the events' own: a space around it, or a control, format or
+    space character other than a plain space in it, would refuse every event that names it. Unassigned
+    code points pass, so a newer Unicode in the chart's validator can only refuse more."""
+    if value != value.strip(" ") or any(ch != " " and unicodedata.category(ch) in _NOT_IN_A_TENANT for ch in value):
+        raise ValueError(f"{value!r} has spaces around it, or a control, format or space character other than a "
+                         "plain space in it; write the tenant as the events name it")
     return value
 
 

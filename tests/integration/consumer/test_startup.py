@@ -113,7 +113,7 @@ class TestStartupFailures:
         """A space around the pinned tenant, or an invisible character in it, would refuse every event as
         `tenant_mismatch`: one line at start instead."""
         line = _run({**_base(shared_dir), "LOGAGENT_INPUT__TENANT": tenant})
-        assert line.startswith("logagent: LOGAGENT_INPUT__TENANT=") and "has spaces around it or a control" in line
+        assert line.startswith("logagent: LOGAGENT_INPUT__TENANT=") and "has spaces around it, or a control" in line
 
     def test_the_http_port_in_use(self, shared_dir: Path, settings_factory: SettingsFactory) -> None:
         """Another socket holds the port: the line names LOGAGENT_HTTP__PORT and the fix."""

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from analysis.code.repo import RepoSpec
 from consumer.cli.config import load_settings
-from consumer.settings import Settings
+from consumer.settings import InputSettings, Settings
 from tests.conftest import tool
 from tests.paths import PROJECT_ROOT
 
@@ -234,6 +235,27 @@ class TestBadValues:
         rendered = _helm(helm_env, *_template_args(_VALUES / values, ()))
         assert rendered.returncode != 0
         assert message in rendered.stderr
+
+    def test_the_schema_takes_no_pinned_tenant_the_service_refuses(self, helm_env: dict[str, str],
+                                                                   tmp_path: Path) -> None:
+        """A tenant the chart installs but the service refuses crash-loops every pod (attacker review: NBSP,
+        ZWSP, ideographic space). Every character class the rule names, plain text and a symbol of a newer
+        Unicode than the service's: the schema takes what `input.tenant` takes."""
+        samples = ["acme", "a b", "a  b", " acme", "acme ", "é", "\u00a0", "\u200b", "\u3000", "\u2028", "\u0085",
+                   "\t", "\x7f", "\ue000", "\U0001f6dc", "\u0378", "\u2003x", "x\u202e"]
+        for sample in samples:
+            tenant = sample if sample.strip() != sample or " " in sample or len(sample) > 2 else f"a{sample}b"
+            values = tmp_path / "tenant.yaml"
+            values.write_text(json.dumps({"input": {"tenant": tenant}, "kafka": {"groupId": "logagent-t"}}))
+            charted = _helm(helm_env, *_template_args(values, ())).returncode == 0
+            try:
+                InputSettings(tenant=tenant)
+                served = True
+            except ValueError:
+                served = False
+            assert served or not charted, repr(tenant)  # the pods would crash-loop
+            # Unassigned code points (to this Python) the chart may refuse: only ever stricter.
+            assert charted == served or unicodedata.category(sample[-1]) == "Cn", repr(tenant)
 
     def test_lint_rejects_a_schema_violation(self, helm_env: dict[str, str]) -> None:
         """`helm lint --strict` fails on values the schema rejects (lint treats `fail` as a note only)."""
