@@ -81,6 +81,7 @@ _OTLP_SLOTS = frozenset({"exception.message", "exception.stacktrace"})
 _OTLP_RECORD_SLOTS = frozenset({"timeUnixNano", "observedTimeUnixNano", "body", "traceId", "spanId", "attributes"})
 _OTLP_SCOPE_LISTS = frozenset({"scopeLogs", "instrumentationLibraryLogs"})
 _NOT_QUICK = ()  # a layout the quick path leaves to the full path
+_FALLS_BACK = "\0the log message"  # kept for a template whose root message redacts to nothing (`_carried`)
 _TEXT_TYPES = frozenset({str, type(None)})
 _SCALAR_TYPES = frozenset(_SCALARS)  # what orjson decodes to is of these exact types, or a list or a dict
 _FRAMES = operator.attrgetter("frames")
@@ -221,8 +222,11 @@ class KeyCache:
             redacted = redact_key_fields(event, self._redactor)
             signature = fingerprint_event(redacted, self._config.in_app_prefixes)
             burst = (redacted.server_id, redacted.tenant, signature.fingerprint)
-            keys.append(_key_of(redacted, signature, self._carried(burst, event.exception_message,
-                                                                   redacted.exception_message)))
+            # The root message as `_carried` takes it (raw and redacted), with the log message to fall back on.
+            root, redacted_root = event.root_cause, redacted.root_cause
+            said = redacted_root.value if root and root.value and redacted_root else redacted.message
+            keys.append(_key_of(redacted, signature, self._carried(burst, event.exception_message, said,
+                                                                   event.message)))
             if reads is not None and len(reads) == len(events):
                 self._remember(reads[index], event, signature, keys[-1])
         return keys
@@ -246,21 +250,21 @@ class KeyCache:
                               + sum(map(_frames_bytes, stacks)))
 
     def _carried(self, burst: tuple[str, str, str], message: str, redacted: str | None, logged: str = "") -> str:
-        """The redacted text carried for `message` in the burst (server, tenant, fingerprint): its template's
-        first message there, redacted (module doc); text never crosses from one burst to another. Unless
-        given, the redacted text is computed as the redacted event reads it: the root message redacted, or
-        when that redacts to nothing the `logged` message redacted."""
+        """The redacted text carried for `message` (`redacted`, when known) in the burst (server, tenant,
+        fingerprint): its template's first message there, redacted (module doc); text never crosses from one
+        burst to another. A root message that redacts to nothing (terminal codes alone) stands for the
+        `logged` message, as in the redacted event: that is carried, under its own template."""
         if len(message) > _TEMPLATE_CHARS:
-            return redacted if redacted is not None else self._redacted(message, logged)
+            text = redacted if redacted is not None else self._redactor.redact(message)
+            return text or (self._carried(burst, logged, None) if logged and logged != message else "")
         key = (*burst, message_template(message))
         carried = self._messages.get(key)
         if carried is None:
-            carried = redacted if redacted is not None else self._redacted(message, logged)
+            carried = redacted if redacted is not None else self._redactor.redact(message)
+            if not carried and logged and logged != message:
+                carried = _FALLS_BACK
             self._messages.put(key, carried, OBJECT_BYTES + sum(map(sys.getsizeof, key)) + sys.getsizeof(carried))
-        return carried
-
-    def _redacted(self, message: str, logged: str) -> str:
-        return self._redactor.redact(message) or (self._redactor.redact(logged) if logged else "")
+        return self._carried(burst, logged, None) if carried is _FALLS_BACK else carried
 
     def _flat(self, doc: dict[str, Any], received_at: float) -> list[_Read] | None:
         """The read of a native, ECS or logstash record, or None: the full path reads it."""
