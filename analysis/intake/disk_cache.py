@@ -41,7 +41,7 @@ def read(name: str) -> bytes | None:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
             with os.fdopen(fd, "rb") as handle:
                 found = os.fstat(handle.fileno())
-                if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o022 \
+                if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid() and not found.st_mode & 0o022 \
                         and found.st_size <= _MAX_BYTES:
                     return handle.read(_MAX_BYTES + 1)
     return None
@@ -104,7 +104,7 @@ def _open(create: bool) -> int | None:
                 found = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
             if stat.S_ISLNK(found.st_mode):  # followed only when root's or this user's (`/home -> /var/home`)
                 links += 1
-                if links > _MAX_LINKS or found.st_uid not in (0, os.getuid()):
+                if links > _MAX_LINKS or found.st_uid not in (0, os.geteuid()):
                     return None
                 target = Path(os.readlink(part, dir_fd=stack[-1]))
                 if target.is_absolute():
@@ -125,7 +125,7 @@ def _open(create: bool) -> int | None:
 
 def safe_directory(found: os.stat_result, *, last: bool) -> bool:
     """A directory on the way (or, `last`, the cache directory itself) that no other user can swap."""
-    uid = os.getuid()
+    uid = os.geteuid()
     if last:
         return found.st_uid == uid and not found.st_mode & 0o022
     if found.st_uid not in (uid, 0):

@@ -111,7 +111,7 @@ class TestPrefilterCache:
         written = self._cached(elsewhere)  # through this user's link
         blind = _blind()
         written.write_bytes(blind)
-        if os.getuid() == 0:  # only root can make a link another user owns
+        if os.geteuid() == 0:  # only root can make a link another user owns
             os.lchown(home / ".cache", 65534, 65534)
             assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
             assert written.read_bytes() == blind  # neither read nor rewritten through it
@@ -123,7 +123,7 @@ class TestPrefilterCache:
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
         """Root with another user's HOME (`sudo -E`) must not leave a root-owned `.cache` there; a user never
         makes one in a directory of root's."""
-        if os.getuid() == 0:
+        if os.geteuid() == 0:
             theirs = tmp_path / "theirs"
             theirs.mkdir()
             os.chown(theirs, 65534, 65534)
@@ -156,7 +156,7 @@ class TestPrefilterCache:
     def test_which_directories_on_the_way_are_safe(self) -> None:
         """Owned by this user or root and writable by no one else, or root's and sticky (`/tmp`); the cache
         directory itself only this user's."""
-        uid, other = os.getuid(), 65534 if os.getuid() != 65534 else 65533
+        uid, other = os.geteuid(), 65534 if os.geteuid() != 65534 else 65533
 
         def state(mode: int, owner: int) -> os.stat_result:
             return os.stat_result((mode, 0, 0, 1, owner, 0, 0, 0, 0, 0))
