@@ -5,14 +5,15 @@ What is read back decides what redaction looks for (a database that names no rul
 through), so it is read only from a directory that no other user can have put there or can swap:
 `$XDG_CACHE_HOME/logagent` (an absolute path; else `~/.cache/logagent`) is opened one directory at a time
 from `/`, each owned by this user or root and writable by no one else (but a sticky one such as `/tmp`,
-where others cannot move what is not theirs), the last one this user's own; a symbolic link on the way is
-followed only when it is root's or this user's and lies in a directory already checked (so never one
-another user planted), at most 16 of them.
-Every read and write then goes through that open directory, so renaming a directory on the way changes
-nothing, and a file is read only if it is this user's and writable by no one else. A write makes the cache
-home and `logagent` (mode 700) when missing, never a directory above them nor inside another user's (root
-with another user's HOME leaves it alone).
-When the cache cannot be used, nothing is read or written and the caller computes again: so in a
+where others cannot move what is not theirs), none on a FUSE mount (whose daemon reports any owner), and
+the one the walk ends on this user's own. A symbolic link on the way is followed only when it is root's
+or this user's, lies in a directory already checked, and, in one others may add entries to, has no other
+name (anyone may hard-link root's links there where the kernel allows it); at most 16 of them. Every read
+and write then goes through that open directory, so renaming a directory on the way changes nothing, and
+a file is read only if it is this user's, has one name and is writable by no one else. A write makes the
+cache home and `logagent` (mode 700) when missing, as written in the configured path, never a directory
+above them, one a link names, or one inside another user's (root with another user's HOME leaves it
+alone). When the cache cannot be used, nothing is read or written and the caller computes again: so in a
 container whose HOME or `XDG_CACHE_HOME` is a volume writable by a group, each start compiles.
 """
 
@@ -24,7 +25,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["read", "write"]
+__all__ = ["fuse_devices", "read", "safe_directory", "write"]
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _MAX_LINKS = 16  # symbolic links followed on the way (a loop ends there)
@@ -42,7 +43,7 @@ def read(name: str) -> bytes | None:
             with os.fdopen(fd, "rb") as handle:
                 found = os.fstat(handle.fileno())
                 if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid() and not found.st_mode & 0o022 \
-                        and found.st_size <= _MAX_BYTES:
+                        and found.st_nlink == 1 and found.st_size <= _MAX_BYTES:
                     return handle.read(_MAX_BYTES + 1)
     return None
 
@@ -83,44 +84,72 @@ def _open(create: bool) -> int | None:
             return None
     if not root.is_absolute():
         return None
-    pending = [*(root / "logagent").parts[1:]]
-    stack = [os.open("/", _OPEN_DIR)]  # the directories walked through, each checked when opened
-    links = 0
+    # (name, written in the configured path rather than in a link's target): only those are ever made.
+    pending = [(part, True) for part in (root / "logagent").parts[1:]]
+    stack: list[int] = []  # the directories walked through, each checked when opened
+    shared = [False]  # per directory on the stack: others may add entries to it (a sticky one)
+    links, fuse = 0, set[int]()
+    with contextlib.suppress(OSError):
+        fuse = fuse_devices(Path("/proc/self/mountinfo").read_text())
     try:
+        stack.append(os.open("/", _OPEN_DIR))
         while pending:
-            part = pending.pop(0)
+            part, written = pending.pop(0)
             if part in ("", "."):
                 continue
             if part == "..":
                 if len(stack) > 1:
                     os.close(stack.pop())
+                    shared.pop()
                 continue
             try:
                 found = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
             except FileNotFoundError:
-                if not create or len(pending) > 1:
+                if not (create and written and len(pending) <= 1):
                     return None
                 os.mkdir(part, 0o700, dir_fd=stack[-1])
                 found = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
-            if stat.S_ISLNK(found.st_mode):  # followed only when root's or this user's (`/home -> /var/home`)
+            if stat.S_ISLNK(found.st_mode):
+                # Followed only when root's or this user's (`/home -> /var/home`), and not a hard link of
+                # one in a directory others may add to (the kernel lets them link root's links there).
                 links += 1
-                if links > _MAX_LINKS or found.st_uid not in (0, os.geteuid()):
+                if links > _MAX_LINKS or found.st_uid not in (0, os.geteuid()) or (shared[-1] and found.st_nlink > 1):
                     return None
                 target = Path(os.readlink(part, dir_fd=stack[-1]))
                 if target.is_absolute():
                     while len(stack) > 1:
                         os.close(stack.pop())
-                pending[:0] = target.parts[1:] if target.is_absolute() else target.parts
+                        shared.pop()
+                pending[:0] = [(name, False) for name in (target.parts[1:] if target.is_absolute() else target.parts)]
                 continue
             stack.append(os.open(part, _OPEN_DIR, dir_fd=stack[-1]))  # a link swapped in since: ELOOP
-            if not safe_directory(os.fstat(stack[-1]), last=not pending):
+            opened = os.fstat(stack[-1])
+            if opened.st_dev in fuse or not safe_directory(opened, last=False):
                 return None
+            shared.append(bool(opened.st_mode & 0o022))
+        # The walk may end on a directory reached by `..` or a link: check it as the cache directory.
+        if len(stack) < 2 or not safe_directory(os.fstat(stack[-1]), last=True):
+            return None
         return stack.pop()
     except OSError:
         return None
     finally:
         for fd in stack:
             os.close(fd)
+
+
+def fuse_devices(mountinfo: str) -> set[int]:
+    """The devices of the FUSE mounts in `/proc/self/mountinfo`: such a filesystem reports whatever owner
+    and mode its daemon chooses, so no directory on one is trusted (another user's, mounted with
+    `allow_other`, could pose as this user's)."""
+    devices = set()
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        with contextlib.suppress(ValueError, IndexError):
+            if fields[fields.index("-") + 1].startswith("fuse"):
+                major, minor = fields[2].split(":")
+                devices.add(os.makedev(int(major), int(minor)))
+    return devices
 
 
 def safe_directory(found: os.stat_result, *, last: bool) -> bool:

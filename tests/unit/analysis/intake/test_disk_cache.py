@@ -119,6 +119,67 @@ class TestPrefilterCache:
         monkeypatch.setenv("XDG_CACHE_HOME", str(home / "loop"))
         assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
 
+    def test_the_walk_must_end_on_a_directory_of_this_users_own(self, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+        """`logagent` as a link to a directory others may write (`/tmp`-like), to `x/..` of one, or to `/`:
+        the walk ended there with only the checks of a directory on the way (third review), and wrote there."""
+        sticky = tmp_path / "sticky"
+        sticky.mkdir()
+        sticky.chmod(0o1777)
+        (sticky / "x").mkdir(mode=0o700)
+        home = tmp_path / "home"
+        home.mkdir(mode=0o700)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+        expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
+        (home / "logagent").rename(home / "kept")
+        before = set(Path("/").iterdir())
+        for target in (sticky, sticky / "x" / "..", Path("/")):
+            (home / "logagent").unlink(missing_ok=True)
+            (home / "logagent").symlink_to(target)
+            assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected, target
+        assert not list(sticky.glob("prefilter-*")) and set(Path("/").iterdir()) == before
+        (home / "logagent").unlink()
+        (home / "logagent").symlink_to("p/q")  # a link's missing target is not made (third review)
+        _compiled(_EXPRESSIONS)
+        assert not (home / "p").exists()
+
+    def test_a_hard_link_of_a_link_where_others_may_add_entries_is_not_followed(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without `fs.protected_hardlinks`, anyone may hard-link root's link (`/usr/bin/X11 -> .`) into
+        `/tmp` under any name (third review): a link with other names, in a directory others may add to, is
+        not followed. Nor is a cache file with other names read (it is compiled and replaced)."""
+        shared = tmp_path / "shared"
+        shared.mkdir()
+        shared.chmod(0o1777)
+        mine = tmp_path / "mine"
+        mine.mkdir(mode=0o700)
+        (shared / "cache").symlink_to(mine)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(shared / "cache"))
+        _compiled(_EXPRESSIONS)
+        written = self._cached(mine)
+        os.link(shared / "cache", shared / "alias", follow_symlinks=False)
+        written.write_bytes(_blind())
+        expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
+        assert expected[0] and written.read_bytes() == _blind()  # neither read nor rewritten
+        (shared / "alias").unlink()
+        monkeypatch.setenv("XDG_CACHE_HOME", str(mine))
+        os.link(written, mine / "backup")  # a second name: compiled again, the file replaced
+        assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
+        assert written.stat().st_nlink == 1 and written.read_bytes() != _blind()
+
+    def test_a_directory_on_fuse_is_not_trusted(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A FUSE daemon reports any owner and mode (third review: another user's mount, `allow_other`)."""
+        line = "75 27 0:{minor} / {where} rw,nosuid,nodev - fuse.sshfs host:/ rw,user_id=65533,group_id=65533"
+        found = tmp_path.stat()
+        mountinfo = "22 27 0:21 / /proc rw,relatime - proc proc rw\n" + line.format(
+            minor=os.minor(found.st_dev), where=tmp_path).replace("0:", f"{os.major(found.st_dev)}:")
+        assert disk_cache.fuse_devices(mountinfo) == {found.st_dev}
+        assert disk_cache.fuse_devices("garbage\n- \n") == set()
+        monkeypatch.setattr(disk_cache, "fuse_devices", lambda _: {found.st_dev})  # as if tmp_path were one
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        assert _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
+        assert not (tmp_path / "cache").exists()
+
     def test_nothing_is_made_in_a_directory_of_someone_else(self, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
         """Root with another user's HOME (`sudo -E`) must not leave a root-owned `.cache` there; a user never
