@@ -82,7 +82,8 @@ def start_up(repetitions: int, line: bytes) -> tuple[list[ProcessRun], list[Proc
     cold: list[ProcessRun] = []
     bare: list[ProcessRun] = []
     for turn in range(repetitions):
-        with tempfile.TemporaryDirectory() as empty:
+        # Under HOME: the cache is never used under /tmp, which everyone may write (`analysis.intake.disk_cache`).
+        with tempfile.TemporaryDirectory(dir=Path.home(), prefix=".logagent-bench-") as empty:
             contenders = [(ours, [logagent(), "fingerprint", "-"], line, None),
                           (cold, [logagent(), "fingerprint", "-"], line, {"XDG_CACHE_HOME": empty}),
                           (bare, [sys.executable, "-c", "pass"], b"", None)]

@@ -2,19 +2,16 @@
 prefilter (`analysis.intake.redact`), whose compile costs ~0.3 s of CPU at every start otherwise.
 
 What is read back decides what redaction looks for (a database that names no rule lets every secret
-through), so it is read only from a directory that no other user can have put there or can swap:
-`$XDG_CACHE_HOME/logagent` (an absolute path; else `~/.cache/logagent`) is opened one directory at a time
-from `/`, each owned by this user or root and writable by no one else (but a sticky one such as `/tmp`,
-where others cannot move what is not theirs), none on a FUSE mount (whose daemon reports any owner), and
-the one the walk ends on this user's own. A symbolic link on the way is followed only when it is root's
-or this user's, lies in a directory already checked, and, in one others may add entries to, has no other
-name (anyone may hard-link root's links there where the kernel allows it); at most 16 of them. Every read
-and write then goes through that open directory, so renaming a directory on the way changes nothing, and
-a file is read only if it is this user's, has one name and is writable by no one else. A write makes the
-cache home and `logagent` (mode 700) when missing, as written in the configured path, never a directory
-above them, one a link names, or one inside another user's (root with another user's HOME leaves it
-alone). When the cache cannot be used, nothing is read or written and the caller computes again: so in a
-container whose HOME or `XDG_CACHE_HOME` is a volume writable by a group, each start compiles.
+through), so it is used only where no other user can reach: `$XDG_CACHE_HOME/logagent` (an absolute path;
+else `~/.cache/logagent`) is opened one directory at a time from `/`, each owned by root or this user and
+writable by no one else, and the one the walk ends on this user's own; a symbolic link on the way is
+followed only when it is root's or this user's, at most 16 of them. No other user can then add, swap,
+link or mount anything on the way (no sticky `/tmp` either: a HOME there gets no cache). Every read and
+write goes through the open directory, and a file is read only if it is this user's, has one name, is
+writable by no one else and is at most 64 MiB. A write makes the cache home and `logagent` (mode 700)
+when missing, as written in the configured path, never a directory above them or one a link names. When
+the cache cannot be used, nothing is read or written and the caller computes again (~0.3 s): so in the
+image, whose HOME is `/tmp`, each start compiles.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["fuse_devices", "read", "safe_directory", "write"]
+__all__ = ["read", "safe_directory", "write"]
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _MAX_LINKS = 16  # symbolic links followed on the way (a loop ends there)
@@ -87,10 +84,7 @@ def _open(create: bool) -> int | None:
     # (name, written in the configured path rather than in a link's target): only those are ever made.
     pending = [(part, True) for part in (root / "logagent").parts[1:]]
     stack: list[int] = []  # the directories walked through, each checked when opened
-    shared = [False]  # per directory on the stack: others may add entries to it (a sticky one)
-    links, fuse = 0, set[int]()
-    with contextlib.suppress(OSError):
-        fuse = fuse_devices(Path("/proc/self/mountinfo").read_text())
+    links = 0
     try:
         stack.append(os.open("/", _OPEN_DIR))
         while pending:
@@ -100,7 +94,6 @@ def _open(create: bool) -> int | None:
             if part == "..":
                 if len(stack) > 1:
                     os.close(stack.pop())
-                    shared.pop()
                 continue
             try:
                 found = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
@@ -109,24 +102,19 @@ def _open(create: bool) -> int | None:
                     return None
                 os.mkdir(part, 0o700, dir_fd=stack[-1])
                 found = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
-            if stat.S_ISLNK(found.st_mode):
-                # Followed only when root's or this user's (`/home -> /var/home`), and not a hard link of
-                # one in a directory others may add to (the kernel lets them link root's links there).
+            if stat.S_ISLNK(found.st_mode):  # followed only when root's or this user's (`/home -> /var/home`)
                 links += 1
-                if links > _MAX_LINKS or found.st_uid not in (0, os.geteuid()) or (shared[-1] and found.st_nlink > 1):
+                if links > _MAX_LINKS or found.st_uid not in (0, os.geteuid()):
                     return None
                 target = Path(os.readlink(part, dir_fd=stack[-1]))
                 if target.is_absolute():
                     while len(stack) > 1:
                         os.close(stack.pop())
-                        shared.pop()
                 pending[:0] = [(name, False) for name in (target.parts[1:] if target.is_absolute() else target.parts)]
                 continue
             stack.append(os.open(part, _OPEN_DIR, dir_fd=stack[-1]))  # a link swapped in since: ELOOP
-            opened = os.fstat(stack[-1])
-            if opened.st_dev in fuse or not safe_directory(opened, last=False):
+            if not safe_directory(os.fstat(stack[-1]), last=False):
                 return None
-            shared.append(bool(opened.st_mode & 0o022))
         # The walk may end on a directory reached by `..` or a link: check it as the cache directory.
         if len(stack) < 2 or not safe_directory(os.fstat(stack[-1]), last=True):
             return None
@@ -138,25 +126,7 @@ def _open(create: bool) -> int | None:
             os.close(fd)
 
 
-def fuse_devices(mountinfo: str) -> set[int]:
-    """The devices of the FUSE mounts in `/proc/self/mountinfo`: such a filesystem reports whatever owner
-    and mode its daemon chooses, so no directory on one is trusted (another user's, mounted with
-    `allow_other`, could pose as this user's)."""
-    devices = set()
-    for line in mountinfo.splitlines():
-        fields = line.split()
-        with contextlib.suppress(ValueError, IndexError):
-            if fields[fields.index("-") + 1].startswith("fuse"):
-                major, minor = fields[2].split(":")
-                devices.add(os.makedev(int(major), int(minor)))
-    return devices
-
-
 def safe_directory(found: os.stat_result, *, last: bool) -> bool:
-    """A directory on the way (or, `last`, the cache directory itself) that no other user can swap."""
-    uid = os.geteuid()
-    if last:
-        return found.st_uid == uid and not found.st_mode & 0o022
-    if found.st_uid not in (uid, 0):
-        return False
-    return not found.st_mode & 0o022 or (found.st_uid == 0 and bool(found.st_mode & stat.S_ISVTX))
+    """A directory on the way (root's or this user's), or `last` the cache directory itself (this user's),
+    that no one else may write."""
+    return found.st_uid in ((os.geteuid(),) if last else (os.geteuid(), 0)) and not found.st_mode & 0o022
