@@ -87,6 +87,8 @@ def _open(create: bool) -> int | None:
     links = 0
     try:
         stack.append(os.open("/", _OPEN_DIR))
+        if not safe_directory(os.fstat(stack[0]), last=False):
+            return None
         while pending:
             part, written = pending.pop(0)
             if part in ("", "."):
