@@ -5,8 +5,11 @@ What is read back decides what redaction looks for (a database that names no rul
 through), so it is used only where no other user can reach: `$XDG_CACHE_HOME/logagent` (an absolute path;
 else `~/.cache/logagent`) is opened one directory at a time from `/`, each owned by root or this user and
 writable by no one else, and the one the walk ends on this user's own; a symbolic link on the way is
-followed only when it is root's or this user's, at most 16 of them. No other user can then add, swap,
-link or mount anything on the way (no sticky `/tmp` either: a HOME there gets no cache). Every read and
+followed only when it is root's or this user's, at most 16 of them. No other user can then add, swap or
+link anything on the way (no sticky `/tmp` either: a HOME there gets no cache), and no directory on the
+way may be on FUSE, whose daemon reports any owner and mode and hides the directory it is mounted on
+(with `user_allow_other`, another user may mount one on a directory they may write; the table of mounts is
+read once the directories are held open, and when it cannot be read the cache is not used). Every read and
 write goes through the open directory, and a file is read only if it is this user's, has one name, is
 writable by no one else and is at most 64 MiB. A write makes the cache home and `logagent` (mode 700)
 when missing, as written in the configured path, never a directory above them or one a link names. When
@@ -22,7 +25,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["read", "safe_directory", "write"]
+__all__ = ["fuse_devices", "read", "safe_directory", "write"]
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _MAX_LINKS = 16  # symbolic links followed on the way (a loop ends there)
@@ -120,12 +123,33 @@ def _open(create: bool) -> int | None:
         # The walk may end on a directory reached by `..` or a link: check it as the cache directory.
         if len(stack) < 2 or not safe_directory(os.fstat(stack[-1]), last=True):
             return None
+        # A FUSE mount reports any owner and mode, and hides the directory under it: none on the way. Read
+        # now, while the descriptors hold the directories, so no mount made since can pass unseen.
+        fuse = fuse_devices()
+        if fuse is None or not fuse.isdisjoint(os.fstat(fd).st_dev for fd in stack):
+            return None
         return stack.pop()
     except OSError:
         return None
     finally:
         for fd in stack:
             os.close(fd)
+
+
+def fuse_devices(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[int] | None:
+    """The devices of this process's FUSE mounts, or None when the mount table cannot be read."""
+    try:
+        lines = mountinfo.read_bytes().splitlines()
+    except OSError:
+        return None
+    devices = set()
+    for line in lines:
+        fields = line.split()
+        with contextlib.suppress(ValueError, IndexError):
+            if fields[fields.index(b"-") + 1].startswith(b"fuse"):
+                major, minor = fields[2].split(b":")
+                devices.add(os.makedev(int(major), int(minor)))
+    return devices
 
 
 def safe_directory(found: os.stat_result, *, last: bool) -> bool:

@@ -180,6 +180,28 @@ class TestPrefilterCache:
         assert [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS] == expected
         assert written.stat().st_nlink == 1 and written.read_bytes() != _blind()
 
+    def test_no_directory_on_the_way_may_be_on_fuse(self, private: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+        """A FUSE mount reports any owner and mode and hides what it is mounted on (fifth review: another
+        user's, with `allow_other`, over a group-writable directory on the way): a directory on FUSE, or a
+        mount table that cannot be read, and the cache is not used."""
+        found = private.stat()
+        table = tmp_path / "mountinfo"
+        table.write_bytes(b"22 27 0:21 / /proc rw,relatime - proc proc rw\n"
+                          b"75 27 %d:%d / /srv/t\xff rw,nosuid - fuse.bindfs src rw,user_id=33,allow_other\n"
+                          % (os.major(found.st_dev), os.minor(found.st_dev)) + b"garbage\n- \n")
+        assert disk_cache.fuse_devices(table) == {found.st_dev}  # a name that is no UTF-8 too
+        assert disk_cache.fuse_devices(tmp_path / "absent") is None
+        assert disk_cache.fuse_devices() is not None  # this machine's own table reads
+        monkeypatch.setenv("XDG_CACHE_HOME", str(private / "cache"))
+        for table_says in ({found.st_dev}, None):
+            monkeypatch.setattr(disk_cache, "fuse_devices", lambda says=table_says: says)
+            assert _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
+            assert not list((private / "cache").glob("logagent/prefilter-*"))
+        monkeypatch.setattr(disk_cache, "fuse_devices", lambda: set())
+        _compiled(_EXPRESSIONS)
+        assert self._cached(private / "cache")  # the same walk, no FUSE: used
+
     def test_nothing_is_made_in_a_directory_of_someone_else(self, private: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
         """Root with another user's HOME (`sudo -E`) must not leave a root-owned `.cache` there; a user never
