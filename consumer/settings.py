@@ -280,9 +280,9 @@ class InputSettings(BaseModel):
     tenant: Annotated[str, AfterValidator(_tenant)] = Field(
         "", max_length=MAX_ID_CHARS,
         description="The one tenant this deployment serves, for a deployment per tenant topic: an event naming "
-        "no tenant is this one's, one naming another goes to the DLQ (`tenant_mismatch`), and so does a verdict "
-        "naming another (skipped as unknown). Compared exactly (case included); no spaces around it. Empty: "
-        "each event's own tenant field.",
+        "no tenant is this one's, one naming another goes to the DLQ (`tenant_mismatch`), and a verdict naming "
+        "another is skipped. Compared exactly (case included); no spaces around it. Empty: each event's own "
+        "tenant field.",
     )
 
 
