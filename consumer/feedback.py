@@ -162,9 +162,10 @@ class FeedbackListener:
             "group_id": f"{settings.kafka.group_id}-feedback",
         })
         self._memory = memory
-        self._tenant = settings.input.tenant  # a deployment's one tenant: only its cases are judged here
         self._metrics = metrics
         self._redactor = Redactor(settings.redaction)  # a note is stored and shown: a pasted secret goes first
+        # A deployment's one tenant, as its cases hold it (`redact_id`): only its cases are judged here.
+        self._tenant = redact_id(settings.input.tenant, self._redactor)
         # A verdict is retried until it is applied or the service stops: `attempts` bounds nothing here.
         p = settings.pipeline
         self._backoff = Backoff(p.retry_initial_s, p.retry_max_s, attempts=0)
@@ -212,8 +213,8 @@ class FeedbackListener:
         # The memory holds ids as the service redacted them (`redact_id`: an email or IP tagged); a verdict may
         # name them either way.
         server = redact_id(feedback.server, self._redactor) if feedback.server else None
-        tenant = redact_id(feedback.tenant or self._tenant, self._redactor) or None
-        if self._tenant and tenant != redact_id(self._tenant, self._redactor):  # another deployment's tenant
+        tenant = redact_id(feedback.tenant, self._redactor) if feedback.tenant else self._tenant
+        if self._tenant and tenant != self._tenant:  # another deployment's tenant
             self._count("unknown")
             log.warning("feedback for another tenant skipped", extra={"fields": {"analysis_id": feedback.analysis_id}})
             return True
@@ -225,7 +226,7 @@ class FeedbackListener:
             try:
                 found = await asyncio.to_thread(self._memory.feedback, server, feedback.analysis_id,
                                                 feedback.verdict, self._redactor.redact(feedback.note), verdict_id,
-                                                tenant)
+                                                tenant or None)
                 break
             except RefusedCase as refused:
                 self._count("bad")
