@@ -575,6 +575,10 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("uuids", "trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7"),
     Negative("uuids", "correlation-id: 6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
     Negative("uuids", "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+    # Ids whose digit runs, read without their letters, are Luhn-valid cards or an IBAN (the rules took them).
+    Negative("uuids", "analysis 48086433-6325-5020-8360-8aad9638fa33 published"),
+    Negative("uuids", "RequestId: 03BAA147-AD84-F6D2-5B57-3E828A13502C"),
+    Negative("commit shas", "checked out 5d5784812739369c5c762d5611f59362e93d38b8"),
     Negative("commit shas", "deployed 8d64db8cfd7d94f657446221beb0d96a7cbad642 (ac5bd885) to prod"),
     Negative("commit shas",
              "git checkout 1f3c2a9 && git log --oneline 1f3c2a9b7e..e83c5163316f89bfbde7d9ab23ca2e25604af290"),

@@ -492,10 +492,13 @@ _CONTEXT: tuple[Rule, ...] = (
                    rf"(?:@|%40|{_FULL_WIDTH_AT})(?:[A-Za-z0-9{INTL}-]{{1,63}}\.){{1,8}}"
                    rf"(?:[A-Za-z]{{2,24}}|xn--[A-Za-z0-9-]{{1,59}}|[{INTL}]{{2,24}})(?![A-Za-z0-9{INTL}-])"),
     # Card numbers: a card network's prefix and length, printed grouping (any separators) or none, Luhn.
-    _rule("credit_card", rf"(?<![0-9])(?<![0-9]\.)[0-9](?:[{_CARD_SEP}]{{0,3}}[0-9]){{12,}}(?![0-9])(?!\.[0-9])",
+    # Digits joined to a letter are part of a hex id (a commit, a UUID, a digest), never a printed card.
+    _rule("credit_card", rf"(?<![0-9A-Za-z])(?<![0-9]\.)[0-9](?:[{_CARD_SEP}]{{0,3}}[0-9]){{12,}}(?![0-9A-Za-z])"
+                         r"(?!\.[0-9])",
           _card),
-    _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
-          _iban),
+    # Not the tail of a dash-joined hex token: an uppercase UUID's last groups spell one once in 10,000.
+    _rule("iban", r"(?<![A-Za-z0-9])(?<![0-9A-Fa-f]-)[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?"
+                  r"(?![A-Za-z0-9])", _iban),
     # Phone numbers: international `+CC …` (E.164) with separators, or the North American `(415) 555-0132`.
     _rule("phone", r"(?<![A-Za-z0-9+])\+[1-9][0-9]{0,2}(?:[ .-]?\(?[0-9]{1,4}\)?){1,5}[ .-]?[0-9]{2,4}(?![0-9])",
           _phone),
