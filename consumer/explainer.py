@@ -23,7 +23,7 @@ from analysis.code.repo import Checkout, RepoError, RepoSync
 from analysis.code.tools import FileTools, ToolLimits
 from analysis.code.validate import citation_changed
 from analysis.event import Cluster
-from analysis.intake.redact import Redactor, redact_id, redact_model
+from analysis.intake.redact import Redactor, redact_analysis, redact_id
 from analysis.report import Analysis, PastCaseRef
 from consumer.breaker import CircuitBreaker
 from consumer.embedder import build_embedder
@@ -188,7 +188,7 @@ class Explainer:
             update={"timings": {**analysis.timings, "total_s": round(time.monotonic() - started, 6)}}
         )
         # Nothing leaves unredacted: code the localiser quoted, the model's answer, notes (issue 13).
-        analysis = redact_model(analysis, self._redactor)
+        analysis = redact_analysis(analysis, self._redactor)
         self._remember(cluster, analysis, now)
         return analysis
 
@@ -225,14 +225,14 @@ class Explainer:
             # analysis goes out again as it was, not as a recurrence of itself, and costs no LLM call.
             self._metrics.llm_calls_avoided.inc()
             replayed = Analysis.model_validate(case.analysis)
-            return redact_model(replayed.model_copy(update={"cluster": cluster_info(cluster)}), self._redactor)
+            return redact_analysis(replayed.model_copy(update={"cluster": cluster_info(cluster)}), self._redactor)
         if case.status != "analyzed" and self._agent is not None and self.llm_reachable:
             # A heuristic answer (stored while Ollama was down, say) must not keep the LLM away for good.
             return None
         self._metrics.llm_calls_avoided.inc()
         original = Analysis.model_validate(case.analysis)
         reasons = [f"{_INSTRUCTION_REVIEW}: {', '.join(case.contaminated)}"] if case.contaminated else []
-        return redact_model(original.model_copy(update={
+        return redact_analysis(original.model_copy(update={
             "analysis_id": analysis_id,
             "status": "recurrence",
             "analyzer": "memory",

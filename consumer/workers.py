@@ -20,7 +20,7 @@ import orjson
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from analysis.intake.redact import Redactor, redact_model
+from analysis.intake.redact import Redactor, redact_analysis
 from analysis.report import Analysis
 from consumer.analyzer import Analyzer, analyze_or_fail, failed_analysis
 from consumer.cloudevent import fitting_events, traceparent_of
@@ -146,10 +146,10 @@ class AnalysisWorkers:
         when no cut fits, a DLQ record saying so; False when stopped before it was acknowledged."""
         kafka = self._settings.kafka
         try:
-            analysis = redact_model(analysis, self._redactor)  # whichever analyzer made it, failures included
+            analysis = redact_analysis(analysis, self._redactor)  # whichever analyzer made it, failures included
         except Exception as error:  # a value redaction cannot keep in its type: the burst is reported, never lost
             log.exception("analysis could not be redacted", extra=log_fields(analysis_id=analysis.analysis_id))
-            analysis = redact_model(failed_analysis(closed.cluster, f"redaction failed: {type(error).__name__}"),
+            analysis = redact_analysis(failed_analysis(closed.cluster, f"redaction failed: {type(error).__name__}"),
                                     self._redactor)
         traceparent = traceparent_of(closed.cluster.representative, analysis.analysis_id)
         headers = [_CONTENT_TYPE] + ([("traceparent", traceparent.encode())] if traceparent else [])

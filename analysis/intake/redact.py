@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from functools import cache, lru_cache
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import hyperscan
 import regex
@@ -38,8 +38,9 @@ from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exce
 from analysis.intake import disk_cache
 from analysis.intake.private_key import KEY_HEADERS, KeyBlockLines, redact_private_keys
 from analysis.intake.redact_rules import INTL, PRIVATE_KEY, RULES, Rule, looks_generated, placeholder, secret_key
+from analysis.report import Analysis
 
-__all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_event", "redact_id", "redact_key_fields", "redact_model",
+__all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_analysis", "redact_event", "redact_id", "redact_key_fields",
            "redact_value"]
 
 KINDS = tuple(dict.fromkeys((PRIVATE_KEY, *(rule.kind for rule in RULES))))
@@ -52,7 +53,6 @@ _LONG_TEXT = 512  # a multi-line text with hits past this length goes line by li
 _MAX_CACHED_LINE = 1024
 _FRAMES_CACHE_SIZE = 4096
 
-_Model = TypeVar("_Model", bound=BaseModel)
 
 
 _MIN_ID_KEY = 16  # characters: an id key shorter than this could be guessed, and the tags with it
@@ -444,13 +444,24 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool =
     return value
 
 
-def redact_model(model: _Model, redactor: Redactor) -> _Model:
-    """A copy of `model` with every string in it redacted (an analysis before it is published or stored:
-    quoted repository code, the model's answer, notes, failure reasons). Its numbers are the schema's
-    (line numbers, counts, scores): a line `4111111111111111` from a log's frame stays a number."""
+def redact_analysis(analysis: Analysis, redactor: Redactor) -> Analysis:
+    """A copy of `analysis` with every string in it redacted before it is published or stored: quoted
+    repository code, the model's answer, notes, failure reasons. Its numbers are the schema's (line numbers,
+    counts, scores): a line `4111111111111111` from a log's frame stays a number. The ids the service or git
+    minted from digests stay too, whatever a company's own patterns match: they hold no log text, and
+    memory, feedback, replays and citation checks look them up as they are. So does the commit, which is
+    git's or was redacted with the event."""
     if not redactor.config.enabled:
-        return model
-    return type(model).model_validate(redact_value(model.model_dump(mode="json"), redactor, numbers=False))
+        return analysis
+    minted = analysis.model_dump(mode="json")
+    doc = redact_value(minted, redactor, numbers=False)
+    doc.update({name: minted[name] for name in ("analysis_id", "recurrence_of", "commit")})
+    doc["cluster"]["fingerprint"] = minted["cluster"]["fingerprint"]
+    for field, names in (("past_cases", ("memory_id",)), ("citations", ("commit", "blob_sha")),
+                         ("suspect_commits", ("sha",))):
+        for item, original in zip(doc[field], minted[field], strict=True):
+            item.update({name: original[name] for name in names})
+    return Analysis.model_validate(doc)
 
 
 def _redact_key(key: Any, redactor: Redactor) -> Any:

@@ -19,7 +19,7 @@ from analysis.code.tools import FileTools, ToolLimits
 from analysis.errors import BadInput, LogAgentError
 from analysis.event import Cluster, ErrorEvent, Frame
 from analysis.intake.decode import DecodeConfig, decode_message
-from analysis.intake.redact import Redactor, redact_event, redact_model
+from analysis.intake.redact import Redactor, redact_analysis, redact_event
 from analysis.intake.signature import fingerprint_event
 from analysis.report import Analysis
 from consumer.cli.common import (
@@ -191,7 +191,7 @@ def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, 
         tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
         analysis = localise(cluster, checkout, tools, settings.input.in_app_prefixes)
     # As in the service, nothing leaves unredacted: the code the localiser quoted included.
-    return redact_model(_guarded(analysis, alignment), Redactor(settings.redaction)), checkout, alignment
+    return redact_analysis(_guarded(analysis, alignment), Redactor(settings.redaction)), checkout, alignment
 
 
 def _code_around(checkout: Checkout, analysis: Analysis, redactor: Redactor) -> CodeLines | None:
