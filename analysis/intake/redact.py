@@ -444,24 +444,32 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool =
     return value
 
 
+# What the service and git mint: a UUID (analysis and memory ids) or a hex digest (fingerprint, commit, blob).
+_MINTED = re.compile(r"[0-9a-f]{7,64}|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+
+
 def redact_analysis(analysis: Analysis, redactor: Redactor) -> Analysis:
     """A copy of `analysis` with every string in it redacted before it is published or stored: quoted
     repository code, the model's answer, notes, failure reasons. Its numbers are the schema's (line numbers,
     counts, scores): a line `4111111111111111` from a log's frame stays a number. The ids the service or git
-    minted from digests stay too, whatever a company's own patterns match: they hold no log text, and
-    memory, feedback, replays and citation checks look them up as they are. So does the commit, which is
-    git's or was redacted with the event."""
+    minted stay too, whatever a company's own patterns match: memory, feedback, replays and citation checks
+    look them up as they are. Only an id of a minted shape (hex, a UUID) is kept, which no log text has."""
     if not redactor.config.enabled:
         return analysis
     minted = analysis.model_dump(mode="json")
     doc = redact_value(minted, redactor, numbers=False)
-    doc.update({name: minted[name] for name in ("analysis_id", "recurrence_of", "commit")})
-    doc["cluster"]["fingerprint"] = minted["cluster"]["fingerprint"]
+    _keep_minted(doc, minted, "analysis_id", "recurrence_of", "commit")
+    _keep_minted(doc["cluster"], minted["cluster"], "fingerprint")
     for field, names in (("past_cases", ("memory_id",)), ("citations", ("commit", "blob_sha")),
                          ("suspect_commits", ("sha",))):
         for item, original in zip(doc[field], minted[field], strict=True):
-            item.update({name: original[name] for name in names})
+            _keep_minted(item, original, *names)
     return Analysis.model_validate(doc)
+
+
+def _keep_minted(redacted: dict[str, Any], original: dict[str, Any], *names: str) -> None:
+    redacted.update({name: original[name] for name in names
+                     if isinstance(original[name], str) and _MINTED.fullmatch(original[name])})
 
 
 def _redact_key(key: Any, redactor: Redactor) -> Any:

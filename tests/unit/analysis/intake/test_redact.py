@@ -816,6 +816,15 @@ class TestRedactValue:
         company = redactor is not REDACTOR
         assert ("0a1b2c3d4e5f" not in redacted.root_cause + redacted.suspect_commits[0].summary) is company
 
+    def test_an_id_field_holding_log_text_is_redacted(self) -> None:
+        """Only an id of a minted shape (hex, a UUID) is kept as it is: a commit or a case id that carries
+        anything else (a forged forward, a bug upstream) is redacted like any other string."""
+        analysis = make_analysis(commit="jane@example.com", recurrence_of="4111111111111111-x",
+                                 past_cases=[PastCaseRef(memory_id="bob@example.com", score=0.9, stale=False)])
+        redacted = redact_analysis(analysis, REDACTOR)
+        assert (redacted.commit, redacted.recurrence_of, redacted.past_cases[0].memory_id) == (
+            "[REDACTED:email]", "[REDACTED:credit_card]-x", "[REDACTED:email]")
+
     def test_json_values_keys_and_numbers(self) -> None:
         """Nested strings and keys are redacted; generated values under weak names go, plain ones stay."""
         value = {"a": [{"b": "bob@example.com"}], "key": "aB3dE5fG7hJ9kL1mN3pQ", "cache_key": "orders:42",
