@@ -273,6 +273,15 @@ class TestRedactor:
         # A card starts at every group that may begin one: the groups before it never hide it.
         ("2024 4111 1111 1111 1111", "2024 [REDACTED:credit_card]"),
         ("4111 4111 1111 1111 1111", "4111 [REDACTED:credit_card]"),
+        # Encoded: a form's `+`, a URL's `%20` and `%2D`, an escape's digits before it, a letter before it.
+        ("card=4111+1111+1111+1111&exp=12", "card=[REDACTED:credit_card]&exp=12"),
+        ("?card=4111%201111%201111%201111", "?card=[REDACTED:credit_card]"),
+        ("?p=4111%2D1111%2D1111%2D1111&x", "?p=[REDACTED:credit_card]&x"),
+        ("?q=%224111111111111111%22", "?q=%22[REDACTED:credit_card]%22"),
+        ("pan:\\u00204111111111111111", "pan:\\u0020[REDACTED:credit_card]"),
+        ("line\\n4111111111111111", "line\\n[REDACTED:credit_card]"),
+        ("pan%3D4111111111111111", "pan%3D[REDACTED:credit_card]"),
+        ("CardNumber4111111111111111", "CardNumber[REDACTED:credit_card]"),
     ])  # fmt: skip
     def test_a_card_beside_other_digit_groups_is_redacted(self, text: str, expected: str) -> None:
         """An expiry, a CVC, a date or a count next to the number is taken in by the match: the card inside
@@ -293,7 +302,7 @@ class TestRedactor:
         "f3be72844e6402dede8f4b1e409d41ead1454709d58de3b643331459502540d7", "03BAA147-AD84-F6D2-5B57-3E828A13502C",
     ])  # fmt: skip
     def test_a_hex_id_is_no_card_and_no_iban(self, text: str) -> None:
-        """Digits of a UUID or a digest joined to its letters are no card: the card rule took the analysis id
+        """Digits inside a UUID or a hex digest are no card: the card rule took the analysis id
         `48086433-[REDACTED:credit_card]aad9638fa33` (so a burst's published id differed from its own and
         a replay's), and the commit of 1 deployment in 2,000. The last groups of an uppercase UUID are no
         IBAN."""
