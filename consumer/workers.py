@@ -150,7 +150,7 @@ class AnalysisWorkers:
         except Exception as error:  # a value redaction cannot keep in its type: the burst is reported, never lost
             log.exception("analysis could not be redacted", extra=log_fields(analysis_id=analysis.analysis_id))
             analysis = redact_analysis(failed_analysis(closed.cluster, f"redaction failed: {type(error).__name__}"),
-                                    self._redactor)
+                                       self._redactor)
         traceparent = traceparent_of(closed.cluster.representative, analysis.analysis_id)
         headers = [_CONTENT_TYPE] + ([("traceparent", traceparent.encode())] if traceparent else [])
         key = analysis.cluster.server.encode()
