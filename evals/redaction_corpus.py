@@ -465,14 +465,21 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                  _group(number, (4, 4, 4, 4), "/"), _group(number, (4, 8, 4), " ")):
         add("credit_card", f"charge declined for card {text}", text, source="ISO/IEC 7812 Visa, mixed separators")
     # Encoded as a logged URL, form body or JSON string carries it (RFC 3986 percent-encoding, the HTML form
-    # encoding's `+` for a space, JSON's \u escapes and \n), and run into a field name.
+    # encoding's `+` for a space, JSON's \u escapes and \n, Python's repr), run into a field name, and as a
+    # magnetic stripe's track 2 (ISO/IEC 7813: the number, `D`, expiry, service code) or F-padded.
     number = _card(rng, "55", 16)
     spaced = _group(number, (4, 4, 4, 4), " ")
     for template, text in (("POST /pay card_number={}&exp=12%2F27", spaced.replace(" ", "+")),
                            ("GET /pay?card={}&cvc=123", spaced.replace(" ", "%20")),
                            ("GET /search?q=%22{}%22", number), ("GET /pay?pan%3D{} 400", number),
                            ('{{"body": "{{\\"pan\\": \\"{}\\"}}"}}', number), ("body: pan:\\u0020{}", number),
-                           ("rejected:\\n{}\\n", number), ("CardNumber{} declined", number)):
+                           ("rejected:\\n{}\\n", number), ("CardNumber{} declined", number),
+                           ("GET /pay?card={}", spaced.replace(" ", "%2B")), ("row\t{}\tok", spaced.replace(" ", "\t")),
+                           ("invalid literal for int(): '{}'", spaced.replace(" ", "\\xa0")),
+                           ('{{"pan": "{}"}}', spaced.replace(" ", "\\u202f")),
+                           ("card {} declined", spaced.replace(" ", "\u2013")),
+                           ("?card={}", spaced.replace(" ", "%C2%A0")), ("ICC tag 57={}D25122011143804400000F", number),
+                           ("pan={}FFFFFFFF", number)):
         add("credit_card", template.format(text), text, source="ISO/IEC 7812 Mastercard, encoded")
     for country, bban in (("DE", "{dig:18}"), ("GB", "{up:4}{dig:14}"), ("FR", "{dig:23}"), ("NL", "{up:4}{dig:10}"),
                           ("ES", "{dig:20}"), ("IT", "{up:1}{dig:22}"), ("CH", "{dig:17}"), ("BE", "{dig:12}")):

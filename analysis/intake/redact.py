@@ -443,8 +443,9 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool =
     return value
 
 
-# What the service and git mint: a UUID (analysis and memory ids) or a hex digest (fingerprint, commit, blob).
-_MINTED = re.compile(r"[0-9a-f]{7,64}|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+# What the service and git mint: a UUID (analysis and memory ids) or a hex digest of their lengths (a
+# fingerprint, a commit or blob of SHA-1 or SHA-256), which no card number or other redacted kind has.
+_MINTED = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]{32}(?:[0-9a-f]{8}|[0-9a-f]{32})?")
 
 
 def redact_analysis(analysis: Analysis, redactor: Redactor) -> Analysis:

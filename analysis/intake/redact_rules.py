@@ -259,19 +259,21 @@ _CARD_SHAPES = frozenset({
     *((digits,) for digits in range(13, 17)), (4, 4, 5), (4, 4, 4, 4), (4, 6, 4), (4, 6, 5), (4, 8, 4),
     *((4, 4, 4, last) for last in range(1, 6)), *((4, 4, 4, 4, last) for last in range(1, 4)),
 })
-# What may stand between a card's digit groups: spaces (also the no-break and figure spaces of locale-aware
-# formatting), dots, slashes, dashes and underscores, one to three of them, also as URL and form encoding
-# and JSON escapes write them (`%20`, `+`, `%2D`, `\u00a0`).
-_CARD_SEP = " ./_\u00a0\u2007\u202f-"
-_CARD_GAP = rf"(?:[+{_CARD_SEP}]|%(?:20|2[DdEeFf]|5[Ff])|\\u00(?:20|[Aa]0))"
+# What may stand between a card's digit groups: spaces and tabs (also the no-break and figure spaces of
+# locale-aware formatting), dots, slashes, dashes (an en dash too) and underscores, one to three of them,
+# also as URL and form encoding, JSON escapes and Python's repr write them (`%20`, `+`, `%2B`, `%C2%A0`,
+# `\t`, `\u202f`, `\xa0`).
+_CARD_SEP = " \t./_\u00a0\u2007\u202f\u2013-"
+_CARD_GAP = (rf"(?:[+{_CARD_SEP}]|%(?:09|20|2[BbDdEeFf]|5[Ff]|[Cc]2%[Aa]0|[Ee]2%80%(?:[Aa][Ff]|87|93))"
+             r"|\\(?:t|u(?:00(?:20|[Aa]0)|2007|2013|202[Ff])|x[Aa]0))")
 # Where a card may begin: a digit group not joined to a number before it (by a lone `.`, or as its digits;
 # the digits of an escape before it, `%22` or `\u0020`, are no number), opening with a network's first
 # four digits and starting a printed shape; the lookahead captures the five groups from there (a card is
 # never longer).
 _CARD_START = re.compile(
-    r"(?:(?<![0-9])|(?<=%[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4}))(?<![0-9]\.)"
     r"(?=(?:2[2-7]|3[0-8]|[4-6][0-9])[0-9]{2}"
     rf"(?:[0-9]{{9,12}}|{_CARD_GAP}{{1,3}}(?:[0-9]{{4}}|[0-9]{{6}}|[0-9]{{8}}))(?![0-9]))"
+    r"(?:(?<![0-9])|(?<=%[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4})|(?<=\\x[0-9A-Fa-f]{2}))(?<![0-9]\.)"
     r"(?=([0-9]+)" + rf"(?:{_CARD_GAP}{{1,3}}([0-9]+)" * 4 + r")?" * 4 + ")"
 )
 _JOINED = re.compile(r"\.[0-9]")  # a lone `.` between two groups: they are one number
@@ -294,24 +296,27 @@ def _card_size(text: str, start: re.Match[str]) -> int:
     return 0
 
 
+# A UUID, or a hex digest of an id's length (an ObjectId, an MD5 or a trace id, a commit, a SHA-256), as a
+# whole run of letters, digits and dashes.
+_HEX_ID = re.compile(rf"(?<![0-9A-Za-z-])(?:{_UUID.pattern}|[0-9A-Fa-f]{{24}}(?:[0-9A-Fa-f]{{8}}){{0,2}}"
+                     rf"|[0-9A-Fa-f]{{64}})(?![0-9A-Za-z-])")
+
+
 _ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-")
-# A UUID, or a hex digest of 24 digits or more (a commit, a trace id, an ObjectId): longer than any card
-# with a few letters glued on (`cc4111…`), and longer than an IBAN, whose country may be hex (`DE`).
-_HEX_IDS = re.compile(rf"[0-9A-Fa-f]{{24,128}}|{_UUID.pattern}")
+_STRIPE_TAIL = re.compile(r"[Dd][0-9]{4}|[Ff]+(?![0-9A-Za-z-])")  # after a card: track 2's expiry, a pad
 
 
-def _inside(ids: re.Pattern[str], text: str, start: int, end: int) -> bool:
-    """Whether `text[start:end]` lies inside an id of `ids` (the whole run of letters, digits and dashes
-    around it is one): digits there may pass Luhn or mod 97 by chance, and did for 1 analysis id in 8,000
-    and 1 commit in 2,000. Letters next to digits are no such sign alone: `\\n`, `%3D` or `CardNumber`
-    before a card are text."""
-    limit = 128  # no id is longer, and a long run of letters and digits costs no more than this
-    low, high = start, end
-    while low > 0 and start - low < limit and text[low - 1] in _ID_CHARS:
-        low -= 1
-    while high < len(text) and high - end < limit and text[high] in _ID_CHARS:
-        high += 1
-    return ids.fullmatch(text, low, high) is not None
+def _within_id(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` lies inside a UUID or a hex digest: the digits there may pass Luhn or mod
+    97 by chance, and did for 1 analysis id in 8,000 and 1 commit in 2,000. Letters next to digits are no
+    such sign alone: `\\n`, `%3D` or `CardNumber` before a card are text, and a card that opens the run is
+    one when the expiry of a magnetic stripe's track 2 or a pad of `F`s follows it (`4111…D2512201…`)."""
+    if text[start - 1 : start] not in _ID_CHARS and text[end : end + 1] not in _ID_CHARS:
+        return False  # no letter, digit or dash beside it: no id goes on past it
+    low, high = max(0, start - 64), min(len(text), end + 64)
+    return any(found.start() <= start and end <= found.end() and (found.end() < high or high == len(text))
+               and (found.start() < start or not _STRIPE_TAIL.match(text, end))
+               for found in _HEX_ID.finditer(text, low, high))
 
 
 def _card(match: re.Match[str]) -> str:
@@ -327,7 +332,7 @@ def _card(match: re.Match[str]) -> str:
         if start.start() < position:
             continue
         size = _card_size(text, start)
-        if size and not _inside(_HEX_IDS, text, start.start(), start.end(size)):
+        if size and not _within_id(text, start.start(), start.end(size)):
             parts += [text[position : start.start()], placeholder("credit_card")]
             position = start.end(size)
     return "".join(parts) + text[position : match.end()]
@@ -357,7 +362,7 @@ def iban_valid(text: str) -> bool:
 
 def _iban(match: re.Match[str]) -> str:
     text = match.group()  # an uppercase UUID's last groups make a valid IBAN once in 10,000
-    return placeholder("iban") if iban_valid(text) and not _inside(_UUID, match.string, *match.span()) else text
+    return placeholder("iban") if iban_valid(text) and not _within_id(match.string, *match.span()) else text
 
 
 def _phone(match: re.Match[str]) -> str:

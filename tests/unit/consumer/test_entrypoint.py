@@ -55,7 +55,8 @@ class TestImageEntrypoint:
 
     def test_the_image_ships_the_prefilter_compiled_for_its_user(self) -> None:
         """The redaction prefilter is compiled at build time, as the image's user, into a cache directory of
-        that user's outside /tmp (where the cache is never used), and the build fails if none was written."""
+        that user's outside /tmp (where the cache is never used), and the build says so if none was written
+        (a FUSE builder: the image still works)."""
         stage = _final_stage()
         cache = re.search(r"XDG_CACHE_HOME=(\S+)", stage)
         assert cache is not None and not cache[1].startswith("/tmp")
@@ -63,7 +64,7 @@ class TestImageEntrypoint:
         assert f"install -d -o {user.replace(':', ' -g ')} -m 0700 {cache[1]}" in stage
         after_user = stage.split("\nUSER ", 1)[1]
         assert 'RUN python -c "from analysis.intake.redact import Redactor; Redactor()"' in after_user
-        assert f"ls {cache[1]}/logagent/prefilter-*.hsdb" in after_user
+        assert f"(ls {cache[1]}/logagent/prefilter-*.hsdb" in after_user
 
     def test_console_script_is_the_cli(self) -> None:
         """pyproject's `logagent` script points at consumer.cli:main, which knows the `run` command."""
