@@ -479,7 +479,8 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                            ('{{"pan": "{}"}}', spaced.replace(" ", "\\u202f")),
                            ("card {} declined", spaced.replace(" ", "\u2013")),
                            ("?card={}", spaced.replace(" ", "%C2%A0")), ("ICC tag 57={}D25122011143804400000F", number),
-                           ("pan={}FFFFFFFF", number)):
+                           ("pan={}FFFFFFFF", number), ("track2=B{}D25122010000000000000F0", number),
+                           ("ICC: 570E{}D25122011234", number)):
         add("credit_card", template.format(text), text, source="ISO/IEC 7812 Mastercard, encoded")
     for country, bban in (("DE", "{dig:18}"), ("GB", "{up:4}{dig:14}"), ("FR", "{dig:23}"), ("NL", "{up:4}{dig:10}"),
                           ("ES", "{dig:20}"), ("IT", "{up:1}{dig:22}"), ("CH", "{dig:17}"), ("BE", "{dig:12}")):

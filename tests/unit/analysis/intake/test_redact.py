@@ -282,6 +282,14 @@ class TestRedactor:
         ("line\\n4111111111111111", "line\\n[REDACTED:credit_card]"),
         ("pan%3D4111111111111111", "pan%3D[REDACTED:credit_card]"),
         ("CardNumber4111111111111111", "CardNumber[REDACTED:credit_card]"),
+        # Track 2 data and F pads, inside a hex run of an id's length (two attacker reviews); numbers before a
+        # card that make a card with its first groups take the whole card with them.
+        ("tag 57=4761739001010010D22122011143804400000F", "tag 57=[REDACTED:credit_card]D22122011143804400000F"),
+        ("track2=B4111111111111111D25122010000000000000F0", "track2=B[REDACTED:credit_card]D25122010000000000000F0"),
+        ("ICC: 570E4111111111111111D25122011234", "ICC: 570E[REDACTED:credit_card]D25122011234"),
+        ("pan=378282246310005F0000000000000000", "pan=[REDACTED:credit_card]F0000000000000000"),
+        ("pan=4111111111111111FFFFFFFF", "pan=[REDACTED:credit_card]FFFFFFFF"),
+        ("4000\t1002\t4111 1111 1111 1111", "[REDACTED:credit_card]"),
     ])  # fmt: skip
     def test_a_card_beside_other_digit_groups_is_redacted(self, text: str, expected: str) -> None:
         """An expiry, a CVC, a date or a count next to the number is taken in by the match: the card inside
@@ -325,7 +333,7 @@ class TestRedactor:
                      "secret=SecretStr('**********')", "token: android.os.BinderProxy@2bd79ce",
                      "Settings(db_password=SecretStr('**********'))", "token=AccessToken(scope=read)",
                      "password=[REDACTED:secret] was hidden", "card 5015 150454 240 counters",
-                     "gcc -pthread -o app app.c", "mysql -p shop"):
+                     "gcc -pthread -o app app.c", "mysql -p shop", "WHERE ref LIKE '%40669663927874625%'"):
             assert REDACTOR.redact(text) == text, text
         assert REDACTOR.redact("password: hunter2, user: bob") == "password: [REDACTED:secret], user: bob"
 
