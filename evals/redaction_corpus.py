@@ -466,7 +466,8 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         add("credit_card", f"charge declined for card {text}", text, source="ISO/IEC 7812 Visa, mixed separators")
     # Encoded as a logged URL, form body or JSON string carries it (RFC 3986 percent-encoding, the HTML form
     # encoding's `+` for a space, JSON's \u escapes and \n, Python's repr), run into a field name, and as a
-    # magnetic stripe's track 2 (ISO/IEC 7813: the number, `D`, expiry, service code) or F-padded.
+    # magnetic stripe's track 2 (ISO/IEC 7813: the number, `D`, expiry, service code) or F-padded, after an
+    # EMV tag and length (EMVCo Book 3: 5A, the PAN), and as a float prints it.
     number = _card(rng, "55", 16)
     spaced = _group(number, (4, 4, 4, 4), " ")
     for template, text in (("POST /pay card_number={}&exp=12%2F27", spaced.replace(" ", "+")),
@@ -480,7 +481,8 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                            ("card {} declined", spaced.replace(" ", "\u2013")),
                            ("?card={}", spaced.replace(" ", "%C2%A0")), ("ICC tag 57={}D25122011143804400000F", number),
                            ("pan={}FFFFFFFF", number), ("track2=B{}D25122010000000000000F0", number),
-                           ("ICC: 570E{}D25122011234", number)):
+                           ("ICC: 570E{}D25122011234", number), ("EMV 5A08{} 5F2A 02 0978", number),
+                           ("?q=card%C2%A0{}", number), ("pan={}.0 (float64)", number)):
         add("credit_card", template.format(text), text, source="ISO/IEC 7812 Mastercard, encoded")
     for country, bban in (("DE", "{dig:18}"), ("GB", "{up:4}{dig:14}"), ("FR", "{dig:23}"), ("NL", "{up:4}{dig:10}"),
                           ("ES", "{dig:20}"), ("IT", "{up:1}{dig:22}"), ("CH", "{dig:17}"), ("BE", "{dig:12}")):

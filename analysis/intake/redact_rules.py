@@ -12,6 +12,7 @@ context (authorization headers, cookies, URL userinfo, `key=value`), then person
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import re
@@ -267,34 +268,46 @@ _CARD_SEP = " \t./_\u00a0\u2007\u202f\u2013-"
 _CARD_GAP = (rf"(?:[+{_CARD_SEP}]|%(?:09|20|2[BbDdEeFf]|5[Ff]|[Cc]2%[Aa]0|[Ee]2%80%(?:[Aa][Ff]|87|93))"
              r"|\\(?:t|u(?:00(?:20|[Aa]0)|2007|2013|202[Ff])|x[Aa]0))")
 # Where a card may begin: a digit group not joined to a number before it (by a lone `.`, or as its digits;
-# the digits of an escaped space, tab, quote or bracket before it, `%22` or `\u0020`, are no number, while
-# `%40` before `66…` may be a LIKE pattern's wildcard), opening with a network's first
-# four digits and starting a printed shape; the lookahead captures the five groups from there (a card is
-# never longer).
+# the digits of an escaped control character, space, punctuation or separator before it, `%22`, `%C2%A0`
+# or `\u0020`, are no number, nor an EMV tag and length, `5A08` or `5713`, while `%40` before `66…` may
+# be a LIKE pattern's wildcard), opening with a network's first four digits and starting a printed shape;
+# the lookahead captures the five groups from there (a card is never longer).
 _CARD_START = re.compile(
     r"(?=(?:2[2-7]|3[0-8]|[4-6][0-9])[0-9]{2}"
     rf"(?:[0-9]{{9,12}}|{_CARD_GAP}{{1,3}}(?:[0-9]{{4}}|[0-9]{{6}}|[0-9]{{8}}))(?![0-9]))"
-    r"(?:(?<![0-9])|(?<=%(?:09|20|2[278]))|(?<=\\u00(?:09|20|2[278]|[Aa]0))|(?<=\\x(?:09|20|2[278]|[Aa]0)))"
+    r"(?:(?<![0-9])|(?<=%[012][0-9A-Fa-f])|(?<=%[Cc]2%[Aa]0)|(?<=%[Ee]2%80%(?:87|93))"
+    r"|(?<=\\u00(?:[012][0-9A-Fa-f]|[Aa]0))|(?<=\\u20(?:07|13))|(?<=\\x(?:[012][0-9A-Fa-f]|[Aa]0))"
+    r"|(?<=5[Aa]0[5-9Aa])|(?<=57(?:0[D-Fd-f]|1[0-3]))|(?<=9[Ff]6[Bb](?:0[D-Fd-f]|1[0-3])))"
     r"(?<![0-9]\.)"
     r"(?=([0-9]+)" + rf"(?:{_CARD_GAP}{{1,3}}([0-9]+)" * 4 + r")?" * 4 + ")"
 )
-_JOINED = re.compile(r"\.[0-9]")  # a lone `.` between two groups: they are one number
+# A lone `.` between two groups makes them one number, but for a float's `.0` after a card (`4111….0`).
+_JOINED = re.compile(r"\.(?!0+(?![0-9]))[0-9]")
 
 
 @lru_cache(maxsize=4096)
-def _card_sizes(lengths: tuple[int, ...]) -> tuple[int, ...]:
-    """How many of groups of these lengths may make a card, longest first."""
-    return tuple(size for size in range(len(lengths), 0, -1) if lengths[:size] in _CARD_SHAPES)
+def _cards(groups: tuple[str, ...]) -> tuple[int, ...]:
+    """How many of these digit groups make a card, longest first: a printed shape, a network's prefix and
+    length, Luhn. Cached: a hostile run repeats its groups."""
+    sizes = []
+    for size in range(len(groups), 0, -1):
+        if tuple(map(len, groups[:size])) in _CARD_SHAPES:
+            digits = "".join(groups[:size])
+            if _CARD_NETWORKS.fullmatch(digits) and _luhn_valid(digits):
+                sizes.append(size)
+    return tuple(sizes)
 
 
 def _card_size(text: str, start: re.Match[str]) -> int:
     """How many of the groups from `start` make the longest card; 0 if none do."""
-    groups = [group for group in start.groups() if group]
-    for size in _card_sizes(tuple(map(len, groups))):
+    groups: list[str] = []
+    for group in start.groups():
+        if group is None or len(group) > 16:  # no card goes on past a missing or a longer group
+            break
+        groups.append(group)
+    for size in _cards(tuple(groups)):
         if not _JOINED.match(text, start.end(size)):
-            digits = "".join(groups[:size])
-            if _CARD_NETWORKS.fullmatch(digits) and _luhn_valid(digits):
-                return size
+            return size
     return 0
 
 
@@ -310,18 +323,26 @@ _ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu
 _STRIPE_TAIL = re.compile(r"[Dd][0-9]{2}(?:0[1-9]|1[0-2])[0-9]{3}|F|f+(?![0-9A-Za-z-])")
 
 
-def _within_id(text: str, start: int, end: int) -> bool:
-    """Whether `text[start:end]` lies inside a UUID or a hex digest: the digits there may pass Luhn or mod
-    97 by chance, and did for 1 analysis id in 8,000 and 1 commit in 2,000. Letters next to digits are no
-    such sign alone: `\\n`, `%3D` or `CardNumber` before a card are text, and a card is one wherever the
-    expiry of a magnetic stripe's track 2 or an `F` pad follows it (`B4111…D2512201…`, `570E4111…D…`)."""
-    if text[start - 1 : start] not in _ID_CHARS and text[end : end + 1] not in _ID_CHARS:
-        return False  # no letter, digit or dash beside it: no id goes on past it
-    if _STRIPE_TAIL.match(text, end):
-        return False
+def _ids_around(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The spans of the UUIDs and hex digests in and 64 characters around `text[start:end]`, in order."""
     low, high = max(0, start - 64), min(len(text), end + 64)
-    return any(found.start() <= start and end <= found.end() and (found.end() < high or high == len(text))
-               for found in _HEX_ID.finditer(text, low, high))
+    return [found.span() for found in _HEX_ID.finditer(text, low, high) if found.end() < high or high == len(text)]
+
+
+def _may_be_in_id(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]` may lie inside a UUID or a hex digest, whose digits may pass Luhn or mod
+    97 by chance (they did for 1 analysis id in 8,000 and 1 commit in 2,000): a letter, digit or dash is
+    beside it. Letters beside digits are no id alone: `\\n`, `%3D` or `CardNumber` before a card are text,
+    and a card is one wherever the expiry of a magnetic stripe's track 2 or an `F` pad follows it
+    (`B4111…D2512201…`, `570E4111…D…`)."""
+    beside = text[start - 1 : start] in _ID_CHARS or text[end : end + 1] in _ID_CHARS
+    return beside and not _STRIPE_TAIL.match(text, end)
+
+
+def _inside(ids: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether one of `ids` (spans in order, apart) holds `start:end`."""
+    index = bisect.bisect_right(ids, (start, math.inf)) - 1  # the last id opening at or before it
+    return index >= 0 and end <= ids[index][1]
 
 
 def _card(match: re.Match[str]) -> str:
@@ -333,10 +354,15 @@ def _card(match: re.Match[str]) -> str:
     text = match.string  # read whole: what stands before the match (an escape, an id) tells what it is
     parts: list[str] = []
     position = match.start()
+    ids: list[tuple[int, int]] | None = None  # found once for the whole match, when a card needs them
     for start in _CARD_START.finditer(text, match.start(), match.end()):
         size = _card_size(text, start)
-        if not size or _within_id(text, start.start(), start.end(size)):
+        if not size:
             continue
+        if _may_be_in_id(text, start.start(), start.end(size)):
+            ids = _ids_around(text, match.start(), match.end()) if ids is None else ids
+            if _inside(ids, start.start(), start.end(size)):
+                continue
         if start.start() < position:  # it overlaps the card before (numbers before a card make one too)
             position = max(position, start.end(size))
             continue
@@ -369,7 +395,9 @@ def iban_valid(text: str) -> bool:
 
 def _iban(match: re.Match[str]) -> str:
     text = match.group()  # an uppercase UUID's last groups make a valid IBAN once in 10,000
-    return placeholder("iban") if iban_valid(text) and not _within_id(match.string, *match.span()) else text
+    span = match.span()
+    in_id = _may_be_in_id(match.string, *span) and _inside(_ids_around(match.string, *span), *span)
+    return placeholder("iban") if iban_valid(text) and not in_id else text
 
 
 def _phone(match: re.Match[str]) -> str:
