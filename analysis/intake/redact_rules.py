@@ -286,27 +286,22 @@ _JOINED = re.compile(r"\.(?!0+(?![0-9]))[0-9]")
 
 
 @lru_cache(maxsize=4096)
-def _cards(groups: tuple[str, ...]) -> tuple[int, ...]:
-    """How many of these digit groups make a card, longest first: a printed shape, a network's prefix and
-    length, Luhn. Cached: a hostile run repeats its groups."""
-    sizes = []
-    for size in range(len(groups), 0, -1):
-        if tuple(map(len, groups[:size])) in _CARD_SHAPES:
-            digits = "".join(groups[:size])
-            if _CARD_NETWORKS.fullmatch(digits) and _luhn_valid(digits):
-                sizes.append(size)
-    return tuple(sizes)
+def _card_sizes(lengths: tuple[int, ...]) -> tuple[int, ...]:
+    """How many of groups of these lengths may make a card, longest first."""
+    return tuple(size for size in range(len(lengths), 0, -1) if lengths[:size] in _CARD_SHAPES)
+
+
+@lru_cache(maxsize=4096)
+def _valid_card(digits: str) -> bool:
+    """A network's prefix and length, and Luhn (cached: a hostile run repeats its numbers)."""
+    return _CARD_NETWORKS.fullmatch(digits) is not None and _luhn_valid(digits)
 
 
 def _card_size(text: str, start: re.Match[str]) -> int:
     """How many of the groups from `start` make the longest card; 0 if none do."""
-    groups: list[str] = []
-    for group in start.groups():
-        if group is None or len(group) > 16:  # no card goes on past a missing or a longer group
-            break
-        groups.append(group)
-    for size in _cards(tuple(groups)):
-        if not _JOINED.match(text, start.end(size)):
+    groups = [group for group in start.groups() if group]
+    for size in _card_sizes(tuple(map(len, groups))):
+        if not _JOINED.match(text, start.end(size)) and _valid_card("".join(groups[:size])):
             return size
     return 0
 
@@ -359,15 +354,16 @@ def _card(match: re.Match[str]) -> str:
         size = _card_size(text, start)
         if not size:
             continue
-        if _may_be_in_id(text, start.start(), start.end(size)):
-            ids = _ids_around(text, match.start(), match.end()) if ids is None else ids
-            if _inside(ids, start.start(), start.end(size)):
-                continue
+        end = start.end(size)
         if start.start() < position:  # it overlaps the card before (numbers before a card make one too)
-            position = max(position, start.end(size))
+            position = max(position, end)
             continue
+        if _may_be_in_id(text, start.start(), end):
+            ids = _ids_around(text, match.start(), match.end()) if ids is None else ids
+            if _inside(ids, start.start(), end):
+                continue
         parts += [text[position : start.start()], placeholder("credit_card")]
-        position = start.end(size)
+        position = end
     return "".join(parts) + text[position : match.end()]
 
 
@@ -394,10 +390,11 @@ def iban_valid(text: str) -> bool:
 
 
 def _iban(match: re.Match[str]) -> str:
-    text = match.group()  # an uppercase UUID's last groups make a valid IBAN once in 10,000
-    span = match.span()
-    in_id = _may_be_in_id(match.string, *span) and _inside(_ids_around(match.string, *span), *span)
-    return placeholder("iban") if iban_valid(text) and not in_id else text
+    text, (start, end) = match.group(), match.span()  # an uppercase UUID's last groups are an IBAN once in 10,000
+    if not iban_valid(text) or (_may_be_in_id(match.string, start, end)
+                                and _inside(_ids_around(match.string, start, end), start, end)):
+        return text
+    return placeholder("iban")
 
 
 def _phone(match: re.Match[str]) -> str:

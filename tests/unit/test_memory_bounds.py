@@ -33,7 +33,8 @@ _BOUNDED_BY_CONSTRUCTION = {
     "analysis/intake/field.py:_PLAIN_SECONDS": "cleared with _SECONDS",
     "analysis/intake/redact.py:_prefilter": "one compiled rule set per set of kinds configured: eight at most",
     "analysis/intake/redact.py:_warn_unkeyed": "no arguments: one entry",
-    "analysis/intake/redact_rules.py:_cards": "4,096 tuples of at most five groups of 16 digits, and their sizes",
+    "analysis/intake/redact_rules.py:_card_sizes": "4,096 tuples of at most five ints",
+    "analysis/intake/redact_rules.py:_valid_card": "4,096 numbers of 13 to 19 digits",
 }
 _TOTAL_BUDGET = 400 << 20  # docs/reliability.md: what the intake caches may hold, all together
 _UNBOUNDED = frozenset({"lru_cache", "cache"})  # functools' memo decorators
