@@ -453,8 +453,8 @@ def redact_analysis(analysis: Analysis, redactor: Redactor) -> Analysis:
     repository code, the model's answer, notes, failure reasons. Its numbers are the schema's (line numbers,
     counts, scores): a line `4111111111111111` from a log's frame stays a number. The ids the service or git
     minted stay too, whatever a company's own patterns match: memory, feedback, replays and citation checks
-    look them up as they are. Only an id of a minted shape (hex, a UUID) is kept: anything else there is text,
-    redacted as any other."""
+    look them up as they are. Only an id of a minted shape (a UUID, or a digest's length of hex) is kept:
+    anything else there is text, redacted as any other."""
     if not redactor.config.enabled:
         return analysis
     minted = analysis.model_dump(mode="json")

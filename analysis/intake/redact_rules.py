@@ -310,8 +310,6 @@ def _card_size(text: str, start: re.Match[str]) -> int:
 # whole run of letters, digits and dashes.
 _HEX_ID = re.compile(rf"(?<![0-9A-Za-z-])(?:{_UUID.pattern}|[0-9A-Fa-f]{{24}}(?:[0-9A-Fa-f]{{8}}){{0,2}}"
                      rf"|[0-9A-Fa-f]{{64}})(?![0-9A-Za-z-])")
-
-
 _ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-")
 # After a card: track 2's separator, expiry (YYMM) and service code, or a pad (an uppercase F, or lowercase
 # ones to the end).
@@ -343,9 +341,10 @@ def _inside(ids: list[tuple[int, int]], start: int, end: int) -> bool:
 def _card(match: re.Match[str]) -> str:
     """Each card number among the match's digit groups, which may hold other numbers beside it (a date, an
     expiry, a CVC, a count, a path segment): from each place a card may begin, the longest run of up to
-    five whole groups that is a card. Only a lone `.` joins two groups into one number
-    (`4.5111927921674155` is one decimal, not a 4 and a card). The work is per place a card may begin,
-    so a megabyte of other numbers costs one scan."""
+    five whole groups that is a card, cards that overlap going as one. Only a lone `.` joins two groups
+    into one number (`4.5111927921674155` is one decimal, not a 4 and a card), but a float's `.0`. A card
+    inside a UUID or a hex digest is none (`_may_be_in_id`). The work is per place a card may begin, so a
+    megabyte of other numbers costs one scan."""
     text = match.string  # read whole: what stands before the match (an escape, an id) tells what it is
     parts: list[str] = []
     position = match.start()
