@@ -13,8 +13,9 @@ read once the directories are held open, and when it cannot be read the cache is
 write goes through the open directory, and a file is read only if it is this user's, has one name, is
 writable by no one else and is at most 64 MiB. A write makes the cache home and `logagent` (mode 700)
 when missing, as written in the configured path, never a directory above them or one a link names. When
-the cache cannot be used, nothing is read or written and the caller computes again (~0.3 s): so in the
-image, whose HOME is `/tmp`, each start compiles.
+the cache cannot be used, nothing is read or written and the caller computes again (~0.3 s): so under a
+HOME in `/tmp`, each start compiles (the image sets `XDG_CACHE_HOME` to a directory of its user's, filled
+at build time).
 """
 
 from __future__ import annotations

@@ -457,14 +457,14 @@ def redact_analysis(analysis: Analysis, redactor: Redactor) -> Analysis:
     anything else there is text, redacted as any other."""
     if not redactor.config.enabled:
         return analysis
-    minted = analysis.model_dump(mode="json")
-    doc = redact_value(minted, redactor, numbers=False)
-    _keep_minted(doc, minted, "analysis_id", "recurrence_of", "commit")
-    _keep_minted(doc["cluster"], minted["cluster"], "fingerprint")
+    original = analysis.model_dump(mode="json")
+    doc = redact_value(original, redactor, numbers=False)
+    _keep_minted(doc, original, "analysis_id", "recurrence_of", "commit")
+    _keep_minted(doc["cluster"], original["cluster"], "fingerprint")
     for field, names in (("past_cases", ("memory_id",)), ("citations", ("commit", "blob_sha")),
                          ("suspect_commits", ("sha",))):
-        for item, original in zip(doc[field], minted[field], strict=True):
-            _keep_minted(item, original, *names)
+        for item, before in zip(doc[field], original[field], strict=True):
+            _keep_minted(item, before, *names)
     return Analysis.model_validate(doc)
 
 
