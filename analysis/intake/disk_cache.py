@@ -12,7 +12,8 @@ way may be on FUSE, whose daemon reports any owner and mode and hides the direct
 read once the directories are held open, and when it cannot be read the cache is not used). Every read and
 write goes through the open directory, and a file is read only if it is this user's, has one name, is
 writable by no one else and is at most 64 MiB. A write makes the cache home and `logagent` (mode 700)
-when missing, as written in the configured path, never a directory above them or one a link names. When
+when missing, as written in the configured path, never a directory above them or one a link names, and
+may remove this user's older files of the same kind (`keep`). When
 the cache cannot be used, nothing is read or written and the caller computes again (~0.3 s): so under a
 HOME in `/tmp`, each start compiles (the image sets `XDG_CACHE_HOME` to a directory of its user's, filled
 at build time).
@@ -49,9 +50,10 @@ def read(name: str) -> bytes | None:
     return None
 
 
-def write(name: str, data: bytes) -> None:
+def write(name: str, data: bytes, *, kin: tuple[str, str] = ("", ""), keep: int = 0) -> None:
     """Keep `data` as `name` (written whole under another name, then renamed); silently not when the cache
-    cannot be used."""
+    cannot be used. With `keep`, of the files named like it (`kin`: prefix and suffix), only the `keep`
+    written last stay: each change of the rules would leave its own file behind for ever."""
     with _directory(create=True) as directory, contextlib.suppress(OSError):
         if directory is None:
             return
@@ -62,6 +64,20 @@ def write(name: str, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(part, name, src_dir_fd=directory, dst_dir_fd=directory)
+        if keep:
+            _prune(directory, kin, keep, name)
+
+
+def _prune(directory: int, kin: tuple[str, str], keep: int, written: str) -> None:
+    """Remove this user's regular files named like `kin` but the `keep` newest (`written` among them)."""
+    prefix, suffix = kin
+    with os.scandir(directory) as entries:
+        found = [(entry.stat(follow_symlinks=False), entry.name) for entry in entries
+                 if entry.name.startswith(prefix) and entry.name.endswith(suffix) and entry.name != written]
+    others = sorted((s.st_mtime_ns, name) for s, name in found if stat.S_ISREG(s.st_mode) and s.st_uid == os.geteuid())
+    for _, name in others[: max(0, len(others) - (keep - 1))]:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=directory)
 
 
 @contextlib.contextmanager

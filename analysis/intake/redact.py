@@ -112,6 +112,7 @@ def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> N
 
 _FLAGS = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH
 _CACHE_FORMAT = 1  # raise it when what is compiled changes other than by its expressions
+_CACHE_KEPT = 8  # databases kept (~1 MB each): a service's, the CLI's, and those of other rules or versions
 
 
 def _compiled(expressions: list[bytes]) -> Any:
@@ -129,7 +130,7 @@ def _compiled(expressions: list[bytes]) -> Any:
             return hyperscan.loadb(kept, hyperscan.HS_MODE_BLOCK)
     database = hyperscan.Database()
     database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=[_FLAGS] * len(expressions))
-    disk_cache.write(name, hyperscan.dumpb(database))
+    disk_cache.write(name, hyperscan.dumpb(database), kin=("prefilter-", ".hsdb"), keep=_CACHE_KEPT)
     return database
 
 

@@ -62,6 +62,28 @@ class TestPrefilterCache:
         _compiled(_EXPRESSIONS[:-1])  # other expressions: a file of their own
         assert len(list((private / "logagent").glob("prefilter-*.hsdb"))) == 2
 
+    def test_only_the_newest_databases_stay(self, private: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Each change of the rules (a company pattern, an upgrade) compiles a database of its own: only the
+        8 written last stay, and nothing but this user's own files of that kind is ever removed."""
+        monkeypatch.setenv("XDG_CACHE_HOME", str(private))
+        directory = private / "logagent"
+        directory.mkdir(mode=0o700)
+        other = directory / "notes.txt"
+        other.write_text("kept")
+        target = private / "target.hsdb"
+        target.write_text("kept")
+        (directory / "prefilter-link.hsdb").symlink_to(target)
+        written: list[str] = []
+        for count in range(1, 12):
+            before = {p.name for p in directory.iterdir()}
+            _compiled(_EXPRESSIONS[:count])
+            (new,) = {p.name for p in directory.iterdir()} - before
+            written.append(new)
+        databases = {p.name for p in directory.glob("prefilter-*.hsdb") if not p.is_symlink()}
+        assert databases == set(written[-8:])
+        assert other.read_text() == "kept" and (directory / "prefilter-link.hsdb").is_symlink()
+        assert target.read_text() == "kept"
+
     def test_a_damaged_file_is_compiled_again(self, private: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("XDG_CACHE_HOME", str(private))
         expected = [_scan(_compiled(_EXPRESSIONS), text) for text in _CACHE_TEXTS]
