@@ -340,7 +340,7 @@ def redact_event(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
         redact(event.message),
         event.level,
         redact(event.logger),
-        redact_id(event.commit, redactor) if event.commit else event.commit,
+        redact_commit(event.commit, redactor),
         redact_id(event.tenant, redactor),
         exceptions,
         redact(event.raw_trace),
@@ -365,7 +365,7 @@ def redact_key_fields(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
         redact(event.message),
         event.level,
         "",
-        redact_id(event.commit, redactor) if event.commit else event.commit,
+        redact_commit(event.commit, redactor),
         redact_id(event.tenant, redactor),
         exceptions,
         redact(event.raw_trace) if reads_trace else "",
@@ -399,6 +399,20 @@ def redact_id(value: str, redactor: Redactor) -> str:
     else:
         digest = hmac.new(key.get_secret_value().encode(), raw, hashlib.sha256).hexdigest()
     return f"{redacted}~{digest[:12]}"
+
+
+# What the service and git mint: a UUID (analysis and memory ids) or a hex digest of their lengths (a
+# fingerprint, a commit or blob of SHA-1 or SHA-256), which no card number or other redacted kind has.
+_MINTED = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]{32}(?:[0-9a-f]{8}|[0-9a-f]{32})?")
+
+
+def redact_commit(value: str | None, redactor: Redactor) -> str | None:
+    """A log's commit: kept as it is when it has the shape git mints (`_MINTED`: 40 or 64 hex digits, or
+    32, or a UUID), whatever a company pattern matches inside it (`[0-9a-f]{12}` for MAC addresses took a
+    piece of every sha and left each deployment unresolvable); anything else redacted as an id (`redact_id`)."""
+    if not value or _MINTED.fullmatch(value):
+        return value
+    return redact_id(value, redactor)
 
 
 @cache  # once per process
@@ -442,11 +456,6 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool =
         text = str(number)
         return redacted if (redacted := redactor.redact(text)) != text else value
     return value
-
-
-# What the service and git mint: a UUID (analysis and memory ids) or a hex digest of their lengths (a
-# fingerprint, a commit or blob of SHA-1 or SHA-256), which no card number or other redacted kind has.
-_MINTED = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]{32}(?:[0-9a-f]{8}|[0-9a-f]{32})?")
 
 
 def redact_analysis(analysis: Analysis, redactor: Redactor) -> Analysis:

@@ -11,12 +11,14 @@ import string
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import jsonschema
 import orjson
 import pytest
 
 from analysis.code.repo import RepoSync
+from analysis.intake.redact import RedactionConfig
 from bench.bounded import SHAPES, hostile_message
 from consumer.cloudevent import event_schema
 from consumer.explainer import HeuristicAnalyzer
@@ -24,7 +26,8 @@ from consumer.http import HealthState, serve_http
 from consumer.kafka import DLQ_MAX_KEY_BYTES
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
-from tests.conftest import SHOP_BUGS, KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error, shop_line
+from tests.conftest import SHOP_BUGS, SHOP_PY, KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error, shop_line
+from tests.gitrepo import GitRepo
 
 pytestmark = pytest.mark.integration
 
@@ -78,6 +81,35 @@ class TestPipelineFlow:
         assert len(dead.key) == DLQ_MAX_KEY_BYTES and dead.headers["key_truncated"] == b"true"
         assert dead.headers["original_key_sha256"] == hashlib.sha256(key).hexdigest().encode()
         assert len(asyncio.run(kafka_io.read_all(settings.kafka.output_topic))) == 1
+
+    def test_a_company_pattern_matching_inside_shas_leaves_the_commit_resolvable(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """A company pattern for MAC addresses (`[0-9a-f]{12}`) matches inside every sha: the events' commit
+        was redacted at intake, the checkout could not resolve it, and the analysis read no code. The sha
+        stays, and the analysis names the bug's line at it, not at the branch head (where the bug moved); the
+        pattern still redacts the messages."""
+        repos = shop_repos(SERVERS[0])
+        GitRepo(Path(repos.config.servers[SERVERS[0]].url)).commit("a line above", {"app/shop.py": "\n" + SHOP_PY})
+        settings = settings_factory()
+        settings = settings.model_copy(update={"redaction": RedactionConfig(extra_patterns={"mac": "[0-9a-f]{12}"})})
+        function = next(iter(SHOP_BUGS))
+        events = [shop_error(SERVERS[0], function, 1_700_000_000 + i * 0.01, repos.commits[SERVERS[0]], n=i)
+                  for i in range(5)]
+        events = [raw.replace(b'"message":"', b'"message":"device 0a1b2c3d4e5f: ', 1) for raw in events]
+        assert b"0a1b2c3d4e5f" in events[0]
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, events, keys=[SERVERS[0].encode()] * len(events))
+            await run_until(service, lambda: service.stats.events_in == len(events) and service.idle())
+
+        asyncio.run(scenario())
+        [record] = asyncio.run(kafka_io.read_all(settings.kafka.output_topic))
+        data = orjson.loads(record.value)["data"]
+        assert data["commit"] == repos.commits[SERVERS[0]]
+        assert data["culprit"]["path"] == "app/shop.py" and data["culprit"]["line"] == shop_line(SHOP_BUGS[function][2])
+        assert b"0a1b2c3d4e5f" not in record.value and not any("revision" in note for note in data["notes"])
 
     def test_each_burst_yields_one_schema_valid_event_and_bad_input_goes_to_the_dlq(
         self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]

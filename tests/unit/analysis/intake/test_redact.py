@@ -767,6 +767,21 @@ class TestRedactEvent:
                                   "card": "[REDACTED:credit_card]"}  # fmt: skip
         assert event.message == "login failed for bob@example.com"  # the original is not modified
 
+    def test_a_commit_git_minted_stays_whatever_a_company_pattern_matches(self) -> None:
+        """A company pattern for MAC addresses (`[0-9a-f]{12}`) matches inside every sha: the commit a log
+        names went out as `[REDACTED:mac]…~tag`, which no checkout resolves, and every burst got a trace-only
+        analysis. A sha stays; a commit field holding anything else is redacted as before."""
+        redactor = Redactor(RedactionConfig(extra_patterns={"mac": "[0-9a-f]{12}"}))
+        for commit in ("5d5784812739369c5c762d5611f59362e93d38b8", "5d57848127393" * 4 + "5d57848127393"[:12]):
+            event = ErrorEvent(server_id="s", timestamp=0.0, message="m", commit=commit)
+            assert redact_event(event, redactor).commit == commit
+            assert redact_key_fields(event, redactor).commit == commit
+        for commit, redacted in (("device 0a1b2c3d4e5f", "device [REDACTED:mac]~"), ("0a1b2c3d4e5f", "[REDACTED:mac]~"),
+                                 ("5d5784812739369c5c762d5611f59362e93d38b8 x", "[REDACTED:mac]")):
+            event = ErrorEvent(server_id="s", timestamp=0.0, message="m", commit=commit)
+            assert redact_event(event, redactor).commit == redact_key_fields(event, redactor).commit
+            assert str(redact_event(event, redactor).commit).startswith(redacted)
+
     def test_clean_chain_is_kept_as_is(self) -> None:
         """A chain with nothing to redact is the same object, so fingerprint caches keep hitting."""
         chain = (ExceptionInfo("KeyError", "'qty'", (Frame("get", "a.py", lineno=1),)),)
