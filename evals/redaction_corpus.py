@@ -530,6 +530,20 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         source="ECMA-48 colours around a key and its value")
     cut = _fill(rng, "{b62:14}")
     add("secret", f'login failed: password="{cut}', cut, source="a log line cut inside a quoted value")
+    # URL-encoded, as a query string or form body carries them (RFC 3986 percent-encoding).
+    github = "ghp_" + _fill(rng, "{b62:36}")
+    add("github_token", f"GET /cb?next=%2Fhome%3Ftoken%3D{github} 302", github, source="RFC 3986 percent-encoded query")
+    aws = "AKIA" + _fill(rng, "{updig:16}")
+    add("aws_access_key", f"POST /hook body=k%3D{aws}%26region%3Deu", aws, source="form body, percent-encoded")
+    encoded = _fill(rng, "{b62:14}")
+    add("url_password", f"proxy=https%3A%2F%2Fsvc%3A{encoded}%40proxy.internal%3A3128 refused", encoded,
+        source="a URL passed as an encoded parameter")
+    # A password named in words; `user:password@host:port` as database and cache drivers log it.
+    said = _fill(rng, "{b62:12}")
+    add("secret", f"LDAP bind failed for uid=svc: password '{said}' rejected", said, source="a password named in words")
+    dsn = _fill(rng, "{b62:12}")
+    add("url_password", f"connecting to admin:{dsn}@10.20.30.40:5432 timed out", dsn,
+        source="user:password@host:port without a scheme")
     return out
 
 

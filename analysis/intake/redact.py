@@ -25,9 +25,10 @@ import platform
 import re
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from typing import Any, cast
+from urllib.parse import unquote
 
 import hyperscan
 import regex
@@ -197,16 +198,19 @@ class Redactor:
         """A follower of private key blocks across lines redacted one at a time (None when keys are kept)."""
         return KeyBlockLines(self.redact) if self.config.enabled and self._pem >= 0 else None
 
-    def every_rule(self, text: str) -> str:
+    def every_rule(self, text: str, depth: int = 0) -> str:
         """`text` through every enabled rule in turn, without the prefilter (the reference it must equal)."""
         text = without_terminal_codes(text)
         if self._pem >= 0:
             text = redact_private_keys(text)
         for rule in self._rules:
             text = rule.pattern.sub(rule.replacement, text)
-        return self._apply_extra(text)
+        text = self._apply_extra(text)
+        if "%" in text and depth < _MAX_DECODES:
+            text = _decoded(text, lambda run: self.every_rule(run, depth + 1))
+        return text
 
-    def _redact(self, text: str) -> str:
+    def _redact(self, text: str, depth: int = 0) -> str:
         text = without_terminal_codes(text)
         hits = self._prefilter.hits(text)
         if hits:
@@ -214,7 +218,11 @@ class Redactor:
                 text = "\n".join([self._line(line) for line in text.split("\n")])
             else:
                 text = self._apply(text, hits)
-        return self._apply_extra(text) if self._extra else text
+        if self._extra:
+            text = self._apply_extra(text)
+        if "%" in text and depth < _MAX_DECODES:
+            text = _decoded(text, lambda run: self._redact(run, depth + 1))
+        return text
 
     def _spans(self, hits: list[int]) -> bool:
         """Whether a hit may run across lines: a PEM block or a key with its value on the next line."""
@@ -318,6 +326,31 @@ def _drop_code(match: re.Match[str]) -> str:
     if match.group("run") is None or _SEPARATOR_NEXT.match(match.string, match.end()):
         return ""
     return match.group()  # a colour constant in a source line
+
+
+# A run of URL-encoded text (a query string, a form body, a URL passed as a parameter): `token%3Dghp_…`,
+# `https%3A%2F%2Fuser%3Apass%40host`. After the rules have read it as it came, they read it decoded, up to
+# three times (`%253D` is `%3D` encoded again); a run in which they find more goes out decoded and redacted,
+# any other as it came. In a run
+# with a `%` that starts no escape, none is one.
+# A run is tried from its start only (one pass over each: a run of `%` with no digits was quadratic).
+_ENCODED_RUN = re.compile(r"(?<![^\s\"'<>])(?=[^\s\"'<>]*?%[0-9A-Fa-f]{2})[^\s\"'<>]++")
+_MAX_DECODES = 3
+_BARE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _decoded(text: str, redact: Callable[[str], str]) -> str:
+    def run(match: re.Match[str]) -> str:
+        encoded = match.group()
+        if _BARE_PERCENT.search(encoded):  # no URL encoding: a LIKE pattern (`%40669…%`), a printf format
+            return encoded
+        decoded = unquote(encoded)
+        if decoded == encoded:
+            return encoded
+        redacted = redact(decoded)
+        return encoded if redacted == decoded else redacted
+
+    return _ENCODED_RUN.sub(run, text)
 
 
 def _pair_bytes(text: str, redacted: str) -> int:

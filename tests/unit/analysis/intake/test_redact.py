@@ -336,6 +336,49 @@ class TestRedactor:
                          f"{rng.getrandbits(160):040x}", f"{rng.getrandbits(256):064x}"):
                 assert REDACTOR.redact(text) == text
 
+    @pytest.mark.parametrize(("text", "expected"), [
+        ("token%3Dghp_R8b2Xq9LmT4vW7yZ1aC3dE5fG6hJ8kN0pQ2s", "token=[REDACTED:github_token]"),
+        ("k%3DAKIAIOSFODNN7EXAMPLE", "k=[REDACTED:aws_access_key]"),
+        ("x%3DeyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.dGhpc2lzYXNpZ25hdHVyZQ", "x=[REDACTED:jwt]"),
+        ("password%3Dhunter2hunter2", "password=[REDACTED:secret]"),
+        ("url=https%3A%2F%2Fuser%3Apass123%40host%2F", "url=https://user:[REDACTED:url_password]@host/"),
+        ("Authorization%3A%20Bearer%20abcdef0123456789abcdef", "Authorization: Bearer [REDACTED:bearer]"),
+        ("GET /cb?next=%2Fhome%3Ftoken%3Dghp_R8b2Xq9LmT4vW7yZ1aC3dE5fG6hJ8kN0pQ2s&k%3DAKIAIOSFODNN7EXAMPLE 302",
+         "GET /cb?next=/home?token=[REDACTED:github_token]&k=[REDACTED:aws_access_key] 302"),
+        ("encoded twice: token%253Dghp_R8b2Xq9LmT4vW7yZ1aC3dE5fG6hJ8kN0pQ2s",
+         "encoded twice: token=[REDACTED:github_token]"),
+        ("mail=bob%40example.com", "mail=[REDACTED:email]"),
+        # Nothing found: the run stays as it came; a `%` that starts no escape means none is one; what the
+        # rules find as it came is redacted so (`%20` between a card's groups).
+        ("GET /search?q=caf%C3%A9%20au%20lait 404", "GET /search?q=caf%C3%A9%20au%20lait 404"),
+        ("LIKE '%40669663927874625%' or 100%25", "LIKE '%40669663927874625%' or 100%25"),
+        ("?card=4111%201111%201111%201111", "?card=[REDACTED:credit_card]"),
+    ])
+    def test_url_encoded_secrets_are_read_decoded(self, text: str, expected: str) -> None:
+        """Secrets in a query string or form body passed every rule (`token%3Dghp_…`: the `D` of `%3D` joined
+        the token; attacker review): a run of URL-encoded text is read decoded too, and goes out decoded and
+        redacted when more is found in it."""
+        assert REDACTOR.redact(text) == expected
+        assert REDACTOR.every_rule(text) == expected
+
+    @pytest.mark.parametrize(("text", "expected"), [
+        ("bind failed: password 'ldapPassw0rd'", "bind failed: password '[REDACTED:secret]'"),
+        ('password "x" rejected', 'password "[REDACTED:secret]" rejected'),
+        ("api key ABCdef123456789xyz is revoked", "api key [REDACTED:secret] is revoked"),
+        ("connect admin:Sup3rS3cret@10.0.0.5:5432", "connect admin:[REDACTED:url_password]@[REDACTED:ipv4]:5432"),
+        ("redis default:s3cr3tpw@redis-master:6379 down",
+         "redis default:[REDACTED:url_password]@redis-master:6379 down"),
+        # What stays: a secret's name, a parser's token, an ssh remote, a time.
+        ('secret "db-creds" not found', 'secret "db-creds" not found'),
+        ("SyntaxError: Unexpected token '<' in JSON", "SyntaxError: Unexpected token '<' in JSON"),
+        ("api key invalid", "api key invalid"),
+        ("at 12:30@home", "at 12:30@home"),
+        ('password "" is empty', 'password "" is empty'),
+    ])
+    def test_passwords_named_in_words_and_addresses_without_a_scheme(self, text: str, expected: str) -> None:
+        """`password 'x'`, `api key …` and `user:password@host:port` passed every rule (attacker review)."""
+        assert REDACTOR.redact(text) == expected
+
     def test_what_looks_like_a_secret_but_is_not_stays(self) -> None:
         """Counters and types under secret-like names, a type name before its repr, a cut line after `:`."""
         for text in ("token_count=5 token_type=Bearer max_tokens=512", "token=Token{a64f992 u0 com.app}",
@@ -731,7 +774,10 @@ class TestHostileInput:
     def test_the_redactor_is_linear_on_a_megabyte(self) -> None:
         """The whole redactor, prefilter and caches included, on 1 MB texts built to hit many rules."""
         for text in ("password=a " * 90_000, "bob@example.com " * 62_000, "-----BEGIN RSA PRIVATE KEY-----" * 32_000,
-                     "10.0.0.1\n" * 110_000, "\\e[m" * 250_000, "^[[m" * 250_000, "x\\u001b[1;2m" * 90_000):
+                     "10.0.0.1\n" * 110_000, "\\e[m" * 250_000, "^[[m" * 250_000, "x\\u001b[1;2m" * 90_000,
+                     # URL-encoded runs (decoded up to three times), and runs of `%` that start no escape.
+                     "%25" * 340_000, "%" * 1_000_000, "a%20b " * 170_000, ("token%3D" + "A" * 40 + " ") * 20_000,
+                     "%%%%%%%%%4" * 100_000):
             started = time.process_time()
             Redactor().redact(text)
             assert time.process_time() - started < 2.0, text[:20]
