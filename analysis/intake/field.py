@@ -7,6 +7,7 @@ every event, so the common case (a string that is there) costs one type check an
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -146,14 +147,27 @@ def require(shape: Shape, server_id: str, message: str, chain: tuple[ExceptionIn
     return message or summary(chain)
 
 
-def text_chain(trace: str, exception_type: str, exception_message: str, max_frames: int) -> tuple[ExceptionInfo, ...]:
-    """The chain of a text trace, else one exception from the type and message fields, else ()."""
-    if trace:
-        parsed = parse_trace(trace, max_frames)
+def trace_chain(traces: Sequence[str], message: str, max_frames: int) -> tuple[tuple[ExceptionInfo, ...], str]:
+    """(chain, raw trace) of the first of the trace fields' `traces` that holds a trace, else of a trace logged
+    as the `message` itself; else ((), the first non-empty trace field, which `declared_chain` reads)."""
+    first = ""
+    for trace in traces:
+        if trace:
+            parsed = parse_trace(trace, max_frames)
+            if parsed:
+                return parsed, trace
+            first = first or trace
+    if "\n" in message:
+        parsed = parse_trace(message, max_frames)
         if parsed:
-            return parsed
+            return parsed, message
+    return (), first
+
+
+def declared_chain(exception_type: str, exception_message: str, trace: str) -> tuple[ExceptionInfo, ...]:
+    """The one exception of a record without a trace: from its type and message fields, else the first line
+    of a trace field that is no trace as its message; () when there are none."""
     if exception_type or exception_message:
         return (new_exception(exception_type, exception_message),)
-    if trace.strip():
-        return (new_exception("", trace.strip().partition("\n")[0][:1000]),)
-    return ()
+    line = trace.strip().partition("\n")[0][:1000]
+    return (new_exception("", line),) if line else ()
