@@ -13,7 +13,7 @@ from typing import Any
 
 from analysis.errors import BadInput
 from analysis.event import ExceptionInfo, Shape, new_exception
-from analysis.intake.stacktrace import parse_trace
+from analysis.intake.stacktrace import exception_line, parse_trace
 
 _LATEST_EPOCH = 1e10  # year 2286: anything later is a unit mix-up, not a time
 
@@ -165,9 +165,13 @@ def trace_chain(traces: Sequence[str], message: str, max_frames: int) -> tuple[t
 
 
 def declared_chain(exception_type: str, exception_message: str, trace: str) -> tuple[ExceptionInfo, ...]:
-    """The one exception of a record without a trace: from its type and message fields, else the first line
-    of a trace field that is no trace as its message; () when there are none."""
+    """The one exception of a record without a trace: from its type and message fields, else from the first
+    line of a trace field that is no trace, read as `Type: message` when it names an exception class
+    (`exception_line`) and as the message otherwise; () when there are none."""
     if exception_type or exception_message:
         return (new_exception(exception_type, exception_message),)
     line = trace.strip().partition("\n")[0][:1000]
-    return (new_exception("", line),) if line else ()
+    if not line:
+        return ()
+    named = exception_line(line)
+    return (new_exception(*named) if named is not None else new_exception("", line),)

@@ -34,6 +34,7 @@ pytestmark = pytest.mark.integration
 GO_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "realtraces_go"
 # What the JVM prints for a fast-thrown NullPointerException (OmitStackTraceInFastThrow): its type line alone.
 JAVA_FAST_THROW = (TRACES / "java_fast_throw.txt").read_text().strip()
+PYTHON_TYPE_LINE = (TRACES / "python_pricing.txt").read_text().strip().rpartition("\n")[2]
 SHAPES = ("native", "ecs", "logstash", "otel")
 HOSTILE = (
     "\nTraceback (most recent call last):", "\n\tat com.evil.Thing.run(Thing.java:9)",
@@ -79,6 +80,7 @@ WITHOUT_FRAMES = (
     ("none", "ValueError", "", "", []),  # a type without a message: the log message counts
     ("none", "BadGateway", "", "upstream said {n}", []),  # a trace field that is no trace
     ("none", "BadGateway", "", "@message", []),  # ... but the log message itself
+    ("none", "", "", PYTHON_TYPE_LINE.replace("4711", "{n}"), []),  # a trace field holding a type line alone
 )  # fmt: skip
 
 

@@ -17,6 +17,8 @@ from tests.paths import PROJECT_ROOT, TRACES
 
 JAVA = (TRACES / "java_inventory.txt").read_text()
 PYTHON = (TRACES / "python_pricing.txt").read_text()
+# What the JVM prints for a fast-thrown NullPointerException (OmitStackTraceInFastThrow): its type line alone.
+JAVA_FAST_THROW = (TRACES / "java_fast_throw.txt").read_text()
 NOW = 1_700_000_000.0
 
 
@@ -132,6 +134,32 @@ class TestTraceWhereverItStands:
         (event,) = decode_message(raw, DecodeConfig(), received_at=NOW)
         assert event.exceptions[0].type == "shop.pricing.errors.PricingError" and event.exceptions[-1].frames
         assert fingerprint_event(event).basis == "stacktrace"
+
+    @pytest.mark.parametrize("field", ["stack_trace", "exception", "error.stack_trace", "exception.stacktrace"])
+    @pytest.mark.parametrize(("line", "declared"), [
+        (JAVA_FAST_THROW, {"error.type": "java.lang.NullPointerException"}),
+        (PYTHON.strip().rpartition("\n")[2], {"error.type": "shop.pricing.errors.PricingError",
+                                              "error.message": "cannot price order 4711"}),
+        (JAVA.partition("\n")[0], {"error.type": "java.lang.IllegalStateException",
+                                   "error.message": "Reservation 7781 already released"}),
+    ])  # fmt: skip
+    def test_a_trace_field_holding_only_a_type_line_names_the_type(
+            self, field: str, line: str, declared: dict[str, str]) -> None:
+        """A trace printed without frames (the JVM's OmitStackTraceInFastThrow, a traceback's last line) is
+        read as if its type and message had come in the type and message fields."""
+        event = decode_one({"server_id": "s", "message": "hi", field: line})
+        expected = decode_one({"server_id": "s", "message": "hi", **declared})
+        assert [(e.type, e.value, e.frames) for e in event.exceptions] == [
+            (e.type, e.value, ()) for e in expected.exceptions]
+        assert fingerprint_event(event) == fingerprint_event(expected)
+        assert fingerprint_event(event).basis == "message"
+
+    @pytest.mark.parametrize("prose", ["n/a", "None", "see logs: request 17", "ERROR", "timeout: upstream",
+                                       "Error Budget: exceeded", "java.lang.String: x"])
+    def test_prose_in_a_trace_field_names_no_type(self, prose: str) -> None:
+        """Only a name that looks like an exception class is read as a type; other text stays the message."""
+        event = decode_one({"server_id": "s", "message": "hi", "stack_trace": prose})
+        assert [(e.type, e.value) for e in event.exceptions] == [("", prose)]
 
     def test_exception_type_and_message_fields_of_every_convention(self) -> None:
         """ECS error.type/error.message and OTel's exception.type/exception.message make the exception."""
