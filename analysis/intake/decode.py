@@ -26,17 +26,17 @@ from analysis.errors import BadInput
 from analysis.event import ErrorEvent, ExceptionInfo, Shape, new_event
 from analysis.intake.field import (
     MAX_ID_CHARS,
+    declared_chain,
     get_path,
     identifier,
     level,
     require,
     tenant,
     text,
-    text_chain,
     timestamp,
+    trace_chain,
 )
 from analysis.intake.otlp import decode_otlp
-from analysis.intake.stacktrace import parse_trace
 from analysis.intake.structured import structured_chain
 
 Chain = tuple[ExceptionInfo, ...]
@@ -160,28 +160,36 @@ def layout_plan(doc: dict[str, Any], config: DecodeConfig) -> tuple[Any, ...]:
 
 
 def record_chain(doc: dict[str, Any], plan: tuple[Any, ...], max_frames: int) -> tuple[Chain, str, str]:
-    """(chain, raw trace, message) of a flat record as decoding reads them: the structured exception, else
-    the text trace (or the type and message fields), else a trace logged as the message itself."""
+    """(chain, raw trace, message) of a flat record as decoding reads them: a structured exception with frames,
+    else the first trace field that holds a trace, else a trace logged as the message itself, else one
+    exception declared without frames (a structured one, else `field.declared_chain`'s). A trace found is read
+    whole: declared type and message fields add nothing to it."""
     traces, types, values = plan[6], plan[4], plan[5]
-    chain: Chain = ()
-    raw_trace = ""
-    if traces is not None:
-        trace_field, trace = (traces, doc.get(traces)) if type(traces) is str else _first(doc, traces)
-        if type(trace) is dict and trace_field == "exception":
-            chain = structured_chain(trace, max_frames)
-        elif trace is not None:
-            raw_trace = trace if type(trace) is str else text(trace, trace_field)
     message = doc.get("message") if plan[3] is not None else None
     if type(message) is not str:
         message = text(message, "message")
-    if not chain:
-        if raw_trace or types is not None or values is not None:
-            chain = text_chain(raw_trace, text(_first(doc, types)[1], "exception type"),
-                               text(_first(doc, values)[1], "exception message"), max_frames)
-        if not chain and "\n" in message:  # a trace logged as the message itself
-            chain = parse_trace(message, max_frames)
-            raw_trace = message if chain else ""
-    return chain, raw_trace, message
+    structured: Chain = ()
+    texts: list[str] = []
+    for name in (traces,) if type(traces) is str else traces or ():
+        trace = doc.get(name)
+        if trace is None and "." in name and not name.startswith("exception."):  # not inside a native object,
+            trace = get_path(doc, name)  # whose `stacktrace` is its structured frames
+        if type(trace) is str:
+            texts.append(trace)
+        elif type(trace) is dict and name == "exception":
+            structured = structured_chain(trace, max_frames)
+            for exception in structured:
+                if exception.frames:
+                    return structured, "", message
+        elif trace is not None:
+            texts.append(text(trace, name))
+    if not texts and not structured and types is None and values is None and "\n" not in message:
+        return (), "", message  # a message alone, the usual record without a trace: nothing more to read
+    chain, raw_trace = trace_chain(texts, message, max_frames)
+    # Checked even when a trace is found, as every field decoding reads is.
+    kind = "" if types is None else text(_first(doc, types)[1], "exception type")
+    value = "" if values is None else text(_first(doc, values)[1], "exception message")
+    return chain or structured or declared_chain(kind, value, raw_trace), raw_trace, message
 
 
 def field_value(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> Any:

@@ -7,12 +7,13 @@ every event, so the common case (a string that is there) costs one type check an
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from analysis.errors import BadInput
 from analysis.event import ExceptionInfo, Shape, new_exception
-from analysis.intake.stacktrace import parse_trace
+from analysis.intake.stacktrace import exception_line, parse_trace
 
 _LATEST_EPOCH = 1e10  # year 2286: anything later is a unit mix-up, not a time
 
@@ -146,14 +147,31 @@ def require(shape: Shape, server_id: str, message: str, chain: tuple[ExceptionIn
     return message or summary(chain)
 
 
-def text_chain(trace: str, exception_type: str, exception_message: str, max_frames: int) -> tuple[ExceptionInfo, ...]:
-    """The chain of a text trace, else one exception from the type and message fields, else ()."""
-    if trace:
-        parsed = parse_trace(trace, max_frames)
+def trace_chain(traces: Sequence[str], message: str, max_frames: int) -> tuple[tuple[ExceptionInfo, ...], str]:
+    """(chain, raw trace) of the first of the trace fields' `traces` that holds a trace, else of a trace logged
+    as the `message` itself; else ((), the first non-empty trace field, which `declared_chain` reads)."""
+    first = ""
+    for trace in traces:
+        if trace:
+            parsed = parse_trace(trace, max_frames)
+            if parsed:
+                return parsed, trace
+            first = first or trace
+    if "\n" in message:
+        parsed = parse_trace(message, max_frames)
         if parsed:
-            return parsed
+            return parsed, message
+    return (), first
+
+
+def declared_chain(exception_type: str, exception_message: str, trace: str) -> tuple[ExceptionInfo, ...]:
+    """The one exception of a record without a trace: from its type and message fields, else from the first
+    line of a trace field that is no trace, read as `Type: message` when it names an exception class
+    (`exception_line`) and as the message otherwise; () when there are none."""
     if exception_type or exception_message:
         return (new_exception(exception_type, exception_message),)
-    if trace.strip():
-        return (new_exception("", trace.strip().partition("\n")[0][:1000]),)
-    return ()
+    line = trace.strip().partition("\n")[0][:1000]
+    if not line:
+        return ()
+    named = exception_line(line)
+    return (new_exception(*named) if named is not None else new_exception("", line),)

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, new_event
-from analysis.intake.field import identifier, require, tenant, text, text_chain, timestamp
-from analysis.intake.stacktrace import parse_trace
+from analysis.intake.field import declared_chain, identifier, require, tenant, text, timestamp, trace_chain
 
 if TYPE_CHECKING:
     from analysis.intake.decode import DecodeConfig
@@ -101,21 +100,17 @@ def _record(
 ) -> ErrorEvent:
     attributes = attributes_of(record.get("attributes"))
     trace = text(attributes.get("exception.stacktrace"), "exception.stacktrace")
-    chain = text_chain(
-        trace,
-        text(attributes.get("exception.type"), "exception.type"),
-        text(attributes.get("exception.message"), "exception.message"),
-        config.max_frames,
-    )
+    declared_type = text(attributes.get("exception.type"), "exception.type")
+    declared_message = text(attributes.get("exception.message"), "exception.message")
     extra = {key: value for key, value in attributes.items() if key not in _CONSUMED}
     extra.update((f"resource.{k}", v) for k, v in resource.items() if k not in _RESOURCE_CONSUMED)
     body = any_value(record["body"]) if record.get("body") else None
     if body is not None and type(body) is not str:
         extra["body"] = body
     message = body if type(body) is str else ""
-    if not chain and "\n" in message:  # a trace logged as the body itself
-        chain = parse_trace(message, config.max_frames)
-        trace = message if chain else trace
+    # As a flat record's (`decode.record_chain`): the trace, else one logged as the body itself, else declared.
+    chain, trace = trace_chain([trace], message, config.max_frames)
+    chain = chain or declared_chain(declared_type, declared_message, trace)
     commit_fields = (config.commit_field,) if config.commit_field else _COMMIT_ATTRIBUTES
     commit = next((v for f in commit_fields for v in (attributes.get(f), resource.get(f)) if v), None)
     severity = text(record.get("severityText"), "severityText").lower()

@@ -66,7 +66,7 @@ from analysis.intake.decode import (
     layout_plan,
     record_chain,
 )
-from analysis.intake.field import text_chain, timestamp
+from analysis.intake.field import declared_chain, timestamp, trace_chain
 from analysis.intake.otlp import attributes_of
 from analysis.intake.redact import Redactor, redact_event, redact_key_fields
 from analysis.intake.signature import Signature, fingerprint_event, message_signature
@@ -358,11 +358,8 @@ class KeyCache:
         trace, kind, value = get("exception.stacktrace"), get("exception.type"), get("exception.message")
         if not {type(trace), type(kind), type(value)} <= _TEXT_TYPES:
             return None
-        trace = trace or ""
-        chain: tuple[ExceptionInfo, ...] = text_chain(trace, kind or "", value or "", self._config.max_frames)
-        if not chain and "\n" in message:  # a trace logged as the body itself, as `otlp._record` reads it
-            chain = parse_trace(message, self._config.max_frames)
-            trace = message if chain else trace
+        chain, trace = trace_chain((trace or "",), message, self._config.max_frames)  # as `otlp._record` reads it
+        chain = chain or declared_chain(kind or "", value or "", trace)
         skeleton = outer + orjson.dumps([{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
                                          {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}])
         return _Read(_key(skeleton, chain, trace), chain, message, timestamp(moment, received_at), None)

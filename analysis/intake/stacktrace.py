@@ -13,7 +13,7 @@ import re
 import sys
 
 from analysis.cache import OBJECT_BYTES, BoundedCache
-from analysis.intake.trace_dialect import Chain, Stacks, TraceDialect
+from analysis.intake.trace_dialect import Chain, Stacks, TraceDialect, split_type
 from analysis.intake.trace_go import DIALECT as GO
 from analysis.intake.trace_java import DIALECT as JAVA
 from analysis.intake.trace_node import DIALECT as NODE
@@ -99,6 +99,23 @@ def detect_language(text: str) -> str:
     unless a JVM location (`(Foo.java:12)`, `(Unknown Source)`, `(Native Method)`) says otherwise.
     """
     return _decide(_facts(text), text.startswith(_GO_STARTS))
+
+
+_EXCEPTION_SUFFIXES = ("Exception", "Error", "Throwable", "Warning")
+_PYTHON_EXCEPTIONS = frozenset({"KeyboardInterrupt", "SystemExit", "StopIteration", "StopAsyncIteration",
+                                "GeneratorExit", "ExceptionGroup", "BaseExceptionGroup"})
+
+
+def exception_line(line: str) -> tuple[str, str] | None:
+    """(type, message) of a line that only names an exception, as a trace without frames prints it
+    (`java.lang.NullPointerException` under OmitStackTraceInFastThrow, `ValueError: x`, V8's `TypeError: x`);
+    None unless the name looks like an exception class, so that prose (`n/a`, `see logs: x`) names no type."""
+    parsed = split_type(line)
+    if parsed is None:
+        return None
+    name = parsed[0].rpartition(".")[2]
+    return (parsed[0], parsed[1].strip()) if name.endswith(_EXCEPTION_SUFFIXES) or name in _PYTHON_EXCEPTIONS \
+        else None
 
 
 # ---------------------------------------------------------------- parsing and its memo

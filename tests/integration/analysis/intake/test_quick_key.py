@@ -27,10 +27,14 @@ from analysis.intake.tally import message_template
 from bench.programs import MARKER_ID
 from bench.realtraces import capture
 from bench.workload import encode
+from tests.paths import TRACES
 
 pytestmark = pytest.mark.integration
 
 GO_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "realtraces_go"
+# What the JVM prints for a fast-thrown NullPointerException (OmitStackTraceInFastThrow): its type line alone.
+JAVA_FAST_THROW = (TRACES / "java_fast_throw.txt").read_text().strip()
+PYTHON_TYPE_LINE = (TRACES / "python_pricing.txt").read_text().strip().rpartition("\n")[2]
 SHAPES = ("native", "ecs", "logstash", "otel")
 HOSTILE = (
     "\nTraceback (most recent call last):", "\n\tat com.evil.Thing.run(Thing.java:9)",
@@ -76,6 +80,7 @@ WITHOUT_FRAMES = (
     ("none", "ValueError", "", "", []),  # a type without a message: the log message counts
     ("none", "BadGateway", "", "upstream said {n}", []),  # a trace field that is no trace
     ("none", "BadGateway", "", "@message", []),  # ... but the log message itself
+    ("none", "", "", PYTHON_TYPE_LINE.replace("4711", "{n}"), []),  # a trace field holding a type line alone
 )  # fmt: skip
 
 
@@ -105,10 +110,24 @@ def _record(trace: tuple[str, str, str, str, list[dict[str, Any]]], shape: str, 
     exc_value = value + (hostile if where == "value" else "") if exc_type or language != "none" else ""
     server = f"{language}-svc"
     if language == "none":
+        where = "" if where in ("logged", "second") else where
         text = message if text == "@message" else text
         server = rng.choice((server, "other-svc"))  # one failure, two servers
         record = encode(shape, server=server, message=message, commit="c1", now=1_733_000_000.0 + rng.random(),
                         exc_type=exc_type, exc_value=exc_value, trace=text)
+    elif where == "logged":  # the trace logged as the message, beside type fields and a trace field of none
+        record = encode(shape, server=server, message=text, commit="c1", now=1_733_000_000.0 + rng.random(),
+                        exc_type=exc_type, exc_value=exc_value, trace=rng.choice(("", "n/a", JAVA_FAST_THROW)))
+    elif where == "second" and shape != "otel":  # the trace in a trace field after one that holds none
+        filler = rng.choice(("", "n/a", JAVA_FAST_THROW, text.partition("\n")[0]))
+        if shape == "native":
+            record = {"server_id": server, "timestamp": 1_733_000_000.5, "message": message, "commit": "c1",
+                      "exception": {"type": exc_type, "value": exc_value, "stacktrace": []},
+                      "error": {"stack_trace": text}}
+        else:
+            record = encode(shape, server=server, message=message, commit="c1", now=1_733_000_000.0 + rng.random(),
+                            exc_type=exc_type, exc_value=exc_value, trace=text)
+            record["stack_trace" if shape == "ecs" else "exception"] = filler
     elif shape == "native" and chain:
         fresh = [{**exc, "value": exc["value"].replace(MARKER_ID, request_id)} for exc in chain]
         record = encode("native", server=server, message=message, commit="c1", now=1_733_000_000.0 + moved,
@@ -174,7 +193,8 @@ class TestQuickKey:
         pool = data.draw(st.lists(failures, min_size=1, max_size=3))  # so that failures repeat
 
         def record(shape: str) -> bytes:
-            where = data.draw(st.sampled_from(("", "", "", "trace", "message", "value", "field", "tenant")))
+            where = data.draw(st.sampled_from(("", "", "", "trace", "message", "value", "field", "tenant", "logged",
+                                                "second")))
             return _record(data.draw(st.sampled_from(pool)), shape, rng, data.draw(st.sampled_from(HOSTILE)), where,
                            data.draw(st.sampled_from((0, 0, 3))))
 

@@ -16,6 +16,9 @@ from analysis.intake.signature import fingerprint_event
 from tests.paths import PROJECT_ROOT, TRACES
 
 JAVA = (TRACES / "java_inventory.txt").read_text()
+PYTHON = (TRACES / "python_pricing.txt").read_text()
+# What the JVM prints for a fast-thrown NullPointerException (OmitStackTraceInFastThrow): its type line alone.
+JAVA_FAST_THROW = (TRACES / "java_fast_throw.txt").read_text()
 NOW = 1_700_000_000.0
 
 
@@ -92,6 +95,71 @@ class TestTraceWhereverItStands:
         other = "java.lang.RuntimeException: other\n\tat com.acme.Other.run(Other.java:1)"
         event = decode_one({"server_id": "s", "message": other, "stack_trace": JAVA})
         assert event.exception_type == "java.lang.IllegalStateException"
+
+    @pytest.mark.parametrize("first", ["", "n/a"])
+    @pytest.mark.parametrize("later", [{"error": {"stack_trace": JAVA}}, {"exception.stacktrace": JAVA},
+                                       {"error.stack_trace": JAVA}])
+    def test_the_first_trace_field_that_holds_a_trace_is_read(self, first: str, later: dict[str, Any]) -> None:
+        """An empty or prose trace field before the one holding the trace does not hide it."""
+        event = decode_one({"server_id": "s", "message": "hi", "stack_trace": first, **later})
+        assert event.exception_type == "java.lang.IllegalStateException" and event.raw_trace == JAVA
+        assert fingerprint_event(event).basis == "stacktrace"
+
+    def test_a_text_trace_beside_a_structured_exception_without_frames_is_read(self) -> None:
+        """A native exception object without frames declares the failure; a text trace field says where."""
+        event = decode_one({"server_id": "s", "message": "hi", "stack_trace": JAVA,
+                            "exception": {"type": "IllegalStateException", "value": "x", "stacktrace": []}})
+        assert event.exception_type == "java.lang.IllegalStateException" and event.exceptions[-1].frames
+
+    @pytest.mark.parametrize("declared", [
+        {"error.type": "java.lang.IllegalStateException"}, {"error.message": "already released"},
+        {"exception.type": "IllegalStateException", "exception.message": "x"},
+        {"exception": {"type": "IllegalStateException", "value": "x"}},
+        {"exception": {"type": "IllegalStateException", "value": "x", "stacktrace": []}},
+        {"error.type": "java.lang.IllegalStateException", "stack_trace": "n/a"},
+    ])  # fmt: skip
+    def test_a_trace_in_the_message_is_read_beside_declared_type_fields(self, declared: dict[str, Any]) -> None:
+        """Type and message fields without a trace beside them do not hide a trace logged as the message: the
+        trace is read whole, as from a trace field (the type it prints, not the one declared)."""
+        event = decode_one({"server_id": "s", "message": JAVA, **declared})
+        assert event.exception_type == "java.lang.IllegalStateException" and event.raw_trace == JAVA
+        assert fingerprint_event(event) == fingerprint_event(decode_one({"server_id": "s", "message": JAVA}))
+
+    def test_a_trace_in_an_otlp_body_is_read_beside_exception_attributes(self) -> None:
+        """OTLP's `exception.type` attribute without a stacktrace does not hide a trace logged as the body."""
+        record = {"body": {"stringValue": PYTHON}, "attributes": [
+            {"key": "exception.type", "value": {"stringValue": "PricingError"}}]}
+        raw = orjson.dumps({"resourceLogs": [{"resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "pricing"}}]}, "scopeLogs": [{"logRecords": [record]}]}]})
+        (event,) = decode_message(raw, DecodeConfig(), received_at=NOW)
+        assert event.exceptions[0].type == "shop.pricing.errors.PricingError" and event.exceptions[-1].frames
+        assert fingerprint_event(event).basis == "stacktrace"
+
+    @pytest.mark.parametrize("field", ["stack_trace", "exception", "error.stack_trace", "exception.stacktrace"])
+    @pytest.mark.parametrize(("line", "declared"), [
+        (JAVA_FAST_THROW, {"error.type": "java.lang.NullPointerException"}),
+        (PYTHON.strip().rpartition("\n")[2], {"error.type": "shop.pricing.errors.PricingError",
+                                              "error.message": "cannot price order 4711"}),
+        (JAVA.partition("\n")[0], {"error.type": "java.lang.IllegalStateException",
+                                   "error.message": "Reservation 7781 already released"}),
+    ])  # fmt: skip
+    def test_a_trace_field_holding_only_a_type_line_names_the_type(
+            self, field: str, line: str, declared: dict[str, str]) -> None:
+        """A trace printed without frames (the JVM's OmitStackTraceInFastThrow, a traceback's last line) is
+        read as if its type and message had come in the type and message fields."""
+        event = decode_one({"server_id": "s", "message": "hi", field: line})
+        expected = decode_one({"server_id": "s", "message": "hi", **declared})
+        assert [(e.type, e.value, e.frames) for e in event.exceptions] == [
+            (e.type, e.value, ()) for e in expected.exceptions]
+        assert fingerprint_event(event) == fingerprint_event(expected)
+        assert fingerprint_event(event).basis == "message"
+
+    @pytest.mark.parametrize("prose", ["n/a", "None", "see logs: request 17", "ERROR", "timeout: upstream",
+                                       "Error Budget: exceeded", "java.lang.String: x"])
+    def test_prose_in_a_trace_field_names_no_type(self, prose: str) -> None:
+        """Only a name that looks like an exception class is read as a type; other text stays the message."""
+        event = decode_one({"server_id": "s", "message": "hi", "stack_trace": prose})
+        assert [(e.type, e.value) for e in event.exceptions] == [("", prose)]
 
     def test_exception_type_and_message_fields_of_every_convention(self) -> None:
         """ECS error.type/error.message and OTel's exception.type/exception.message make the exception."""
