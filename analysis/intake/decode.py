@@ -178,9 +178,8 @@ def record_chain(doc: dict[str, Any], plan: tuple[Any, ...], max_frames: int) ->
             texts.append(trace)
         elif type(trace) is dict and name == "exception":
             structured = structured_chain(trace, max_frames)
-            for exception in structured:
-                if exception.frames:
-                    return structured, "", message
+            if any(exception.frames for exception in structured):
+                return structured, "", message
         elif trace is not None:
             texts.append(text(trace, name))
     if not texts and not structured and types is None and values is None and "\n" not in message:
