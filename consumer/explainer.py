@@ -49,6 +49,7 @@ log = logging.getLogger("logagent.explainer")
 
 _INSTRUCTION_REVIEW = "recalled context looks contaminated"
 _STALE_REVIEW = "answer rests on stale past cases"
+_BRANCH_HEAD_REVIEW = "source read is not the deployed commit"
 _WARNED_SERVERS_CAP = 1024
 
 
@@ -182,7 +183,7 @@ class Explainer:
         recalled = self._recall(cluster, checkout, now)
         heuristic = heuristic.model_copy(update={"past_cases": [_ref(case) for case in recalled]})
         analysis = self._investigate(cluster, checkout, tools, heuristic, recalled)
-        analysis = _with_review(analysis, recalled)
+        analysis = _with_review(analysis, recalled, checkout.stand_in)
         self._metrics.count_citations("analysis", len(analysis.citations), 0)
         analysis = analysis.model_copy(
             update={"timings": {**analysis.timings, "total_s": round(time.monotonic() - started, 6)}}
@@ -433,8 +434,12 @@ def _prompt_case(case: PastCase, redactor: Redactor) -> Mapping[str, Any]:
     }
 
 
-def _with_review(analysis: Analysis, recalled: Sequence[PastCase]) -> Analysis:
+def _with_review(analysis: Analysis, recalled: Sequence[PastCase], stand_in: str) -> Analysis:
+    """`analysis` marked for review when its citations may not be the deployed code (`stand_in`: why the
+    branch head was read instead), or its past cases are contaminated, or all stale."""
     reasons = list(analysis.review_reasons)
+    if stand_in:
+        reasons.append(f"{_BRANCH_HEAD_REVIEW}: {stand_in}")
     contaminated = sorted({reason for case in recalled for reason in case.contaminated})
     if contaminated:
         reasons.append(f"{_INSTRUCTION_REVIEW}: {', '.join(contaminated)}")

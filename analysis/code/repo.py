@@ -125,7 +125,8 @@ class Checkout:
     `commit` is the full sha actually used; `requested` what the event named; `notes` say what limited
     the analysis; `sync_errors` the reasons (`sync_reason`) of fetches that failed on the way.
     `became_local_after_s` is set once per commit, on the first checkout where it is local: seconds since
-    it was first requested (0.0 when it was already local then).
+    it was first requested (0.0 when it was already local then). `stand_in` says why the branch head was
+    read in place of the commit the event named ("" when it named none, or that commit was read).
     """
 
     root: Path
@@ -135,6 +136,7 @@ class Checkout:
     notes: tuple[str, ...] = ()
     became_local_after_s: float | None = None
     sync_errors: tuple[str, ...] = ()
+    stand_in: str = ""
 
 
 def redact_secret(text: str, secrets: tuple[str, ...]) -> str:
@@ -233,19 +235,24 @@ class RepoSync:
     ) -> Checkout:
         sync_errors: list[str] = []
         revision = requested
+        stand_in = ""
         if requested is not None and not _safe_revision(requested):
-            notes.append("requested revision is not a usable git revision; used branch head")
+            stand_in = "requested revision is not a usable git revision; used branch head"
+            notes.append(stand_in)
             revision = None
         sha = _resolve_commit(repo, revision) if revision else None
+        why_missing = "not in the clone"
         if sha is None and self._fetch_due(server_id):
             error = self._fetch(server_id, spec, token)
             if error:
                 notes.append(f"fetch failed: {error}; analysed local state")
                 sync_errors.append(sync_reason(error))
+                why_missing = f"fetch failed ({sync_reason(error)})"
             if revision:
                 sha = _resolve_commit(repo, revision)
         elif sha is None and revision:
             notes.append("fetch skipped (rate-limited)")
+            why_missing = "not local yet, fetch rate-limited"
         lag = None
         if sha is not None and revision:
             lag = self._became_local(server_id, revision)
@@ -253,6 +260,7 @@ class RepoSync:
             self._first_requested_at(server_id, revision)
             sha = self._branch_head(repo, spec.branch, notes)
             notes.append(f"commit {revision[:40]} not found; used branch head")
+            stand_in = f"commit {revision[:40]} {why_missing}; used branch head"
         else:
             sha = self._branch_head(repo, spec.branch, notes)
         root = self._worktree(repo, server_id, sha)
@@ -264,6 +272,7 @@ class RepoSync:
             notes=tuple(notes),
             became_local_after_s=lag,
             sync_errors=tuple(sync_errors),
+            stand_in=stand_in,
         )
 
     def _lock(self, server_id: str) -> threading.Lock:

@@ -110,6 +110,31 @@ class TestPipelineFlow:
         assert data["commit"] == repos.commits[SERVERS[0]]
         assert data["culprit"]["path"] == "app/shop.py" and data["culprit"]["line"] == shop_line(SHOP_BUGS[function][2])
         assert b"0a1b2c3d4e5f" not in record.value and not any("revision" in note for note in data["notes"])
+        assert not any("deployed commit" in reason for reason in data["review_reasons"])
+
+    def test_an_analysis_read_at_the_branch_head_asks_for_review(
+        self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]
+    ) -> None:
+        """The deployed commit is not in the repository (pushed elsewhere, or not fetched yet): the analysis
+        still goes out, read at the branch head, and says its code may not be the deployed code."""
+        repos = shop_repos(SERVERS[0])
+        settings = settings_factory()
+        missing = "0123456789abcdef0123456789abcdef01234567"
+        events = [shop_error(SERVERS[0], next(iter(SHOP_BUGS)), 1_700_000_000 + i * 0.01, missing, n=i)
+                  for i in range(3)]
+        service = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
+
+        async def scenario() -> None:
+            await kafka_io.produce(settings.kafka.input_topic, events, keys=[SERVERS[0].encode()] * len(events))
+            await run_until(service, lambda: service.stats.published == 1 and service.idle())
+
+        asyncio.run(scenario())
+        [record] = asyncio.run(kafka_io.read_all(settings.kafka.output_topic))
+        data = orjson.loads(record.value)["data"]
+        assert data["commit"] == repos.commits[SERVERS[0]] and data["needs_review"]
+        # Cloned a moment before, so not fetched again: the reason says so.
+        assert f"source read is not the deployed commit: commit {missing} not local yet, fetch rate-limited; " \
+               "used branch head" in data["review_reasons"], data["review_reasons"]
 
     def test_each_burst_yields_one_schema_valid_event_and_bad_input_goes_to_the_dlq(
         self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]

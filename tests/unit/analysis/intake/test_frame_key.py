@@ -58,6 +58,9 @@ ROWS = [
     Row("JavaScript", "a build hash before another suffix dropped too", (
         js("load", "https://cdn.acme.com/js/main.3f9a1c2b.chunk.js"),
         js("load", "https://cdn.acme.com/js/main.9e8d7c6b.chunk.js")), "js/main.chunk:load"),
+    Row("JavaScript", "a release's build directory dropped", (
+        js("listen", "/srv/releases/42/server.js"), js("listen", "/srv/releases/43/server.js"),
+        js("listen", "/srv/releases/v2.0.1/server.js")), "releases/server:listen"),
     Row("JavaScript", "package versions dropped from script URLs", (
         js("render", "https://unpkg.com/react-dom@16.13.1/umd/react-dom.production.min.js"),
         js("render", "https://unpkg.com/react-dom@18.2.0/umd/react-dom.production.min.js")),
@@ -133,6 +136,13 @@ ROWS = [
     Row("Python", "zipapp prefixes", (
         Frame("checkout", "/opt/shop.pyz/shop/api.py"), Frame("checkout", "/srv/releases/42/shop/api.py")),
         "shop.api:checkout"),
+    Row("Python", "a release's build directory dropped (a module at the release's root)", (
+        Frame("checkout", "/srv/releases/42/cart.py"), Frame("checkout", "/srv/releases/20241206093000/cart.py"),
+        Frame("checkout", "/srv/releases/d69b08cf2f5f/cart.py"), Frame("checkout", "/srv/releases/v1.4.2/cart.py")),
+        "releases.cart:checkout"),
+    Row("Python", "a build after a directory's name dropped", (
+        Frame("checkout", "/opt/shop-1.4.2/cart.py"), Frame("checkout", "/opt/shop_20241206/cart.py"),
+        Frame("checkout", "/opt/shop-3f9a1c2b/cart.py")), "shop.cart:checkout"),
     Row("Python", "qualified and plain function names agree", (
         Frame("PricingService.price", "/srv/app/shop/pricing.py"), Frame("price", "/srv/app/shop/pricing.py")),
         "shop.pricing:price"),
@@ -182,6 +192,12 @@ def test_every_rule_is_in_the_documented_table() -> None:
     missing = [f"{row.platform}: {row.rule}" for row in ROWS
                if not re.search(rf"^\| {re.escape(row.platform)} \| {re.escape(row.rule)} \|", table, re.MULTILINE)]
     assert not missing
+
+
+def test_an_api_version_directory_is_code_not_a_build() -> None:
+    """`v1` and `v2` of an API are different modules: only dotted versions and numbers name a build."""
+    keys = {frame_key(Frame("create", f"/srv/app/api/{version}/users.py")) for version in ("v1", "v2")}
+    assert keys == {"v1.users:create", "v2.users:create"}
 
 
 class TestAllPlatforms:
