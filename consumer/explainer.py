@@ -156,13 +156,16 @@ class Explainer:
 
     def _analyze_alone(self, cluster: Cluster, started: float) -> Analysis:
         now = self._clock()
-        recurrence = self._recurrence(cluster, now)
+        recurrence = self._recurrence(cluster, cluster.commit, now)
         if recurrence is not None:
             return recurrence
         try:
             checkout = self._repo_sync.checkout(cluster.server_id, cluster.commit)
         except RepoError as error:
             return self._without_repo(cluster, error)
+        # A log that names no commit is read at the branch head: while that has not moved, a repeat is too.
+        if cluster.commit is None and (recurrence := self._recurrence(cluster, checkout.commit, now)) is not None:
+            return recurrence
         for reason in checkout.sync_errors:
             self._metrics.repo_sync_errors.labels(reason).inc()
         if checkout.became_local_after_s is not None:
@@ -206,14 +209,14 @@ class Explainer:
 
     # -- memory -------------------------------------------------------------------------------------
 
-    def _recurrence(self, cluster: Cluster, now: float) -> Analysis | None:
+    def _recurrence(self, cluster: Cluster, commit: str | None, now: float) -> Analysis | None:
         """A burst that repeats a validated analysis at the same commit is answered without the LLM."""
-        if self._memory is None or cluster.commit is None:
+        if self._memory is None or commit is None:
             return None
         analysis_id = burst_id(cluster)
         try:
             case = self._memory.find_recurrence(
-                cluster.server_id, cluster.tenant, cluster.fingerprint, cluster.commit, now, scope=self._scope,
+                cluster.server_id, cluster.tenant, cluster.fingerprint, commit, now, scope=self._scope,
                 own_id=analysis_id,
             )
         except StoreError as error:

@@ -62,7 +62,7 @@ def answer(root_cause: str = ROOT_CAUSE, line: int = TOTAL_LINE) -> dict[str, An
     }
 
 
-def burst(commit: str, first_seen: float, *, tenant: str = "acme", message: str = "'price'",
+def burst(commit: str | None, first_seen: float, *, tenant: str = "acme", message: str = "'price'",
           count: int = 3, redact: bool = True) -> Cluster:
     """A closed burst of KeyErrors raised in `total`, decoded, redacted and fingerprinted like the pipeline."""
     redactor = Redactor()
@@ -203,6 +203,26 @@ class TestRecurrence:
         assert again.root_cause == ROOT_CAUSE
         assert len(rig.ollama.chat_calls) == 2
         assert sample(rig.metrics, "logagent_llm_calls_avoided_total") == 1
+
+    def test_a_repeat_naming_no_commit_is_a_recurrence_until_the_branch_head_moves(
+        self, rig_factory: RigFactory
+    ) -> None:
+        """Logs that name no commit are read at the branch head: a repeat while it stays there is answered
+        from memory; once a new commit lands there, the failure is investigated again."""
+        rig = rig_factory()
+        assert rig.ollama is not None
+        rig.ollama.add(Reply.json(answer()), Reply.json(answer()))
+        first = rig.run(burst(None, T0))  # the log names no commit
+        assert first.status == "analyzed" and first.commit == rig.commits["base"]
+
+        again = rig.run(burst(None, T0 + 600))
+        assert (again.status, again.recurrence_of) == ("recurrence", first.analysis_id)
+        assert len(rig.ollama.chat_calls) == 1
+
+        moved = rig.commit("docs", {"README.md": "shop, documented\n"})
+        later = rig.run(burst(None, T0 + 1200))
+        assert (later.status, later.commit) == ("analyzed", moved)
+        assert len(rig.ollama.chat_calls) == 2
 
     @pytest.mark.parametrize("redaction", [None, RedactionConfig(extra_patterns={"device": "[0-9a-f]{12}"})],
                              ids=["built-in rules", "a company pattern that matches ids"])
