@@ -544,6 +544,21 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     dsn = _fill(rng, "{b62:12}")
     add("url_password", f"connecting to admin:{dsn}@10.20.30.40:5432 timed out", dsn,
         source="user:password@host:port without a scheme")
+    # JSON whose writer escapes `=` and `&` (Gson's default HTML-safe escaping), HTML character references,
+    # a form's `+` for a space, a line cut inside an escape, a password holding `@`.
+    gson = "ghp_" + _fill(rng, "{b62:36}")
+    add("github_token", f'{{"url":"https://shop.example/cb?access_token\\u003d{gson}\\u0026state\\u003d1"}}', gson,
+        source="Gson's HTML-safe escapes in a logged JSON string")
+    entity = _fill(rng, "{b62:12}")
+    add("secret", f"form={{&quot;password&quot;:&quot;{entity}&quot;}}", entity, source="HTML character references")
+    plus = _fill(rng, "{b62:12}")
+    add("secret", f"body=login+failed+password+%27{plus}%27", plus, source="an HTML form body, `+` for a space")
+    cut_github = "ghp_" + _fill(rng, "{b62:36}")
+    add("github_token", f"next=%2Fcb%3Ftoken%3D{cut_github}%26utm%3Dmail%2", cut_github,
+        source="a percent-encoded line cut inside an escape")
+    at = _fill(rng, "{b62:6}") + "@" + _fill(rng, "{b62:6}")
+    add("url_password", f"redis=default:{at}@cache-0:6379 refused", at,
+        source="a driver's address, `@` in the password")
     return out
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import html
 import json
 import logging
 import operator
@@ -25,10 +26,11 @@ import platform
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from typing import Any, cast
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 import hyperscan
 import regex
@@ -198,7 +200,7 @@ class Redactor:
         """A follower of private key blocks across lines redacted one at a time (None when keys are kept)."""
         return KeyBlockLines(self.redact) if self.config.enabled and self._pem >= 0 else None
 
-    def every_rule(self, text: str, depth: int = 0) -> str:
+    def every_rule(self, text: str, decode: bool = True) -> str:
         """`text` through every enabled rule in turn, without the prefilter (the reference it must equal)."""
         text = without_terminal_codes(text)
         if self._pem >= 0:
@@ -206,11 +208,11 @@ class Redactor:
         for rule in self._rules:
             text = rule.pattern.sub(rule.replacement, text)
         text = self._apply_extra(text)
-        if "%" in text and depth < _MAX_DECODES:
-            text = _decoded(text, lambda run: self.every_rule(run, depth + 1))
+        if decode and _may_be_encoded(text):
+            text = _decoded(text, lambda run: self.every_rule(run, decode=False))
         return text
 
-    def _redact(self, text: str, depth: int = 0) -> str:
+    def _redact(self, text: str, decode: bool = True) -> str:
         text = without_terminal_codes(text)
         hits = self._prefilter.hits(text)
         if hits:
@@ -220,8 +222,8 @@ class Redactor:
                 text = self._apply(text, hits)
         if self._extra:
             text = self._apply_extra(text)
-        if "%" in text and depth < _MAX_DECODES:
-            text = _decoded(text, lambda run: self._redact(run, depth + 1))
+        if decode and _may_be_encoded(text):
+            text = _decoded(text, lambda run: self._redact(run, decode=False))
         return text
 
     def _spans(self, hits: list[int]) -> bool:
@@ -277,7 +279,7 @@ class Redactor:
             return entry[1]
         redacted = frames
         joined = "\n".join([f"{f.function}\t{f.filename}\t{f.abs_path}\t{f.module}" for f in frames])
-        if self._extra or self._prefilter.hits(joined) or _has_terminal_codes(joined):
+        if self._extra or self._prefilter.hits(joined) or _has_terminal_codes(joined) or _may_be_encoded(joined):
             redact = self.redact
             redacted = tuple([Frame(redact(f.function), redact(f.filename), redact(f.abs_path), redact(f.module),
                                     f.lineno, f.in_app) for f in frames])
@@ -328,27 +330,49 @@ def _drop_code(match: re.Match[str]) -> str:
     return match.group()  # a colour constant in a source line
 
 
-# A run of URL-encoded text (a query string, a form body, a URL passed as a parameter): `token%3Dghp_…`,
-# `https%3A%2F%2Fuser%3Apass%40host`. After the rules have read it as it came, they read it decoded, up to
-# three times (`%253D` is `%3D` encoded again); a run in which they find more goes out decoded and redacted,
-# any other as it came. In a run
-# with a `%` that starts no escape, none is one.
+# A run of encoded text (a query string, a form body, a URL passed as a parameter, JSON that escapes `=`
+# as `\u003d` as Gson does, HTML): `token%3Dghp_…`, `https%3A%2F%2Fuser%3Apass%40host`, `key\u003dAKIA…`,
+# `{&quot;password&quot;:…}`. After the rules have read it as it came, they read it once more decoded (to a
+# fixed point, three rounds at most: `%253D` is `%3D` encoded again); a run in which they find more
+# (placeholders) goes out decoded and redacted, any other as it came. In a run with a `%` that starts no escape (a LIKE
+# pattern, `100%`, a line cut mid-escape) what decoding makes of digits is not trusted: it goes out decoded
+# only for a credential or an email address, not for a number or an IP address alone.
 # A run is tried from its start only (one pass over each: a run of `%` with no digits was quadratic).
-_ENCODED_RUN = re.compile(r"(?<![^\s\"'<>])(?=[^\s\"'<>]*?%[0-9A-Fa-f]{2})[^\s\"'<>]++")
+_ESCAPE = r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3}|#[xX][0-9A-Fa-f]{2}|quot|amp|apos|lt|gt);"
+_ESCAPED = re.compile(_ESCAPE)
+_ENCODED_RUN = re.compile(rf"(?<![^\s\"'<>])(?=[^\s\"'<>]*?(?:{_ESCAPE}))[^\s\"'<>]++")
+_CHAR_ESCAPE = re.compile(r"\\(?:u00|x)([0-9A-Fa-f]{2})")
 _MAX_DECODES = 3
 _BARE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_NUMBER_KINDS = frozenset({"credit_card", "iban", "ssn", "itin", "phone", "ipv4", "ipv6"})
+_PLACEHOLDER_KIND = re.compile(r"\[REDACTED:(\w+)\]")
+
+
+def _may_be_encoded(text: str) -> bool:
+    return ("%" in text or "\\" in text or "&" in text) and _ESCAPED.search(text) is not None
+
+
+def _unescaped(run: str) -> str:
+    """`run` with its escapes read, `+` as a space, to a fixed point (three rounds at most)."""
+    for _ in range(_MAX_DECODES):
+        decoded = html.unescape(_CHAR_ESCAPE.sub(lambda m: chr(int(m[1], 16)), unquote_plus(run)))
+        if decoded == run:
+            break
+        run = decoded
+    return run
 
 
 def _decoded(text: str, redact: Callable[[str], str]) -> str:
     def run(match: re.Match[str]) -> str:
         encoded = match.group()
-        if _BARE_PERCENT.search(encoded):  # no URL encoding: a LIKE pattern (`%40669…%`), a printf format
-            return encoded
-        decoded = unquote(encoded)
+        decoded = _unescaped(encoded)
         if decoded == encoded:
             return encoded
         redacted = redact(decoded)
-        return encoded if redacted == decoded else redacted
+        found = Counter(_PLACEHOLDER_KIND.findall(redacted)) - Counter(_PLACEHOLDER_KIND.findall(encoded))
+        if not found or (_BARE_PERCENT.search(encoded) and found.keys() <= _NUMBER_KINDS):
+            return encoded  # nothing more found (a terminal code decoded and dropped is nothing found)
+        return redacted
 
     return _ENCODED_RUN.sub(run, text)
 

@@ -527,14 +527,16 @@ _CONTEXT: tuple[Rule, ...] = (
                           r"(?!\[REDACTED)[^\s\"'<>]{1,256}@(?=[^\s\"'<>@]{0,256}[A-Za-z0-9])",
           r"\1:[REDACTED:url_password]@"),
     # `user:password@host:port` without a scheme (a DSN, a Redis or AMQP address as drivers log it): the host
-    # an IPv4 address (perhaps redacted already) or a name with a port.
-    _rule("url_password", r"((?<![\w.+/:@\[-])[A-Za-z_][\w.-]{0,63}):(?!\[REDACTED)[^\s:@/\"'<>]{1,128}@"
+    # an IPv4 address (perhaps redacted already) or a name with a port; the password up to the last `@`.
+    _rule("url_password", r"((?<![\w.+/@\[-])(?=[\w.-]{0,63}[A-Za-z])\w[\w.-]{0,63}):(?!\[REDACTED)[^\s/\"'<>]{1,128}@"
                           r"(?=(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|\[REDACTED:ipv4\]|[A-Za-z0-9][\w.-]{0,252}:[0-9]{2,5}"
                           r"(?![0-9]))", r"\1:[REDACTED:url_password]@"),
-    # A password named in words, its value quoted (`password 'hunter2'`, `passwd "x"`); a secret or key so
+    # A password named in words, its value quoted (`password 'hunter2'`, `passwd is "x"`, escaped quotes and
+    # the other quote inside); a secret or key so
     # named only when its value looks generated (`api key Zm9v…`; `secret "db-creds" not found` stays).
-    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:password|passwd|passphrase|passcode)[ \t]{1,3})"
-                    r"(?P<pre>)(?P<q>[\"'])(?P<qv>(?!\[REDACTED)[^\"'\r\n]{1,256})(?P=q)", _keyed),
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:password|passwd|passphrase|passcode)(?i:[ \t]{1,3}(?:is|was))?"
+                    r"[ \t]{1,3})(?P<pre>)(?P<q>[\"'`])(?P<qv>(?!\[REDACTED)(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)"
+                    r"(?P=q)", _keyed),
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:secret|token|api[ _-]?key|access[ _-]?key"
                     rf"|client[ _-]?secret|auth[ _-]?token)[ \t]{{1,3}}){_VALUE}", _weak_keyed),
     # Command lines: `--password hunter2`, `--api-key=…`, `-u user:password`, `--user user:password`.

@@ -348,18 +348,39 @@ class TestRedactor:
         ("encoded twice: token%253Dghp_R8b2Xq9LmT4vW7yZ1aC3dE5fG6hJ8kN0pQ2s",
          "encoded twice: token=[REDACTED:github_token]"),
         ("mail=bob%40example.com", "mail=[REDACTED:email]"),
+        # JSON that escapes `=`, `&` and `'` (Gson's default), a form's `+`, HTML character references.
+        ('{"url":"https://x/cb?access_token\\u003dghp_R8b2Xq9LmT4vW7yZ1aC3dE5fG6hJ8kN0pQ2s"}',
+         '{"url":"https://x/cb?access_token=[REDACTED:github_token]"}'),
+        ("jdbc:mysql://db/app?user\\u003droot\\u0026password\\u003dHunter2pw",
+         "jdbc:mysql://db/app?user=root&password=[REDACTED:secret]"),
+        ("msg=login+failed+password+%27hunter2%27", "msg=login failed password '[REDACTED:secret]'"),
+        ("{&quot;password&quot;:&quot;hunter2&quot;}", '{"password":"[REDACTED:secret]"}'),
+        ("mail=user&#64;example.com", "mail=[REDACTED:email]"),
+        # A `%` that starts no escape elsewhere in the run (a line cut mid-escape, `100%`) hides nothing.
+        ("next=%2Fcb%3Ftoken%3Dghp_R8b2Xq9LmT4vW7yZ1aC3dE5fG6hJ8kN0pQ2s%26utm%3Dmail%2",
+         "next=/cb?token=[REDACTED:github_token]&utm=mail%2"),
+        ("GET /cb?token%3Dghp_R8b2Xq9LmT4vW7yZ1aC3dE5fG6hJ8kN0pQ2s&progress=100%",
+         "GET /cb?token=[REDACTED:github_token]&progress=100%"),
         # Nothing found: the run stays as it came; a `%` that starts no escape means none is one; what the
         # rules find as it came is redacted so (`%20` between a card's groups).
         ("GET /search?q=caf%C3%A9%20au%20lait 404", "GET /search?q=caf%C3%A9%20au%20lait 404"),
         ("LIKE '%40669663927874625%' or 100%25", "LIKE '%40669663927874625%' or 100%25"),
         ("?card=4111%201111%201111%201111", "?card=[REDACTED:credit_card]"),
+        ("C:\\Users\\x41\\app.py a && b", "C:\\Users\\x41\\app.py a && b"),
     ])
     def test_url_encoded_secrets_are_read_decoded(self, text: str, expected: str) -> None:
         """Secrets in a query string or form body passed every rule (`token%3Dghp_…`: the `D` of `%3D` joined
-        the token; attacker review): a run of URL-encoded text is read decoded too, and goes out decoded and
-        redacted when more is found in it."""
+        the token; attacker reviews: then `\\u003d`, `+`, `&quot;` and a stray `%`): a run of encoded text is
+        read decoded too, and goes out decoded and redacted when more is found in it."""
         assert REDACTOR.redact(text) == expected
         assert REDACTOR.every_rule(text) == expected
+
+    def test_an_encoded_secret_in_a_frame_is_redacted(self) -> None:
+        """A script URL in a JS frame carries its query string; encoded, the prefilter named no rule for the
+        frames, which were kept whole (attacker review)."""
+        url = "https://cdn.example.com/static/app.js?api_key%3DZm9vYmFyYmF6cXV4MTIzNDU2"
+        [frame] = REDACTOR.frames((Frame("render", url, url, "", 1, True),))
+        assert frame.abs_path == frame.filename == "https://cdn.example.com/static/app.js?api_key=[REDACTED:secret]"
 
     @pytest.mark.parametrize(("text", "expected"), [
         ("bind failed: password 'ldapPassw0rd'", "bind failed: password '[REDACTED:secret]'"),
@@ -368,7 +389,15 @@ class TestRedactor:
         ("connect admin:Sup3rS3cret@10.0.0.5:5432", "connect admin:[REDACTED:url_password]@[REDACTED:ipv4]:5432"),
         ("redis default:s3cr3tpw@redis-master:6379 down",
          "redis default:[REDACTED:url_password]@redis-master:6379 down"),
+        ("redis=admin:p@ssw0rd@cache:6379", "redis=admin:[REDACTED:url_password]@cache:6379"),
+        ("DSN:admin:Hunter2pw@db:5432", "DSN:[REDACTED:url_password]@db:5432"),
+        ("connect 1admin:Sup3r@10.0.0.5:5432", "connect 1admin:[REDACTED:url_password]@[REDACTED:ipv4]:5432"),
+        ('password "don\'t-tell-9"', 'password "[REDACTED:secret]"'),
+        ("password 'abc\\'defgh' rejected", "password '[REDACTED:secret]' rejected"),
+        ("password is `s3cr3t`", "password is `[REDACTED:secret]`"),
         # What stays: a secret's name, a parser's token, an ssh remote, a time.
+        ("password is required", "password is required"),
+        ("10:45:00@worker-1:8080", "10:45:00@worker-1:8080"),
         ('secret "db-creds" not found', 'secret "db-creds" not found'),
         ("SyntaxError: Unexpected token '<' in JSON", "SyntaxError: Unexpected token '<' in JSON"),
         ("api key invalid", "api key invalid"),
@@ -376,8 +405,9 @@ class TestRedactor:
         ('password "" is empty', 'password "" is empty'),
     ])
     def test_passwords_named_in_words_and_addresses_without_a_scheme(self, text: str, expected: str) -> None:
-        """`password 'x'`, `api key …` and `user:password@host:port` passed every rule (attacker review)."""
-        assert REDACTOR.redact(text) == expected
+        """`password 'x'`, `api key …` and `user:password@host:port` passed every rule (attacker review); then
+        a password holding `@` or the other quote, an escaped quote, `password is …` (the next review)."""
+        assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
 
     def test_what_looks_like_a_secret_but_is_not_stays(self) -> None:
         """Counters and types under secret-like names, a type name before its repr, a cut line after `:`."""
@@ -777,7 +807,8 @@ class TestHostileInput:
                      "10.0.0.1\n" * 110_000, "\\e[m" * 250_000, "^[[m" * 250_000, "x\\u001b[1;2m" * 90_000,
                      # URL-encoded runs (decoded up to three times), and runs of `%` that start no escape.
                      "%25" * 340_000, "%" * 1_000_000, "a%20b " * 170_000, ("token%3D" + "A" * 40 + " ") * 20_000,
-                     "%%%%%%%%%4" * 100_000):
+                     "%%%%%%%%%4" * 100_000, "%252525" + "password=a&" * 90_000, "\\u0041" * 150_000,
+                     "&amp;" * 200_000):
             started = time.process_time()
             Redactor().redact(text)
             assert time.process_time() - started < 2.0, text[:20]
