@@ -8,6 +8,7 @@ hop (`store.candidates`), without the schema reads the blocking wrapper makes ar
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Mapping
@@ -60,6 +61,7 @@ from store.verdicts import forget_verdicts, judge, read_verdicts
 T = TypeVar("T")
 _VISIBLE_POLL_S = 0.01
 _NOTE_CHARS = 500
+_ID_PREFIX = re.compile(r"[0-9a-f-]{8,36}")
 
 
 class MemoryStore:
@@ -385,6 +387,15 @@ class MemoryStore:
     def servers(self, now: float) -> list[ServerSummary]:
         """What the memory holds per server and tenant: cases, the newest, how many expired."""
         return [summary for table in self._all_tables() for summary in server_summaries(table, now)]
+
+    def ids_starting(self, prefix: str, *, server: str | None = None) -> set[str]:
+        """Ids of the cases (`server`'s, or every server's) that start with `prefix`, lowercase hex digits and
+        dashes only (the first characters of an id, as Slack shows them); two at most per table."""
+        if not _ID_PREFIX.fullmatch(prefix):
+            raise RefusedCase(f"not the start of an analysis id: {prefix!r}")
+        where = f"id LIKE {sql_string(prefix + '%')}"
+        return {str(row["id"]) for table in self._tables_for(server)
+                for row in fetch_rows(table.search().where(where).select(["id"]), 2)}
 
     def show(self, memory_id: str, now: float, *, server: str | None = None, commit: str | None = None,
              is_changed: IsChanged | None = None) -> CaseDetail | None:

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 _NOT_FOUND = 1
+_UUID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}")
+_ID_START = re.compile(r"[0-9a-f-]{8,35}")  # the first characters of one: `feedback e75231f8`
 _RUST_SOURCE = re.compile(r",? /\S+\.rs:\d+:\d+")  # where in LanceDB's Rust source an error was raised
 _WHERE = ("Reads the memory under LOGAGENT_DATA_DIR (or LOGAGENT_MEMORY__URI). On a terminal the output is "
           "readable; --json (or a pipe) gives JSON. ")
@@ -210,6 +212,16 @@ def _memory_search(args: argparse.Namespace, settings: Settings) -> int:
     return _print_cases(args, settings, rows)
 
 
+def _full_id(memory: MemoryStore, given: str, server: str | None) -> str:
+    """`given`, or the one case id it is the start of (8 characters or more: Slack shows the first 8)."""
+    if len(given) >= 36 or not _ID_START.fullmatch(given):
+        return given
+    ids = memory.ids_starting(given, server=server)
+    if len(ids) > 1:
+        raise UsageError(f"{given!r} starts more than one analysis id ({', '.join(sorted(ids))}): give more of it")
+    return ids.pop() if ids else given
+
+
 def _not_found(settings: Settings, analysis_id: str) -> int:
     print(f"logagent: no analysis {analysis_id!r} in the memory at {settings.memory.uri}", file=sys.stderr)
     return _NOT_FOUND
@@ -253,8 +265,9 @@ def _memory_show(args: argparse.Namespace, settings: Settings) -> int:
     if _missing(settings):
         return _NOT_FOUND
     with _store_errors():
-        detail = _open_memory(settings).show(args.analysis_id, time.time(), server=args.server, commit=commit,
-                                             is_changed=is_changed)
+        memory = _open_memory(settings)
+        detail = memory.show(_full_id(memory, args.analysis_id, args.server), time.time(), server=args.server,
+                             commit=commit, is_changed=is_changed)
     if detail is None:
         return _not_found(settings, args.analysis_id)
     _check_has_commit(args.repo, detail.summary.commit)
@@ -271,7 +284,9 @@ def _memory_forget(args: argparse.Namespace, settings: Settings) -> int:
     if _missing(settings):  # its line says why no case is found: one line, as for every miss
         return _NOT_FOUND
     with _store_errors():
-        deleted = _open_memory(settings).forget(args.analysis_id, server=args.server)
+        memory = _open_memory(settings)
+        args.analysis_id = _full_id(memory, args.analysis_id, args.server)
+        deleted = memory.forget(args.analysis_id, server=args.server)
     if not deleted:
         return _not_found(settings, args.analysis_id)
     _result(args, {"analysis_id": args.analysis_id, "forgotten": deleted},
@@ -293,11 +308,15 @@ def _feedback(args: argparse.Namespace, settings: Settings) -> int:
 
     args.note = Redactor(settings.redaction).redact(args.note or "")  # stored, shown and sent: secrets go first
     if args.via_kafka:
+        if not _UUID.fullmatch(args.analysis_id):  # the service cannot say the id is unknown: refused here
+            raise UsageError(f"--via-kafka needs a whole analysis id (a UUID, as `memory list` shows it), "
+                             f"not {args.analysis_id!r}")
         return _publish_feedback(args, settings)
     if _missing(settings):
         return _NOT_FOUND
     with _store_errors():
         memory = _open_memory(settings)
+        args.analysis_id = _full_id(memory, args.analysis_id, args.server)
         if not memory.feedback(args.server, args.analysis_id, args.verdict, args.note, tenant=args.tenant):
             return _not_found(settings, args.analysis_id)
         detail = memory.show(args.analysis_id, time.time(), server=args.server)

@@ -79,6 +79,9 @@ def case(memory_id: str, *, tenant: str = "acme", error: str, age_s: float = 0.0
                    analyzer="llm", commit=commit, created_at=NOW - age_s, cited_files=cited)
 
 
+ANALYSIS_ID = "1c2f0a9e-5b7d-4e21-9a3f-6d8e0b1c2a47"
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path, embedder: OnnxEmbedder) -> Path:
     """A data directory whose memory holds three cases of `orders` (two tenants) and one of `billing`."""
@@ -263,6 +266,26 @@ class TestMemoryForget:
         assert text.strip() == "forgot npe-old and its verdicts"
 
 
+class TestShortIds:
+    def test_the_first_characters_of_an_id_name_its_case(self, tmp_path: Path, embedder: OnnxEmbedder) -> None:
+        """Slack shows a past case by its id's first 8 characters: `memory show`, `feedback` and `memory forget`
+        take them (8 or more) when one case starts so; two cases starting so are one line, exit 2."""
+        memory = MemoryStore(MemoryConfig(uri=str(tmp_path / "data" / "memory")), embedder)
+        twin = ANALYSIS_ID[:9] + "0000-4000-8000-000000000000"
+        for memory_id in (ANALYSIS_ID, twin):
+            memory.remember(case(memory_id, error="KeyError: 'price' at app.shop.total"))
+        data = tmp_path / "data"
+        [shown] = json_lines(logagent("memory", "show", ANALYSIS_ID[:10], data_dir=data))
+        assert shown["summary"]["memory_id"] == ANALYSIS_ID
+        assert json_lines(logagent("feedback", ANALYSIS_ID[:10], "--verdict", "correct", data_dir=data)) == [
+            {"analysis_id": ANALYSIS_ID, "verdict": "correct", "applied": True}]
+        line = one_error_line(logagent("feedback", ANALYSIS_ID[:8], "--verdict", "correct", data_dir=data), 2)
+        assert "starts more than one analysis id" in line and twin in line
+        assert json_lines(logagent("memory", "forget", twin[:12], data_dir=data)) == [
+            {"analysis_id": twin, "forgotten": 1}]
+        assert "abcdef12" in one_error_line(logagent("memory", "show", "abcdef12", data_dir=data), 1)
+
+
 class TestFeedbackCommand:
     def test_correct_raises_trust_to_human(self, data_dir: Path) -> None:
         """`feedback ID --verdict correct` makes the case human-confirmed (trust 1.0, feedback +1)."""
@@ -302,21 +325,29 @@ class TestFeedbackCommand:
         topic = topic_factory("feedback")
         env = {"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": tansu.bootstrap_servers,
                "LOGAGENT_KAFKA__FEEDBACK_TOPIC": topic}
-        out = json_lines(logagent("feedback", "a-1", "--verdict", "wrong", "--note", "wrong file",
+        out = json_lines(logagent("feedback", ANALYSIS_ID, "--verdict", "wrong", "--note", "wrong file",
                                   "--via-kafka", data_dir=tmp_path, env=env))
-        assert out == [{"analysis_id": "a-1", "verdict": "wrong", "published": topic}]
+        assert out == [{"analysis_id": ANALYSIS_ID, "verdict": "wrong", "published": topic}]
         (record,) = asyncio.run(kafka_io.read_all(topic))
-        assert record.key == b"a-1"
+        assert record.key == ANALYSIS_ID.encode()
         sent = orjson.loads(record.value)
         assert uuid.UUID(sent.pop("feedback_id"))  # so a redelivered copy counts once
-        assert sent == {"analysis_id": "a-1", "verdict": "wrong", "note": "wrong file"}
+        assert sent == {"analysis_id": ANALYSIS_ID, "verdict": "wrong", "note": "wrong file"}
+
+    def test_via_kafka_refuses_what_is_no_analysis_id(self, tmp_path: Path) -> None:
+        """The service can only log a verdict on an unknown id, so the CLI refuses what cannot be one (a
+        new user sent `null` and was told it was published): one line, exit 2, nothing sent."""
+        for given in ("null", ANALYSIS_ID[:8]):
+            line = one_error_line(logagent("feedback", given, "--verdict", "wrong", "--via-kafka",
+                                           data_dir=tmp_path), 2)
+            assert "needs a whole analysis id" in line and repr(given) in line
 
     def test_via_kafka_to_no_broker_is_one_line(self, tmp_path: Path) -> None:
         """A broker that is not there: one line naming the setting to check, exit 2 (no client's log)."""
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             address = f"127.0.0.1:{sock.getsockname()[1]}"
-        line = one_error_line(logagent("feedback", "a-1", "--verdict", "wrong", "--via-kafka", data_dir=tmp_path,
+        line = one_error_line(logagent("feedback", ANALYSIS_ID, "--verdict", "wrong", "--via-kafka", data_dir=tmp_path,
                                        env={"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": address}), 2)
         assert line.startswith(f"logagent: cannot connect to Kafka at LOGAGENT_KAFKA__BOOTSTRAP_SERVERS={address} ")
 
