@@ -163,6 +163,16 @@ class TestAnalyze:
         assert analysis.culprit is not None
         assert analysis.culprit.path == checkout.bug("coupon-required").culprit_path
 
+    def test_an_export_of_several_records_says_which_is_analysed(self, services: dict[str, SampleService],
+                                                                 stream: SampleStream) -> None:
+        """An OTLP export carries several records: the first is analysed, and stderr says so (before, the
+        others went unmentioned)."""
+        message = _first(stream, "unknown-coupon", "otel", min_records=2)
+        proc = logagent("analyze", "--repo", str(services["orders-service"].repo), "--offline", stdin=message.value)
+        assert proc.returncode == 0, proc.stderr
+        assert f"the message holds {message.records} log records; analysing the first" in proc.stderr.decode()
+        assert Analysis.model_validate_json(proc.stdout).cluster.count == 1
+
     def test_explicit_commit_wins(self, services: dict[str, SampleService], stream: SampleStream) -> None:
         """--commit analyses that revision, whatever the event says."""
         orders = services["orders-service"]
