@@ -81,7 +81,8 @@ class _Raise:
     """What the raise depends on (its operands)."""
     api: str = ""
     text: str = ""
-    """How the evidence quotes it (a condition as written), when not `expr`."""
+    """How the evidence quotes it (a condition or the operands as written: strings not blanked), when not
+    `expr`."""
     made_here: str = ""
     """An operand the raising line itself computed (an index `len(batch)`, `i + 1`)."""
 
@@ -188,9 +189,10 @@ def _raise_at(site: Site, exc_type: str, message: str, deeper: Sequence[Frame], 
             return _Raise(kind, statement, qualified)
         receiver, args = calls[0]
         inputs = args if kind in ("check", "parse") or not receiver else [receiver, *args]
-        return _Raise(kind, ", ".join(inputs), qualified)
+        return _Raise(kind, ", ".join(inputs), qualified, text=", ".join(source.as_written(line, inputs)))
     if callee is None and not RAISE.search(statement) and not INLINE_CHECK.search(statement):
-        return _Raise("fault", ", ".join(_fault_operands(statement, exc_type, message)),
+        faulty = _fault_operands(statement, exc_type, message)
+        return _Raise("fault", ", ".join(faulty), text=", ".join(source.as_written(line, faulty)),
                       made_here=_computed_index(statement, exc_type))
     unhandled = default_case(source, method, line)
     if unhandled is not None:

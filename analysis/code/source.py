@@ -10,6 +10,7 @@ C-like rules; Python uses indentation.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -287,6 +288,26 @@ class Source:
         first, last = self.statement(line)
         rows = self.code[first - 1 : last] if masked else self.lines[first - 1 : last]
         return " ".join(r.strip() for r in rows)
+
+    def as_written(self, line: int, fragments: Sequence[str]) -> list[str]:
+        """`fragments` of the masked statement at `line` (`statement_text`), in order, as the code writes
+        them: string contents shown again (a fragment not found in it is kept as it is)."""
+        first, last = self.statement(line)
+        masked_rows, raw_rows = [], []
+        for masked_row, raw_row in zip(self.code[first - 1 : last], self.lines[first - 1 : last], strict=True):
+            start, end = len(masked_row) - len(masked_row.lstrip()), len(masked_row.rstrip())
+            masked_rows.append(masked_row[start:end])
+            raw_rows.append(raw_row[start:end])
+        masked, raw = " ".join(masked_rows), " ".join(raw_rows)
+        written, at = [], 0
+        for fragment in fragments:
+            found = masked.find(fragment, at) if fragment else -1
+            if found < 0:
+                written.append(fragment)
+                continue
+            written.append(raw[found : found + len(fragment)])
+            at = found + len(fragment)
+        return written
 
     # -- names ----------------------------------------------------------------------------------------
 

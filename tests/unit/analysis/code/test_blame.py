@@ -304,3 +304,15 @@ class TestRuntimeFaults:
                        [("src/m/Coupons.java", "m.Coupons.apply", 5), ("src/m/Checkout.java", "m.Checkout.place", 5)],
                        "java.lang.NullPointerException", "couponCode", deeper=library)
         assert (verdict.site.path, verdict.line) == ("src/m/Coupons.java", 5)
+        # Quoted as written: the string's contents were blanked for reading (`" "`) and shown so.
+        assert 'requireNonNull on cart.getCouponCode(), "couponCode":' in verdict.evidence[0]
+
+    def test_a_fault_quotes_its_operands_as_written(self) -> None:
+        """An operand holding a string literal is quoted with its contents, on a statement wrapped over lines
+        with a comment between."""
+        python = ('import os\n\n\ndef host():\n    name = os.environ.get(\n        "DB_HOST"  # set by the chart\n'
+                  '    ).split(":")\n    return name\n')
+        verdict = read({"app/db.py": python}, [("app/db.py", "app.db.host", 5)], "AttributeError",
+                       "'NoneType' object has no attribute 'split'")
+        evidence = " ".join(verdict.evidence)
+        assert 'os.environ.get( "DB_HOST"' in evidence and '" "' not in evidence, evidence
