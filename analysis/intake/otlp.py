@@ -1,7 +1,8 @@
 """OpenTelemetry log records (OTLP/JSON as the Collector's Kafka exporter writes them) → `ErrorEvent`s.
 
 One message is `resourceLogs → scopeLogs → logRecords` and may carry many records; attributes are
-`{key, value: AnyValue}` lists. The exception comes from the `exception.*` semantic-convention attributes.
+`{key, value: AnyValue}` lists. The exception comes from the `exception.*` semantic-convention attributes,
+else from attributes named as the other conventions name those fields (`error.type`, `stack_trace`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,15 @@ _COMMIT_ATTRIBUTES = (
     "vcs.ref.head.revision", "vcs.revision", "git.commit.sha", "deployment.commit", "commit",
     "service.version",
 )  # fmt: skip
-_CONSUMED = frozenset({"exception.type", "exception.message", "exception.stacktrace", "server_id"})
-_RESOURCE_CONSUMED = frozenset({"service.name", "tenant", "server_id"})
+# The exception and tenant attributes, each read from the first of its spellings that holds a value: the
+# semantic conventions' first, then the other conventions' field names (a Collector that maps ECS or
+# logstash fields to attributes keeps their names).
+TRACE_ATTRIBUTES = ("exception.stacktrace", "error.stack_trace", "stack_trace")
+TYPE_ATTRIBUTES = ("exception.type", "error.type")
+MESSAGE_ATTRIBUTES = ("exception.message", "error.message")
+_TENANT_ATTRIBUTES = ("tenant", "organization.id", "labels.tenant")
+_CONSUMED = frozenset({*TRACE_ATTRIBUTES, *TYPE_ATTRIBUTES, *MESSAGE_ATTRIBUTES, "server_id"})
+_RESOURCE_CONSUMED = frozenset({"service.name", *_TENANT_ATTRIBUTES, "server_id"})
 _SEVERITY = ((21, "fatal"), (17, "error"), (13, "warn"), (9, "info"), (5, "debug"), (1, "trace"))
 _MAX_DEPTH = 64
 
@@ -99,9 +107,9 @@ def _record(
     record: dict[str, Any], resource: dict[str, Any], logger: str, config: DecodeConfig, fallback: float
 ) -> ErrorEvent:
     attributes = attributes_of(record.get("attributes"))
-    trace = text(attributes.get("exception.stacktrace"), "exception.stacktrace")
-    declared_type = text(attributes.get("exception.type"), "exception.type")
-    declared_message = text(attributes.get("exception.message"), "exception.message")
+    traces = [text(attributes.get(name), name) for name in TRACE_ATTRIBUTES]
+    declared_type = first_text(attributes, TYPE_ATTRIBUTES)
+    declared_message = first_text(attributes, MESSAGE_ATTRIBUTES)
     extra = {key: value for key, value in attributes.items() if key not in _CONSUMED}
     extra.update((f"resource.{k}", v) for k, v in resource.items() if k not in _RESOURCE_CONSUMED)
     body = any_value(record["body"]) if record.get("body") else None
@@ -109,7 +117,7 @@ def _record(
         extra["body"] = body
     message = body if type(body) is str else ""
     # As a flat record's (`decode.record_chain`): the trace, else one logged as the body itself, else declared.
-    chain, trace = trace_chain([trace], message, config.max_frames)
+    chain, trace = trace_chain(traces, message, config.max_frames)
     chain = chain or declared_chain(declared_type, declared_message, trace)
     commit_fields = (config.commit_field,) if config.commit_field else _COMMIT_ATTRIBUTES
     commit = next((v for f in commit_fields for v in (attributes.get(f), resource.get(f)) if v), None)
@@ -132,12 +140,19 @@ def _record(
         severity or "error",
         logger,
         identifier(commit, "commit") or None,
-        tenant(resource.get("tenant") or attributes.get("tenant"), config.tenant),
+        tenant(next((v for source in (resource, attributes) for name in _TENANT_ATTRIBUTES
+                     if (v := source.get(name))), None), config.tenant),
         chain,
         trace,
         "otel",
         extra,
     )
+
+
+def first_text(attributes: dict[str, Any], names: tuple[str, ...]) -> str:
+    """The first of `names` that holds text; every one of them present must be text (or absent)."""
+    values = [text(attributes.get(name), name) for name in names]
+    return next((value for value in values if value), "")
 
 
 def _server_id(resource: dict[str, Any], attributes: dict[str, Any], config: DecodeConfig) -> str:

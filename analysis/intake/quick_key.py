@@ -66,8 +66,8 @@ from analysis.intake.decode import (
     layout_plan,
     record_chain,
 )
-from analysis.intake.field import declared_chain, timestamp, trace_chain
-from analysis.intake.otlp import attributes_of
+from analysis.intake.field import declared_chain, text, timestamp, trace_chain
+from analysis.intake.otlp import MESSAGE_ATTRIBUTES, TRACE_ATTRIBUTES, TYPE_ATTRIBUTES, attributes_of, first_text
 from analysis.intake.redact import Redactor, redact_event, redact_key_fields
 from analysis.intake.signature import Signature, fingerprint_event, message_signature
 from analysis.intake.stacktrace import parse_trace
@@ -77,7 +77,7 @@ __all__ = ["EventKey", "KeyCache", "full_keys"]
 
 _TEMPLATE_CHARS = 512  # the tally reads no further (`tally.message_template`)
 _SCALARS = (str, int, float, bool, type(None))
-_OTLP_SLOTS = frozenset({"exception.message", "exception.stacktrace"})
+_OTLP_SLOTS = frozenset({*TRACE_ATTRIBUTES, *MESSAGE_ATTRIBUTES})
 _OTLP_RECORD_SLOTS = frozenset({"timeUnixNano", "observedTimeUnixNano", "body", "traceId", "spanId", "attributes"})
 _OTLP_SCOPE_LISTS = frozenset({"scopeLogs", "instrumentationLibraryLogs"})
 _NOT_QUICK = ()  # a layout the quick path leaves to the full path
@@ -354,12 +354,12 @@ class KeyCache:
                 or not isinstance(record.get("traceId"), _SCALARS) or not isinstance(record.get("spanId"), _SCALARS):
             return None
         attributes = attributes_of(record.get("attributes"))
-        get = attributes.get  # plain reads, no generator: this runs for every record of every export
-        trace, kind, value = get("exception.stacktrace"), get("exception.type"), get("exception.message")
-        if not {type(trace), type(kind), type(value)} <= _TEXT_TYPES:
-            return None
-        chain, trace = trace_chain((trace or "",), message, self._config.max_frames)  # as `otlp._record` reads it
-        chain = chain or declared_chain(kind or "", value or "", trace)
+        # As `otlp._record` reads them (a field of the wrong type raises BadInput: the full path says why).
+        get = attributes.get
+        chain, trace = trace_chain([text(get(name), name) for name in TRACE_ATTRIBUTES], message,
+                                   self._config.max_frames)
+        chain = chain or declared_chain(first_text(attributes, TYPE_ATTRIBUTES),
+                                        first_text(attributes, MESSAGE_ATTRIBUTES), trace)
         skeleton = outer + orjson.dumps([{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
                                          {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}])
         return _Read(_key(skeleton, chain, trace), chain, message, timestamp(moment, received_at), None)

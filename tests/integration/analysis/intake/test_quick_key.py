@@ -144,8 +144,17 @@ def _record(trace: tuple[str, str, str, str, list[dict[str, Any]]], shape: str, 
         if shape != "otel":
             record["tenant"] = tenant
         else:
-            record["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]["attributes"].append(
-                {"key": "tenant", "value": {"stringValue": tenant} if type(tenant) is str else {"intValue": tenant}})
+            # Under any of its spellings, of the record's attributes or of its resource's.
+            holder = rng.choice((record["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0],
+                                 record["resourceLogs"][0]["resource"]))
+            value = {"stringValue": tenant} if type(tenant) is str else {"intValue": tenant}
+            holder["attributes"].append({"key": rng.choice(("tenant", "organization.id", "labels.tenant")),
+                                         "value": value})
+    if where == "spelled" and shape == "otel":  # the exception attributes named as other conventions name them
+        other = {"exception.type": "error.type", "exception.message": "error.message",
+                 "exception.stacktrace": rng.choice(("error.stack_trace", "stack_trace"))}
+        for attribute in record["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]["attributes"]:
+            attribute["key"] = other.get(attribute["key"], attribute["key"])
     if where == "field":  # a field of the wrong type, or a scalar that is not what it should be
         target = record["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0] if shape == "otel" else record
         key = rng.choice([*target, "traceId"] if shape == "otel" else [*target])
@@ -194,7 +203,7 @@ class TestQuickKey:
 
         def record(shape: str) -> bytes:
             where = data.draw(st.sampled_from(("", "", "", "trace", "message", "value", "field", "tenant", "logged",
-                                                "second")))
+                                                "second", "spelled")))
             return _record(data.draw(st.sampled_from(pool)), shape, rng, data.draw(st.sampled_from(HOSTILE)), where,
                            data.draw(st.sampled_from((0, 0, 3))))
 

@@ -135,6 +135,25 @@ class TestTraceWhereverItStands:
         assert event.exceptions[0].type == "shop.pricing.errors.PricingError" and event.exceptions[-1].frames
         assert fingerprint_event(event).basis == "stacktrace"
 
+    @pytest.mark.parametrize("trace_key", ["exception.stacktrace", "error.stack_trace", "stack_trace"])
+    def test_otlp_attributes_named_as_the_other_conventions_name_them(self, trace_key: str) -> None:
+        """A Collector that maps ECS or logstash fields to attributes keeps their names: the exception and the
+        tenant are read from those spellings too, as from a flat record, and sign the same failure."""
+        def attribute(key: str, value: str) -> dict[str, Any]:
+            return {"key": key, "value": {"stringValue": value}}
+
+        raw = orjson.dumps({"resourceLogs": [{
+            "resource": {"attributes": [attribute("service.name", "inventory"), attribute("organization.id", "acme")]},
+            "scopeLogs": [{"logRecords": [{"body": {"stringValue": "reservation failed"}, "attributes": [
+                attribute("error.type", "java.lang.IllegalStateException"),
+                attribute("error.message", "Reservation 7781 already released"), attribute(trace_key, JAVA)]}]}]}]})
+        (event,) = decode_message(raw, DecodeConfig(), received_at=NOW)
+        flat = decode_one({"service.name": "inventory", "organization.id": "acme", "message": "reservation failed",
+                           "error.stack_trace": JAVA})
+        assert (event.tenant, event.raw_trace, event.exception_type) == ("acme", JAVA, flat.exception_type)
+        assert fingerprint_event(event) == fingerprint_event(flat) and fingerprint_event(event).basis == "stacktrace"
+        assert not {"error.type", "error.message", trace_key} & event.extra.keys()
+
     @pytest.mark.parametrize("field", ["stack_trace", "exception", "error.stack_trace", "exception.stacktrace"])
     @pytest.mark.parametrize(("line", "declared"), [
         (JAVA_FAST_THROW, {"error.type": "java.lang.NullPointerException"}),
