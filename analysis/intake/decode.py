@@ -196,8 +196,9 @@ def field_value(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> Any:
     return _first(doc, spec)[1]
 
 
-def _first(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> tuple[str, Any]:
-    """(spelling, value) of the first spelling that holds a value; ("", None) when none does."""
+def _first(doc: dict[str, Any], spec: str | tuple[str, ...] | None, absent: Any = None) -> tuple[str, Any]:
+    """(spelling, value) of the first spelling that holds a value other than `absent`; ("", None) when none
+    does."""
     if spec is None:
         return "", None
     if type(spec) is str:
@@ -206,7 +207,7 @@ def _first(doc: dict[str, Any], spec: str | tuple[str, ...] | None) -> tuple[str
         value = doc.get(name)
         if value is None and "." in name:
             value = get_path(doc, name)
-        if value is not None:
+        if value is not None and value != absent:
             return name, value
     return "", None
 
@@ -245,7 +246,8 @@ def _decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float,
     if config.commit_field:
         commit = get_path(doc, config.commit_field)
     else:
-        commit = get(commits) if type(commits) is str else None if commits is None else _first(doc, commits)[1]
+        # An empty `commit` names none: `service.version` beside it still does.
+        commit = get(commits) if type(commits) is str else None if commits is None else _first(doc, commits, "")[1]
     logger = get(loggers) if type(loggers) is str else None if loggers is None else _first(doc, loggers)[1]
     if type(logger) is not str:
         logger = text(logger, "logger")

@@ -197,6 +197,12 @@ class TestOtherFields:
             "inventory", "warn", "c.a.Inv", "a1b2", "t7")
         assert event.timestamp == pytest.approx(1714644843.0)
 
+    @pytest.mark.parametrize("version", [{"service.version": "a1b2c3d"}, {"service": {"version": "a1b2c3d"}}])
+    def test_an_empty_commit_field_names_no_commit(self, version: dict[str, Any]) -> None:
+        """`"commit": ""` (a build that left it blank) holds no value: the service version beside it is read."""
+        assert decode_one({"server_id": "s", "message": "m", "commit": "", **version}).commit == "a1b2c3d"
+        assert decode_one({"server_id": "s", "message": "m", "commit": ""}).commit is None
+
     def test_the_first_spelling_wins_when_two_conventions_disagree(self) -> None:
         """`timestamp` before `@timestamp`, `level` before `log.level`, `logger` before `logger_name`."""
         event = decode_one({"server_id": "s", "message": "m", "timestamp": 10.0, "@timestamp": 20.0,
