@@ -241,6 +241,8 @@ class RepoSync:
             notes.append(stand_in)
             revision = None
         sha = _resolve_commit(repo, revision) if revision else None
+        if sha is None and revision:
+            self._first_requested_at(server_id, revision)  # its lag runs from here, through the fetch below
         why_missing = "not in the clone"
         if sha is None and self._fetch_due(server_id):
             error = self._fetch(server_id, spec, token)
@@ -257,7 +259,6 @@ class RepoSync:
         if sha is not None and revision:
             lag = self._became_local(server_id, revision)
         elif revision:
-            self._first_requested_at(server_id, revision)
             sha = self._branch_head(repo, spec.branch, notes)
             notes.append(f"commit {revision[:40]} not found; used branch head")
             stand_in = f"commit {revision[:40]} {why_missing}; used branch head"

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ def upstream(tmp_path: Path) -> GitRepo:
     return repo
 
 
-def make_sync(tmp_path: Path, spec: RepoSpec, clock: FakeClock | None = None,
+def make_sync(tmp_path: Path, spec: RepoSpec, clock: Callable[[], float] | None = None,
               environ: dict[str, str] | None = None, **config: object) -> RepoSync:
     cfg = RepoConfig(cache_dir=tmp_path / "cache", servers={"orders": spec}, **config)
     return RepoSync(cfg, environ=environ or {}, clock=clock or FakeClock())
@@ -114,6 +115,17 @@ class TestCheckout:
         assert later.commit == new
         assert later.became_local_after_s == pytest.approx(60.0)
         assert sync.checkout("orders", new).became_local_after_s is None
+
+    def test_a_commit_fetched_on_request_reports_the_fetch_as_its_lag(self, tmp_path: Path,
+                                                                      upstream: GitRepo) -> None:
+        """A commit the first request fetches was not local when asked for: its lag is the fetch's time, not 0
+        (which read as "already local" on the dashboard)."""
+        sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)), clock=time.monotonic, fetch_min_interval_s=0)
+        sync.checkout("orders", None)
+        new = upstream.commit("v2", {"app.py": "VERSION = 2\n"})
+        checkout = sync.checkout("orders", new)
+        assert checkout.commit == new and checkout.became_local_after_s is not None
+        assert checkout.became_local_after_s > 0
 
     def test_commit_already_local_reports_zero_lag(self, tmp_path: Path, upstream: GitRepo) -> None:
         """A commit that is local on first request reports 0 lag."""
