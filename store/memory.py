@@ -388,12 +388,15 @@ class MemoryStore:
         """What the memory holds per server and tenant: cases, the newest, how many expired."""
         return [summary for table in self._all_tables() for summary in server_summaries(table, now)]
 
-    def ids_starting(self, prefix: str, *, server: str | None = None) -> set[str]:
-        """Ids of the cases (`server`'s, or every server's) that start with `prefix`, lowercase hex digits and
-        dashes only (the first characters of an id, as Slack shows them); two at most per table."""
+    def ids_starting(self, prefix: str, *, server: str | None = None, tenant: str | None = None) -> set[str]:
+        """Ids of the cases (`server`'s, or every server's; only `tenant`'s, when given) that start with
+        `prefix`, lowercase hex digits and dashes only (the first characters of an id, as Slack shows them);
+        two at most per table."""
         if not _ID_PREFIX.fullmatch(prefix):
             raise RefusedCase(f"not the start of an analysis id: {prefix!r}")
         where = f"id LIKE {sql_string(prefix + '%')}"
+        if tenant is not None:
+            where += f" AND tenant = {sql_string(tenant)}"
         return {str(row["id"]) for table in self._tables_for(server)
                 for row in fetch_rows(table.search().where(where).select(["id"]), 2)}
 

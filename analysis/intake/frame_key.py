@@ -21,11 +21,12 @@ _JVM_EXTENSIONS = frozenset({"java", "kt", "kts", "scala", "groovy", "clj", "clj
 _DOTNET_EXTENSIONS = frozenset({"cs", "vb", "fs"})
 _RUBY_EXTENSIONS = frozenset({"rb", "erb", "haml", "slim", "rake", "builder"})
 _URL_SCHEMES = ("webpack-internal:///", "webpack:///", "webpack://", "file://", "app:///", "http://", "https://")
-# Directories a deploy names by its build: a number, a date or timestamp, a dotted version, a commit or a
-# uuid, alone or after a name (`app-1.4.2`, `release_20240101`). `v2` stays: an API's version is its code.
-_BUILD = r"\d+(?:[._-]\d+)*|v\d+(?:\.\d+)+|(?=[a-f]*\d)[0-9a-f]{7,40}|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}"
-_BUILD_NAME = re.compile(rf"(?:{_BUILD})(?:[-+.][\w.]+)?")
-_BUILD_SUFFIX = re.compile(rf"(?<=[A-Za-z])[-_.@](?:{_BUILD})(?:[-+][\w.]+)?$")
+# A directory a deploy names by its build, under a directory of releases (`releases/42`, `builds/3f9a1c2`,
+# `releases/20241206093000`): a number, a date or timestamp, a dotted version, a commit or a uuid. Only there:
+# elsewhere a version or a date names code (`api/v1.1`, `routes/2024-01-01`, `adapters/mysql-8.0`).
+_RELEASE_ROOTS = frozenset({"releases", "release", "builds", "build", "deploys", "deployments", "revisions"})
+_BUILD_NAME = re.compile(r"(?:\d++(?:[._-]\d++)*+|v\d++(?:\.\d++)++|(?=[a-f]{0,39}\d)[0-9a-f]{7,40}+"
+                         r"|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})(?:[-+][\w.]++)?")
 
 # ---------------------------------------------------------------- JavaScript
 # Locations that name no source file: the frame is the engine's (`Array.map`, `new Promise`), or code
@@ -140,9 +141,9 @@ def platform_of(frame: Frame) -> str:
 
 
 def path_tail(path: str, extensions: frozenset[str], keep: int = 2) -> str:
-    """The last `keep` path components without extension: deploy roots differ, the tail does not. A
-    directory a release names (`releases/42`, `app-1.4.2`, `build-3f9a1c2`) is read without its build:
-    a module at the release's root keeps one key across deploys."""
+    """The last `keep` path components without extension: deploy roots differ, the tail does not. A build's
+    directory under a directory of releases (`releases/42`) is left out: a module at the release's root
+    keeps one key across deploys."""
     parts = [part for part in path.replace("\\", "/").split("/") if part and part != "."]
     if not parts:
         return ""
@@ -153,8 +154,8 @@ def path_tail(path: str, extensions: frozenset[str], keep: int = 2) -> str:
         parts.pop()
     tail = [parts.pop()]
     while parts and len(tail) < keep:  # from the file up, reading only the directories the key keeps
-        name = _BUILD_SUFFIX.sub("", parts.pop())
-        if not _BUILD_NAME.fullmatch(name):
+        name = parts.pop()
+        if not (parts and parts[-1].lower() in _RELEASE_ROOTS and _BUILD_NAME.fullmatch(name)):
             tail.append(name)
     return "/".join(reversed(tail))
 

@@ -356,10 +356,10 @@ class KeyCache:
         attributes = attributes_of(record.get("attributes"))
         # As `otlp._record` reads them (a field of the wrong type raises BadInput: the full path says why).
         get = attributes.get
-        chain, trace = trace_chain([text(get(name), name) for name in TRACE_ATTRIBUTES], message,
-                                   self._config.max_frames)
-        chain = chain or declared_chain(first_text(attributes, TYPE_ATTRIBUTES),
-                                        first_text(attributes, MESSAGE_ATTRIBUTES), trace)
+        traces = [text(get(name), name) for name in TRACE_ATTRIBUTES]
+        kind, value = first_text(attributes, TYPE_ATTRIBUTES), first_text(attributes, MESSAGE_ATTRIBUTES)
+        chain, trace = trace_chain(traces, message, self._config.max_frames)
+        chain = chain or declared_chain(kind, value, trace)
         skeleton = outer + orjson.dumps([{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
                                          {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}])
         return _Read(_key(skeleton, chain, trace), chain, message, timestamp(moment, received_at), None)

@@ -330,18 +330,20 @@ def _drop_code(match: re.Match[str]) -> str:
     return match.group()  # a colour constant in a source line
 
 
-# A run of encoded text (a query string, a form body, a URL passed as a parameter, JSON that escapes `=`
-# as `\u003d` as Gson does, HTML): `token%3Dghp_…`, `https%3A%2F%2Fuser%3Apass%40host`, `key\u003dAKIA…`,
-# `{&quot;password&quot;:…}`. After the rules have read it as it came, they read it once more decoded (to a
-# fixed point, three rounds at most: `%253D` is `%3D` encoded again); a run in which they find more
-# (placeholders) goes out decoded and redacted, any other as it came. In a run with a `%` that starts no escape (a LIKE
-# pattern, `100%`, a line cut mid-escape) what decoding makes of digits is not trusted: it goes out decoded
-# only for a credential or an email address, not for a number or an IP address alone.
-# A run is tried from its start only (one pass over each: a run of `%` with no digits was quadratic).
-_ESCAPE = r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3}|#[xX][0-9A-Fa-f]{2}|quot|amp|apos|lt|gt);"
-_ESCAPED = re.compile(_ESCAPE)
-_ENCODED_RUN = re.compile(rf"(?<![^\s\"'<>])(?=[^\s\"'<>]*?(?:{_ESCAPE}))[^\s\"'<>]++")
+# Encoded text (a query string, a form body, a URL passed as a parameter, JSON that escapes `=` and `'` as
+# `\u003d` and `\u0027` as Gson does, HTML): `token%3Dghp_…`, `https%3A%2F%2Fuser%3Apass%40host`,
+# `password \u0027hunter2\u0027`, `{&quot;password&quot;:…}`. After the rules have read a text as it came,
+# they read it once more decoded, whole (every escape read, to a fixed point, three rounds at most: `%253D`
+# is `%3D` encoded again; so a key outside an encoded run still names the value inside it). The decoded
+# text goes out, redacted, when that reading took more from it than placeholders already stood for (a
+# terminal code decoded and dropped takes nothing); else the text goes out as it came. In a text with a
+# `%` that starts no escape (a LIKE pattern, `100%`, a line cut mid-escape) what decoding makes of digits
+# is not trusted: the decoded text goes out for a credential or an e-mail address, not for a number or an
+# IP address alone.
+_ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3}|#[xX][0-9A-Fa-f]{2}|quot|amp|apos"
+                      r"|lt|gt);")
 _CHAR_ESCAPE = re.compile(r"\\(?:u00|x)([0-9A-Fa-f]{2})")
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _MAX_DECODES = 3
 _BARE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _NUMBER_KINDS = frozenset({"credit_card", "iban", "ssn", "itin", "phone", "ipv4", "ipv6"})
@@ -352,29 +354,31 @@ def _may_be_encoded(text: str) -> bool:
     return ("%" in text or "\\" in text or "&" in text) and _ESCAPED.search(text) is not None
 
 
-def _unescaped(run: str) -> str:
-    """`run` with its escapes read, `+` as a space, to a fixed point (three rounds at most)."""
+def _unescaped(text: str) -> str:
+    """`text` with its escapes read (and `+` as a space where it is percent-encoded: a form's), to a fixed
+    point (three rounds at most)."""
     for _ in range(_MAX_DECODES):
-        decoded = html.unescape(_CHAR_ESCAPE.sub(lambda m: chr(int(m[1], 16)), unquote_plus(run)))
-        if decoded == run:
+        percent = unquote_plus(text) if _PERCENT_ESCAPE.search(text) else text
+        decoded = html.unescape(_CHAR_ESCAPE.sub(lambda m: chr(int(m[1], 16)), percent))
+        if decoded == text:
             break
-        run = decoded
-    return run
+        text = decoded
+    return text
 
 
 def _decoded(text: str, redact: Callable[[str], str]) -> str:
-    def run(match: re.Match[str]) -> str:
-        encoded = match.group()
-        decoded = _unescaped(encoded)
-        if decoded == encoded:
-            return encoded
-        redacted = redact(decoded)
-        found = Counter(_PLACEHOLDER_KIND.findall(redacted)) - Counter(_PLACEHOLDER_KIND.findall(encoded))
-        if not found or (_BARE_PERCENT.search(encoded) and found.keys() <= _NUMBER_KINDS):
-            return encoded  # nothing more found (a terminal code decoded and dropped is nothing found)
-        return redacted
-
-    return _ENCODED_RUN.sub(run, text)
+    """`text` (redacted as it came) read decoded by `redact`: that, when it took more (see above)."""
+    decoded = _unescaped(text)
+    if decoded == text:
+        return text
+    redacted = redact(decoded)
+    if _PLACEHOLDER_KIND.sub("", redacted) == _PLACEHOLDER_KIND.sub("", without_terminal_codes(decoded)):
+        return text  # nothing taken but what placeholders already stood for
+    if _BARE_PERCENT.search(text):
+        found = Counter(_PLACEHOLDER_KIND.findall(redacted)) - Counter(_PLACEHOLDER_KIND.findall(text))
+        if found and found.keys() <= _NUMBER_KINDS:
+            return text
+    return redacted
 
 
 def _pair_bytes(text: str, redacted: str) -> int:

@@ -527,8 +527,9 @@ _CONTEXT: tuple[Rule, ...] = (
                           r"(?!\[REDACTED)[^\s\"'<>]{1,256}@(?=[^\s\"'<>@]{0,256}[A-Za-z0-9])",
           r"\1:[REDACTED:url_password]@"),
     # `user:password@host:port` without a scheme (a DSN, a Redis or AMQP address as drivers log it): the host
-    # an IPv4 address (perhaps redacted already) or a name with a port; the password up to the last `@`.
-    _rule("url_password", r"((?<![\w.+/@\[-])(?=[\w.-]{0,63}[A-Za-z])\w[\w.-]{0,63}):(?!\[REDACTED)[^\s/\"'<>]{1,128}@"
+    # an IPv4 address (perhaps redacted already) or a name with a port; the password up to the last `@` (no
+    # `:` in it, or a logger's `ERROR:root:` before an address would be read as a user and a password).
+    _rule("url_password", r"((?<![\w.+/@\[-])(?=[\w.-]{0,63}[A-Za-z])\w[\w.-]{0,63}):(?!\[REDACTED)[^\s:/\"'<>]{1,128}@"
                           r"(?=(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|\[REDACTED:ipv4\]|[A-Za-z0-9][\w.-]{0,252}:[0-9]{2,5}"
                           r"(?![0-9]))", r"\1:[REDACTED:url_password]@"),
     # A password named in words, its value quoted (`password 'hunter2'`, `passwd is "x"`, escaped quotes and

@@ -212,11 +212,12 @@ def _memory_search(args: argparse.Namespace, settings: Settings) -> int:
     return _print_cases(args, settings, rows)
 
 
-def _full_id(memory: MemoryStore, given: str, server: str | None) -> str:
-    """`given`, or the one case id it is the start of (8 characters or more: Slack shows the first 8)."""
+def _full_id(memory: MemoryStore, given: str, server: str | None, tenant: str | None = None) -> str:
+    """`given`, or the one case id (of `tenant`, when given) it is the start of (8 characters or more: Slack
+    shows the first 8)."""
     if len(given) >= 36 or not _ID_START.fullmatch(given):
         return given
-    ids = memory.ids_starting(given, server=server)
+    ids = memory.ids_starting(given, server=server, tenant=tenant)
     if len(ids) > 1:
         raise UsageError(f"{given!r} starts more than one analysis id ({', '.join(sorted(ids))}): give more of it")
     return ids.pop() if ids else given
@@ -316,7 +317,7 @@ def _feedback(args: argparse.Namespace, settings: Settings) -> int:
         return _NOT_FOUND
     with _store_errors():
         memory = _open_memory(settings)
-        args.analysis_id = _full_id(memory, args.analysis_id, args.server)
+        args.analysis_id = _full_id(memory, args.analysis_id, args.server, args.tenant)
         if not memory.feedback(args.server, args.analysis_id, args.verdict, args.note, tenant=args.tenant):
             return _not_found(settings, args.analysis_id)
         detail = memory.show(args.analysis_id, time.time(), server=args.server)

@@ -272,8 +272,8 @@ class TestShortIds:
         take them (8 or more) when one case starts so; two cases starting so are one line, exit 2."""
         memory = MemoryStore(MemoryConfig(uri=str(tmp_path / "data" / "memory")), embedder)
         twin = ANALYSIS_ID[:9] + "0000-4000-8000-000000000000"
-        for memory_id in (ANALYSIS_ID, twin):
-            memory.remember(case(memory_id, error="KeyError: 'price' at app.shop.total"))
+        for memory_id, tenant in ((ANALYSIS_ID, "acme"), (twin, "globex")):
+            memory.remember(case(memory_id, tenant=tenant, error="KeyError: 'price' at app.shop.total"))
         data = tmp_path / "data"
         [shown] = json_lines(logagent("memory", "show", ANALYSIS_ID[:10], data_dir=data))
         assert shown["summary"]["memory_id"] == ANALYSIS_ID
@@ -281,6 +281,13 @@ class TestShortIds:
             {"analysis_id": ANALYSIS_ID, "verdict": "correct", "applied": True}]
         line = one_error_line(logagent("feedback", ANALYSIS_ID[:8], "--verdict", "correct", data_dir=data), 2)
         assert "starts more than one analysis id" in line and twin in line
+        # With --tenant, only that tenant's cases are read: the start is the one case's, and the other
+        # tenant's id is not shown.
+        proc = logagent("feedback", ANALYSIS_ID[:8], "--verdict", "correct", "--tenant", "acme", data_dir=data)
+        assert json_lines(proc) == [{"analysis_id": ANALYSIS_ID, "verdict": "correct", "applied": True}]
+        line = one_error_line(logagent("feedback", twin[:8], "--verdict", "wrong", "--tenant", "initech",
+                                       data_dir=data), 1)
+        assert twin not in line and ANALYSIS_ID not in line
         assert json_lines(logagent("memory", "forget", twin[:12], data_dir=data)) == [
             {"analysis_id": twin, "forgotten": 1}]
         assert "abcdef12" in one_error_line(logagent("memory", "show", "abcdef12", data_dir=data), 1)

@@ -285,6 +285,23 @@ class TestQuickKey:
                 assert quick[0].message == carried[n], (stacked, n)
             assert cache.hits >= (3 if stacked else 0), stacked  # no frames: each such event is read in full
 
+    @pytest.mark.parametrize("attribute", ["exception.message", "error.message", "exception.type", "stack_trace"])
+    def test_a_wrongly_typed_exception_attribute_is_refused_as_in_full(self, traces: list[Any], attribute: str) -> None:
+        """A record whose trace is read, with a message or type attribute that is no text: the full path says
+        `wrong_type`; a warm cache answered it (attacker review), so the record was counted, not refused."""
+        config, redactor = DecodeConfig(), Redactor(RedactionConfig())
+        cache = KeyCache(config, redactor)
+        java = next(trace for trace in traces if trace[0] == "java")
+        rng = random.Random(3)
+        for _ in range(3):
+            cache.read(_record(java, "otel", rng, "", "", 0), 1.0)
+        doc = orjson.loads(_record(java, "otel", rng, "", "", 0))
+        doc["resourceLogs"][0]["scopeLogs"][0]["logRecords"][0]["attributes"].append(
+            {"key": attribute, "value": {"intValue": "5"}})
+        raw = orjson.dumps(doc)
+        assert _read(lambda r: cache.read(r, 1.0), raw) == _read(lambda r: full_keys(r, config, redactor, 1.0), raw) \
+            == "wrong_type"
+
     def test_exports_of_several_records_hit_once_each_failure_is_known(self, traces: list[Any]) -> None:
         """OTLP exports batch records of several failures and servers, a new mix each time: once every
         failure was seen, every export is read from the cache, each record's key equal to the full path's."""

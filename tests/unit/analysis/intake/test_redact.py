@@ -367,6 +367,14 @@ class TestRedactor:
         ("LIKE '%40669663927874625%' or 100%25", "LIKE '%40669663927874625%' or 100%25"),
         ("?card=4111%201111%201111%201111", "?card=[REDACTED:credit_card]"),
         ("C:\\Users\\x41\\app.py a && b", "C:\\Users\\x41\\app.py a && b"),
+        # A match that takes in a placeholder made before (second attacker review: the run went out encoded).
+        ("form=passphrase%3Dcorrect+horse+battery+staple&password=hunter2", "form=passphrase=[REDACTED:secret]"),
+        ("q=cookie%3Dsid%3Ds3cr3tSess10nValue&cookie=a=b", "q=cookie=sid=[REDACTED:cookie]"),
+        # A key outside the encoded run names the value inside it; `+` is a space only where percent-encoded.
+        ("password \\u0027hunter2\\u0027", "password '[REDACTED:secret]'"),
+        ("phone \\u0027+1 415 555 0132\\u0027", "phone '[REDACTED:phone]'"),
+        ("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI%2FK7MDENG%2FbPxRfiCYEXAMPLEKEY",
+         "[REDACTED:aws_access_key] [REDACTED:aws_secret_key]"),
     ])
     def test_url_encoded_secrets_are_read_decoded(self, text: str, expected: str) -> None:
         """Secrets in a query string or form body passed every rule (`token%3Dghp_…`: the `D` of `%3D` joined
@@ -390,7 +398,8 @@ class TestRedactor:
         ("redis default:s3cr3tpw@redis-master:6379 down",
          "redis default:[REDACTED:url_password]@redis-master:6379 down"),
         ("redis=admin:p@ssw0rd@cache:6379", "redis=admin:[REDACTED:url_password]@cache:6379"),
-        ("DSN:admin:Hunter2pw@db:5432", "DSN:[REDACTED:url_password]@db:5432"),
+        ("DSN:admin:Hunter2pw@db:5432", "DSN:admin:[REDACTED:url_password]@db:5432"),
+        ("ERROR:root:a:b:c@db:5432 down", "ERROR:root:a:b:[REDACTED:url_password]@db:5432 down"),
         ("connect 1admin:Sup3r@10.0.0.5:5432", "connect 1admin:[REDACTED:url_password]@[REDACTED:ipv4]:5432"),
         ('password "don\'t-tell-9"', 'password "[REDACTED:secret]"'),
         ("password 'abc\\'defgh' rejected", "password '[REDACTED:secret]' rejected"),
@@ -808,7 +817,7 @@ class TestHostileInput:
                      # URL-encoded runs (decoded up to three times), and runs of `%` that start no escape.
                      "%25" * 340_000, "%" * 1_000_000, "a%20b " * 170_000, ("token%3D" + "A" * 40 + " ") * 20_000,
                      "%%%%%%%%%4" * 100_000, "%252525" + "password=a&" * 90_000, "\\u0041" * 150_000,
-                     "&amp;" * 200_000):
+                     "&amp;" * 200_000, "%41 " * 262_144, "&amp; " * 174_762, "\\u0041 " * 149_796):
             started = time.process_time()
             Redactor().redact(text)
             assert time.process_time() - started < 2.0, text[:20]
