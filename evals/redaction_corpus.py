@@ -559,6 +559,15 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     at = _fill(rng, "{b62:6}") + "@" + _fill(rng, "{b62:6}")
     add("url_password", f"redis=default:{at}@cache-0:6379 refused", at,
         source="a driver's address, `@` in the password")
+    b64 = _fill(rng, "{b62:6}") + "/" + _fill(rng, "{b62:6}") + "+" + _fill(rng, "{b62:4}") + "="
+    add("url_password", f"pool: admin:{b64}@[2001:db8::5]:5432 exhausted", b64,
+        source="base64 password, IPv6 host in brackets")
+    gson_plus = _fill(rng, "{b62:8}") + "+" + _fill(rng, "{b62:8}")
+    add("secret", f'{{"cfg":"api_key\\u003d{gson_plus}","path":"/a%20b"}}', gson_plus,
+        source="Gson's `=` escape, a `+` in the value, a percent escape elsewhere")
+    layered = _fill(rng, "{b62:5}") + "&" + _fill(rng, "{b62:6}")
+    add("secret", f"next=%2Fcb%3Fpassword%3D{layered.replace('&', '%2526')}%26x%3D1", layered.split("&")[1],
+        source="a password holding `&`, its query encoded twice")
     return out
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import html
 import json
 import logging
 import operator
@@ -26,11 +25,10 @@ import platform
 import re
 import sys
 import threading
-from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from typing import Any, cast
-from urllib.parse import unquote_plus
+from urllib.parse import unquote
 
 import hyperscan
 import regex
@@ -333,52 +331,67 @@ def _drop_code(match: re.Match[str]) -> str:
 # Encoded text (a query string, a form body, a URL passed as a parameter, JSON that escapes `=` and `'` as
 # `\u003d` and `\u0027` as Gson does, HTML): `token%3Dghp_…`, `https%3A%2F%2Fuser%3Apass%40host`,
 # `password \u0027hunter2\u0027`, `{&quot;password&quot;:…}`. After the rules have read a text as it came,
-# they read it once more decoded, whole (every escape read, to a fixed point, three rounds at most: `%253D`
-# is `%3D` encoded again; so a key outside an encoded run still names the value inside it). The decoded
-# text goes out, redacted, when that reading took more from it than placeholders already stood for (a
-# terminal code decoded and dropped takes nothing); else the text goes out as it came. In a text with a
-# `%` that starts no escape (a LIKE pattern, `100%`, a line cut mid-escape) what decoding makes of digits
-# is not trusted: the decoded text goes out for a credential or an e-mail address, not for a number or an
-# IP address alone.
+# they read it decoded, whole (so a key outside an encoded run names the value inside it), one layer at a
+# time (three at most: `%253D` is `%3D` encoded again), each layer redacted before the next is decoded, so a
+# value is taken as that layer wrote it (`p%26ss` is one password, not `p` and `ss`; a text over 64 KiB, a
+# hostile one, is read once, wholly decoded, so it costs twice its raw reading at most); then, in a text with
+# percent escapes, with `+` read as the space a form writes (after the layers: a `+` in a Gson key is the
+# key's). Escapes of control characters stay as written (`\u001b]0;…`: a title sequence decoded would hide
+# the rest of its line). The decoded text goes out, redacted, when that reading took text no placeholder
+# already stood for; else the text goes out as it came.
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3}|#[xX][0-9A-Fa-f]{2}|quot|amp|apos"
                       r"|lt|gt);")
 _CHAR_ESCAPE = re.compile(r"\\(?:u00|x)([0-9A-Fa-f]{2})")
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+_PERCENT_CONTROL = re.compile(r"%(?:0[0-8BbCcEeFf]|1[0-9A-Fa-f]|7[Ff])|%[Cc]2%[89][0-9A-Fa-f]")  # and UTF-8 C1
+_HTML_ESCAPE = re.compile(r"&(?:#([0-9]{1,7})|#[xX]([0-9A-Fa-f]{1,6})|(quot|amp|apos|lt|gt));")
+_HTML_NAMES = {"quot": '"', "amp": "&", "apos": "'", "lt": "<", "gt": ">"}
 _MAX_DECODES = 3
-_BARE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_NUMBER_KINDS = frozenset({"credit_card", "iban", "ssn", "itin", "phone", "ipv4", "ipv6"})
-_PLACEHOLDER_KIND = re.compile(r"\[REDACTED:(\w+)\]")
+_LAYERED_CHARS = 64 * 1024
+_PLACEHOLDER = re.compile(r"\[REDACTED:\w+\]")
 
 
 def _may_be_encoded(text: str) -> bool:
     return ("%" in text or "\\" in text or "&" in text) and _ESCAPED.search(text) is not None
 
 
-def _unescaped(text: str) -> str:
-    """`text` with its escapes read (and `+` as a space where it is percent-encoded: a form's), to a fixed
-    point (three rounds at most)."""
-    for _ in range(_MAX_DECODES):
-        percent = unquote_plus(text) if _PERCENT_ESCAPE.search(text) else text
-        decoded = html.unescape(_CHAR_ESCAPE.sub(lambda m: chr(int(m[1], 16)), percent))
-        if decoded == text:
-            break
-        text = decoded
-    return text
+def _layer(text: str) -> str:
+    """`text` with one layer of escapes read (`+` kept). An escape of a control character stays as written:
+    decoded, a terminal's title sequence would take the rest of its line out of the rules' sight."""
+    text = unquote(_PERCENT_CONTROL.sub(lambda m: m.group().replace("%", "%25"), text))
+    return _HTML_ESCAPE.sub(_html_char, _CHAR_ESCAPE.sub(lambda m: _char(int(m[1], 16), m.group()), text))
+
+
+def _html_char(match: re.Match[str]) -> str:
+    """The character an HTML reference names. Only terminated references are read: `html.unescape` also
+    reads `&para` in `?a=1&param=2` as `¶`."""
+    decimal, hexadecimal, name = match.groups()
+    return _HTML_NAMES[name] if name else _char(int(decimal) if decimal else int(hexadecimal, 16), match.group())
+
+
+def _char(code: int, written: str) -> str:
+    """The character `code`, or `written` for a control character, a surrogate or no character at all."""
+    if code in (9, 10, 13) or 0x20 <= code < 0x7F or (0x9F < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF):
+        return chr(code)
+    return written
 
 
 def _decoded(text: str, redact: Callable[[str], str]) -> str:
     """`text` (redacted as it came) read decoded by `redact`: that, when it took more (see above)."""
-    decoded = _unescaped(text)
-    if decoded == text:
-        return text
-    redacted = redact(decoded)
-    if _PLACEHOLDER_KIND.sub("", redacted) == _PLACEHOLDER_KIND.sub("", without_terminal_codes(decoded)):
+    layered = len(text) <= _LAYERED_CHARS  # a longer text is read once, wholly decoded: twice its raw cost at most
+    plain = current = text
+    for _ in range(_MAX_DECODES):
+        layer = _layer(plain)
+        if layer == plain:
+            break
+        plain, current = layer, redact(_layer(current)) if layered else layer
+    if "+" in current and _PERCENT_ESCAPE.search(text):
+        plain, current, layered = plain.replace("+", " "), current.replace("+", " "), False
+    if not layered:
+        current = redact(current)
+    if current == text or _PLACEHOLDER.sub("", current) == _PLACEHOLDER.sub("", without_terminal_codes(plain)):
         return text  # nothing taken but what placeholders already stood for
-    if _BARE_PERCENT.search(text):
-        found = Counter(_PLACEHOLDER_KIND.findall(redacted)) - Counter(_PLACEHOLDER_KIND.findall(text))
-        if found and found.keys() <= _NUMBER_KINDS:
-            return text
-    return redacted
+    return current
 
 
 def _pair_bytes(text: str, redacted: str) -> int:

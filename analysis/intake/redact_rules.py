@@ -527,11 +527,13 @@ _CONTEXT: tuple[Rule, ...] = (
                           r"(?!\[REDACTED)[^\s\"'<>]{1,256}@(?=[^\s\"'<>@]{0,256}[A-Za-z0-9])",
           r"\1:[REDACTED:url_password]@"),
     # `user:password@host:port` without a scheme (a DSN, a Redis or AMQP address as drivers log it): the host
-    # an IPv4 address (perhaps redacted already) or a name with a port; the password up to the last `@` (no
-    # `:` in it, or a logger's `ERROR:root:` before an address would be read as a user and a password).
-    _rule("url_password", r"((?<![\w.+/@\[-])(?=[\w.-]{0,63}[A-Za-z])\w[\w.-]{0,63}):(?!\[REDACTED)[^\s:/\"'<>]{1,128}@"
-                          r"(?=(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|\[REDACTED:ipv4\]|[A-Za-z0-9][\w.-]{0,252}:[0-9]{2,5}"
-                          r"(?![0-9]))", r"\1:[REDACTED:url_password]@"),
+    # an IPv4 address (perhaps redacted already), a bracketed IPv6 one, or a name with a port; the password up
+    # to the last `@` (`/` and `+` in it, as base64 has, but not first `//`: `ssh://user@host:22` names no
+    # password; no `:`, or a logger's `ERROR:root:` before an address would be read as a user and a password).
+    _rule("url_password", r"((?<![\w.+/@\[-])(?=[\w.+-]{0,63}[A-Za-z])\w[\w.+-]{0,63}):(?!\[REDACTED|//)"
+                          r"[^\s:\"'<>]{1,128}@(?=(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|\[REDACTED:ipv[46]\]"
+                          r"|\[[0-9A-Fa-f:.]{2,45}\]:[0-9]{2,5}(?![0-9])|[A-Za-z0-9][\w.-]{0,252}:[0-9]{2,5}(?![0-9]))",
+          r"\1:[REDACTED:url_password]@"),
     # A password named in words, its value quoted (`password 'hunter2'`, `passwd is "x"`, escaped quotes and
     # the other quote inside); a secret or key so
     # named only when its value looks generated (`api key Zm9v…`; `secret "db-creds" not found` stays).
