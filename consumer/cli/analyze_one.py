@@ -60,7 +60,7 @@ def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
     if not events:
         raise UsageError("the event carries no log record")
     if len(events) > 1:  # an OTLP export: the service counts each record into its burst
-        say(f"the message holds {len(events)} log records; analysing the first (logagent fingerprint lists all)")
+        say(f"the message holds {len(events)} log records; analysing the first (logagent redact prints them all)")
     return events[0]
 
 

@@ -223,8 +223,12 @@ def _full_id(memory: MemoryStore, given: str, server: str | None, tenant: str | 
     return ids.pop() if ids else given
 
 
-def _not_found(settings: Settings, analysis_id: str) -> int:
-    print(f"logagent: no analysis {analysis_id!r} in the memory at {settings.memory.uri}", file=sys.stderr)
+def _not_found(settings: Settings, analysis_id: str, server: str | None = None, tenant: str | None = None) -> int:
+    """One line naming where the id was looked for (and how an id is given, when it is no whole one)."""
+    scope = "".join(f" {name} {value!r}" for name, value in (("server", server), ("tenant", tenant)) if value)
+    hint = "" if _UUID.fullmatch(analysis_id) else " (give the id, or its first 8 characters or more)"
+    print(f"logagent: no analysis {analysis_id!r}{' of' + scope if scope else ''} in the memory at "
+          f"{settings.memory.uri}{hint}", file=sys.stderr)
     return _NOT_FOUND
 
 
@@ -270,7 +274,7 @@ def _memory_show(args: argparse.Namespace, settings: Settings) -> int:
         detail = memory.show(_full_id(memory, args.analysis_id, args.server), time.time(), server=args.server,
                              commit=commit, is_changed=is_changed)
     if detail is None:
-        return _not_found(settings, args.analysis_id)
+        return _not_found(settings, args.analysis_id, args.server)
     _check_has_commit(args.repo, detail.summary.commit)
     if readable(args):
         from consumer.cli.render import print_case
@@ -289,7 +293,7 @@ def _memory_forget(args: argparse.Namespace, settings: Settings) -> int:
         args.analysis_id = _full_id(memory, args.analysis_id, args.server)
         deleted = memory.forget(args.analysis_id, server=args.server)
     if not deleted:
-        return _not_found(settings, args.analysis_id)
+        return _not_found(settings, args.analysis_id, args.server)
     _result(args, {"analysis_id": args.analysis_id, "forgotten": deleted},
             f"forgot {args.analysis_id} and its verdicts")
     return 0
@@ -319,7 +323,7 @@ def _feedback(args: argparse.Namespace, settings: Settings) -> int:
         memory = _open_memory(settings)
         args.analysis_id = _full_id(memory, args.analysis_id, args.server, args.tenant)
         if not memory.feedback(args.server, args.analysis_id, args.verdict, args.note, tenant=args.tenant):
-            return _not_found(settings, args.analysis_id)
+            return _not_found(settings, args.analysis_id, args.server, args.tenant)
         detail = memory.show(args.analysis_id, time.time(), server=args.server)
     text = f"recorded '{args.verdict}' on {args.analysis_id}"
     if detail is None:

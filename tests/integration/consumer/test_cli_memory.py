@@ -287,7 +287,7 @@ class TestShortIds:
         assert json_lines(proc) == [{"analysis_id": ANALYSIS_ID, "verdict": "correct", "applied": True}]
         line = one_error_line(logagent("feedback", twin[:8], "--verdict", "wrong", "--tenant", "initech",
                                        data_dir=data), 1)
-        assert twin not in line and ANALYSIS_ID not in line
+        assert twin not in line and ANALYSIS_ID not in line and "of tenant 'initech'" in line
         assert json_lines(logagent("memory", "forget", twin[:12], data_dir=data)) == [
             {"analysis_id": twin, "forgotten": 1}]
         assert "abcdef12" in one_error_line(logagent("memory", "show", "abcdef12", data_dir=data), 1)
@@ -323,7 +323,7 @@ class TestFeedbackCommand:
     def test_an_unknown_id_exits_1(self, data_dir: Path) -> None:
         """A verdict on an id the memory does not hold is one line and exit code 1."""
         line = one_error_line(logagent("feedback", "no-such-id", "--verdict", "wrong", data_dir=data_dir), 1)
-        assert "no-such-id" in line
+        assert "no-such-id" in line and "its first 8 characters or more" in line
 
     def test_via_kafka_publishes_to_the_feedback_topic(
         self, tmp_path: Path, tansu: EmbeddedBroker, topic_factory: TopicFactory, kafka_io: KafkaIO
