@@ -85,8 +85,9 @@ class MemoryConfig(BaseModel):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     ttl_s: dict[str, PositiveFloat] = Field(default_factory=lambda: {"default": 30 * _DAY_S},
                                     description="Time to live per scope; 'default' for other scopes.")
-    max_age_s: dict[str, PositiveFloat] = Field(default_factory=lambda: {"default": 90 * _DAY_S},
-                                        description="Older cases are stale, per scope.")
+    max_age_s: dict[str, PositiveFloat] = Field(default_factory=lambda: {"default": 14 * _DAY_S},
+                                        description="Older cases are stale, per scope (below the TTL, or no "
+                                                    "case lives to be stale).")
     trust: TrustWeights = Field(default_factory=TrustWeights)
     ranking: RankingConfig = Field(default_factory=RankingConfig)
     drop_stale: bool = Field(False, description="Drop stale cases from recall instead of marking them.")
@@ -116,4 +117,4 @@ class MemoryConfig(BaseModel):
 
     def max_age_for(self, scope: str) -> float:
         """Age in seconds past which a case of `scope` is stale."""
-        return self.max_age_s.get(scope, self.max_age_s.get("default", 90 * _DAY_S))
+        return self.max_age_s.get(scope, self.max_age_s.get("default", 14 * _DAY_S))

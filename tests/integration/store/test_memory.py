@@ -493,6 +493,14 @@ class TestFreshness:
         assert recalled.stale and "max age" in recalled.stale_reasons[0]
 
 
+    def test_by_default_a_case_goes_stale_before_it_expires(self, memory: MemoryStore) -> None:
+        """The defaults let age count: a case three weeks old is still recalled, marked stale (its TTL is 30
+        days). With a max age past the TTL (90 days, before), no case lived to be stale (new-user trial)."""
+        memory.remember(case("a", created_at=NOW - 21 * DAY))
+        (recalled,) = memory.recall(recall_query()).cases
+        assert recalled.stale and "max age" in recalled.stale_reasons[0]
+
+
 class TestRecurrence:
     def test_same_fingerprint_and_commit_is_found(self, memory: MemoryStore) -> None:
         """A validated case at the same commit answers the burst; another commit does not."""
