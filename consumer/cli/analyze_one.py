@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["analyze_event", "explain_event", "run"]
 
+_NO_TIME = -1.0  # what decoding gives an event without a usable time (no real event is so dated)
 _MAX_EVENT_BYTES = 16 * 1_048_576  # `analyze` reads one event; anything bigger is not one
 _CODE_RADIUS = 4
 _UNVERIFIED = "culprit line unverified"
@@ -50,7 +52,7 @@ def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
     if not raw.strip():
         raise UsageError(f"the event is empty: {'stdin' if name == '-' else name} holds no JSON event")
     try:
-        events = decode_message(raw.strip(), config)
+        events = decode_message(raw.strip(), config, received_at=_NO_TIME)
     except BadInput as bad:
         lines = [line for line in raw.splitlines() if line.strip()]
         if bad.reason == "not_json" and len(lines) > 1 and _all_json(lines):
@@ -61,7 +63,11 @@ def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
         raise UsageError("the event carries no log record")
     if len(events) > 1:  # an OTLP export: the service counts each record into its burst
         say(f"the message holds {len(events)} log records; analysing the first (logagent redact prints them all)")
-    return events[0]
+    if events[0].timestamp != _NO_TIME:
+        return events[0]
+    # The service reads the Kafka record's time; here the time now stands in, so the id is not the same twice.
+    say("the event has no usable timestamp: the time now stands in, so its analysis id differs from run to run")
+    return dataclasses.replace(events[0], timestamp=time.time())
 
 
 def _all_json(lines: list[bytes]) -> bool:

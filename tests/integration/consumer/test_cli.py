@@ -174,6 +174,23 @@ class TestAnalyze:
         assert said in proc.stderr.decode()
         assert Analysis.model_validate_json(proc.stdout).cluster.count == 1
 
+    def test_an_event_without_a_time_says_its_id_is_not_reproducible(
+            self, services: dict[str, SampleService], stream: SampleStream) -> None:
+        """The analysis id is made from the burst's start: without a time in the event, the time now stands
+        in, and stderr says so (a new user ran it twice and got two ids); with one, nothing is said."""
+        message = _first(stream, "unknown-coupon", "native")
+        timeless = orjson.loads(message.value)
+        del timeless["timestamp"]
+        repo = str(services["orders-service"].repo)
+        ids = set()
+        for _ in range(2):
+            proc = logagent("analyze", "--repo", repo, "--offline", stdin=orjson.dumps(timeless))
+            assert proc.returncode == 0 and "no usable timestamp" in proc.stderr.decode(), proc.stderr
+            ids.add(Analysis.model_validate_json(proc.stdout).analysis_id)
+        assert len(ids) == 2
+        proc = logagent("analyze", "--repo", repo, "--offline", stdin=message.value)
+        assert proc.returncode == 0 and b"timestamp" not in proc.stderr
+
     def test_explicit_commit_wins(self, services: dict[str, SampleService], stream: SampleStream) -> None:
         """--commit analyses that revision, whatever the event says."""
         orders = services["orders-service"]
