@@ -293,10 +293,10 @@ class Redactor:
 
 # A terminal's control sequences (ANSI colours, cursor moves, window titles, device strings), by ESC or as
 # C1 controls, and a colour written out as text between a key and its value (`\u001b[31m` in JSON text,
-# `\x1b[1m`, `\033[0m`, `\e[`, `^[[` as `cat -v` shows it; colour constants in source lines stay): a
-# coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the sequences would act
-# on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
-_WRITTEN_COLOUR = r"(?:\\(?:u001[bB]|x1[bB]|033|e|u\{1[bB]\})|\^\[)\[[0-9;:]{0,64}m"
+# `\x1b[1m`, `\033[0m`, `\e[`, `^[[` as `cat -v` shows it, `%1B[`, `&#27;[`; colour constants in source
+# lines stay): a coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the
+# sequences would act on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
+_WRITTEN_COLOUR = r"(?:\\(?:u001[bB]|x1[bB]|033|e|u\{1[bB]\})|\^\[|%1[bB]|&#(?:27|[xX]1[bB]);)\[[0-9;:]{0,64}m"
 _TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # colours, cursor moves
                             # colours written out as text, where they would split a key from its value: a run
                             # after the separator, or one before it (`_drop_code` keeps a run followed by
@@ -307,12 +307,14 @@ _TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # colours, cur
                             r"|\x1b[ -/]{0,4}[0-~]?|[\x80-\x9f]")  # a character set, a reset, a lone ESC, C1
 _C1 = re.compile(r"[\x80-\x9f]")
 _SEPARATOR_NEXT = re.compile(r" ?[=:]")
-_WRITTEN_OUT = ("\\u001b[", "\\u001B[", "\\x1b[", "\\x1B[", "\\033[", "\\e[", "\\u{1b}[", "\\u{1B}[", "^[[")
+_WRITTEN_OUT = ("\\u001b[", "\\u001B[", "\\x1b[", "\\x1B[", "\\033[", "\\e[", "\\u{1b}[", "\\u{1B}[", "^[[",
+                "%1b[", "%1B[", "&#27;[", "&#x1b;[", "&#x1B;[", "&#X1b;[", "&#X1B;[")
 
 
 def _has_terminal_codes(text: str) -> bool:
     """Whether `text` may hold one, by plain searches first (this runs on every text redacted)."""
-    if "\x1b" in text or (("\\" in text or "^[" in text) and any(form in text for form in _WRITTEN_OUT)):
+    if "\x1b" in text or (("\\" in text or "^[" in text or "%1" in text or "&#" in text)
+                           and any(form in text for form in _WRITTEN_OUT)):
         return True
     return not text.isascii() and _C1.search(text) is not None
 
@@ -331,14 +333,14 @@ def _drop_code(match: re.Match[str]) -> str:
 # Encoded text (a query string, a form body, a URL passed as a parameter, JSON that escapes `=` and `'` as
 # `\u003d` and `\u0027` as Gson does, HTML): `token%3Dghp_…`, `https%3A%2F%2Fuser%3Apass%40host`,
 # `password \u0027hunter2\u0027`, `{&quot;password&quot;:…}`. After the rules have read a text as it came,
-# they read it decoded, whole (so a key outside an encoded run names the value inside it), one layer at a
-# time (three at most: `%253D` is `%3D` encoded again), each layer redacted before the next is decoded, so a
-# value is taken as that layer wrote it (`p%26ss` is one password, not `p` and `ss`; a text over 64 KiB, a
-# hostile one, is read once, wholly decoded, so it costs twice its raw reading at most); then, in a text with
-# percent escapes, with `+` read as the space a form writes (after the layers: a `+` in a Gson key is the
-# key's). Escapes of control characters stay as written (`\u001b]0;…`: a title sequence decoded would hide
-# the rest of its line). The decoded text goes out, redacted, when that reading took text no placeholder
-# already stood for; else the text goes out as it came.
+# they read it decoded, whole (so a key outside an encoded run names the value inside it; a text over 64 KiB
+# line by line), one layer at a time (three at most: `%253D` is `%3D` encoded again), each layer redacted
+# before the next is decoded, so a value is taken as its layer wrote it (`p%26ss` is one password, not `p`
+# and `ss`). A text with percent escapes is read twice: with its `+` as written (a Gson key's), and with
+# each `+` it holds as the space a form writes (`%2B` stays a `+`). Escapes of control characters stay as
+# written (`\u001b]0;…`: a title sequence decoded would hide the rest of its line). The reading that took
+# the most text no placeholder already stood for goes out, decoded and redacted; when none took any, the
+# text goes out as it came.
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3}|#[xX][0-9A-Fa-f]{2}|quot|amp|apos"
                       r"|lt|gt);")
 _CHAR_ESCAPE = re.compile(r"\\(?:u00|x)([0-9A-Fa-f]{2})")
@@ -377,21 +379,30 @@ def _char(code: int, written: str) -> str:
 
 
 def _decoded(text: str, redact: Callable[[str], str]) -> str:
-    """`text` (redacted as it came) read decoded by `redact`: that, when it took more (see above)."""
-    layered = len(text) <= _LAYERED_CHARS  # a longer text is read once, wholly decoded: twice its raw cost at most
+    """`text` (redacted as it came) read decoded by `redact`: the reading that took the most, if any did."""
+    if len(text) > _LAYERED_CHARS and "\n" in text:  # a long text (a trace), line by line: escapes sit in lines
+        return "\n".join([_decoded(line, redact) if _may_be_encoded(line) else line for line in text.split("\n")])
+    best, most = text, 0
+    sources = (text, text.replace("+", " ")) if "+" in text and _PERCENT_ESCAPE.search(text) else (text,)
+    for source in sources:  # `+` as written, then as the space a form writes (only the `+` written so)
+        plain, current = _reading(source, redact)
+        taken = len(_PLACEHOLDER.sub("", without_terminal_codes(plain))) - len(_PLACEHOLDER.sub("", current))
+        if taken > most:
+            best, most = current, taken
+    return best
+
+
+def _reading(text: str, redact: Callable[[str], str]) -> tuple[str, str]:
+    """(`text` decoded, `text` decoded and redacted): one layer at a time, each redacted before the next; a
+    line over 64 KiB (a hostile one) wholly decoded, then redacted once (twice its raw cost at most)."""
+    layered = len(text) <= _LAYERED_CHARS
     plain = current = text
     for _ in range(_MAX_DECODES):
         layer = _layer(plain)
         if layer == plain:
             break
         plain, current = layer, redact(_layer(current)) if layered else layer
-    if "+" in current and _PERCENT_ESCAPE.search(text):
-        plain, current, layered = plain.replace("+", " "), current.replace("+", " "), False
-    if not layered:
-        current = redact(current)
-    if current == text or _PLACEHOLDER.sub("", current) == _PLACEHOLDER.sub("", without_terminal_codes(plain)):
-        return text  # nothing taken but what placeholders already stood for
-    return current
+    return plain, current if layered else redact(current)
 
 
 def _pair_bytes(text: str, redacted: str) -> int:

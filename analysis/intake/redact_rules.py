@@ -106,6 +106,7 @@ _WEAK_KEY = r"(?<![A-Za-z0-9])(?i:key|auth|session|sessionid|sid|code|hmac|salt|
 _QUOTE_CLOSE = r"(?:\\?[\"'])?"
 _SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=])[ \t\r\n]{0,5}"  # comparisons too: `password == "…"`
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"
+_LEVELS = "ERROR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL|CRITICAL|NOTICE|SEVERE"  # `logging`'s `LEVEL:name:` prefix
 _VALUE = (
     # quoted, spaces and all, with a Python prefix (`b'…'`) and escaped quotes inside (`"ab\"cd"`)
     r"(?!\[REDACTED|=)(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,512}?)(?P=q)"
@@ -526,20 +527,28 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("url_password", r"(?i)((?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]{1,20}:\\?/\\?/[^\s:/@\"'<>]{0,256}):"
                           r"(?!\[REDACTED)[^\s\"'<>]{1,256}@(?=[^\s\"'<>@]{0,256}[A-Za-z0-9])",
           r"\1:[REDACTED:url_password]@"),
-    # `user:password@host:port` without a scheme (a DSN, a Redis or AMQP address as drivers log it): the host
+    # `user:password@host:port` without a scheme (a DSN, a Redis or AMQP address as drivers log it): not a SIP,
+    # package or mail URI's scheme, nor a log level before a user (`WARN:bob@10.0.0.5`), nor an image digest
+    # (`nginx:1.25@sha256:…`); the host
     # an IPv4 address (perhaps redacted already), a bracketed IPv6 one, or a name with a port; the password up
     # to the last `@` (`/` and `+` in it, as base64 has, but not first `//`: `ssh://user@host:22` names no
     # password; no `:`, or a logger's `ERROR:root:` before an address would be read as a user and a password).
-    _rule("url_password", r"((?<![\w.+/@\[-])(?=[\w.+-]{0,63}[A-Za-z])\w[\w.+-]{0,63}):(?!\[REDACTED|//)"
-                          r"[^\s:\"'<>]{1,128}@(?=(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|\[REDACTED:ipv[46]\]"
+    _rule("url_password", r"((?<![\w.+/@\[-])(?!(?i:sips?|pkg|tel|urn|mailto|xmpp|" + _LEVELS + r"):)"
+                          r"(?=[\w.+-]{0,63}[A-Za-z])\w[\w.+-]{0,63}):(?!\[REDACTED|//)"
+                          r"[^\s:\"'<>]{1,128}@(?!sha\d+:|sha-\d+:)"
+                          r"(?=(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|\[REDACTED:ipv[46]\]"
                           r"|\[[0-9A-Fa-f:.]{2,45}\]:[0-9]{2,5}(?![0-9])|[A-Za-z0-9][\w.-]{0,252}:[0-9]{2,5}(?![0-9]))",
           r"\1:[REDACTED:url_password]@"),
     # A password named in words, its value quoted (`password 'hunter2'`, `passwd is "x"`, escaped quotes and
     # the other quote inside); a secret or key so
     # named only when its value looks generated (`api key Zm9v…`; `secret "db-creds" not found` stays).
-    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:password|passwd|passphrase|passcode)(?i:[ \t]{1,3}(?:is|was))?"
-                    r"[ \t]{1,3})(?P<pre>)(?P<q>[\"'`])(?P<qv>(?!\[REDACTED)(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)"
-                    r"(?P=q)", _keyed),
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:password|passwd|passphrase|passcode)"
+                    r"(?i:[ \t]{1,3}(?:is|was)(?:[ \t]{1,3}now)?)?:?[ \t]{1,3})(?P<pre>)(?P<q>\\?[\"'`])"
+                    r"(?P<qv>(?!\[REDACTED)(?:(?!(?P=q))\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
+    # Spring's binding errors name the field and quote its value: `field 'password': rejected value [x]`.
+    _rule("secret", r"((?i:field) '[\w.\[\]-]{0,64}(?i:password|passwd|secret|token|api[_-]?key|credentials?)"
+                    r"[\w.\[\]-]{0,64}': rejected value \[)(?!\[REDACTED|null\])[^\]\r\n]{1,256}(?=\])",
+          r"\1[REDACTED:secret]"),
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:secret|token|api[ _-]?key|access[ _-]?key"
                     rf"|client[ _-]?secret|auth[ _-]?token)[ \t]{{1,3}}){_VALUE}", _weak_keyed),
     # Command lines: `--password hunter2`, `--api-key=…`, `-u user:password`, `--user user:password`.

@@ -388,6 +388,15 @@ class TestRedactor:
         ("100% ip%3D203.0.113.9 password%3D\"hunter2 token=abc123",
          '100% ip=[REDACTED:ipv4] password="[REDACTED:secret]'),
         ("?a=1&param=2&x%3D1 password%3Dhunter22", "?a=1&param=2&x=1 password=[REDACTED:secret]"),
+        # A `+` a form wrote is a space; one decoded from `%2B` is the value's (fourth review).
+        ("msg=auth+failed+with+bearer+A1b2C3d4E5f6%2BG7h8I9j0K1%2Fl2M3%3D",
+         "msg=auth failed with bearer [REDACTED:bearer]"),
+        ("text=api+key+Zm9vYmFy%2BaGVsbG8xMjM0NTY3ODkw", "text=api key [REDACTED:secret]"),
+        ("aws_secret_access_key%3DwJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+         "aws_secret_access_key=[REDACTED:aws_secret_key]"),
+        # Colours written percent-encoded or as HTML references between a key and its value.
+        ("password%3D%1B%5B31mhunter2", "password=[REDACTED:secret]"),
+        ("password=&#27;[31mhunter2", "password=[REDACTED:secret]"),
     ])
     def test_url_encoded_secrets_are_read_decoded(self, text: str, expected: str) -> None:
         """Secrets in a query string or form body passed every rule (`token%3Dghp_…`: the `D` of `%3D` joined
@@ -395,6 +404,17 @@ class TestRedactor:
         read decoded too, and goes out decoded and redacted when more is found in it."""
         assert REDACTOR.redact(text) == expected
         assert REDACTOR.every_rule(text) == expected
+
+    def test_a_long_trace_reads_each_line_layer_by_layer(self) -> None:
+        """A text over 64 KiB was decoded wholly and redacted once: `%2B` and `%26` in a value split it (fourth
+        review). Line by line, each line is read as a short text is."""
+        body = "token request failed: body=grant_type%3Dclient_credentials%26client_secret%3Dq8F%2Bz3KdwP9x%2BLm2Vb7"
+        text = body + ("\n" + "x" * 60) * 1148
+        assert len(text) > 65536
+        redacted = REDACTOR.redact(text)
+        assert redacted.partition("\n")[0] == ("token request failed: body=grant_type=client_credentials"
+                                                "&client_secret=[REDACTED:secret]")
+        assert redacted == REDACTOR.every_rule(text) and redacted.count("\n") == 1148
 
     def test_an_encoded_secret_in_a_frame_is_redacted(self) -> None:
         """A script URL in a JS frame carries its query string; encoded, the prefilter named no rule for the
@@ -416,6 +436,14 @@ class TestRedactor:
         ("admin:Xy7/Qz9+Kp2=@db:5432", "admin:[REDACTED:url_password]@db:5432"),
         ("admin:S3cr3t@[::1]:6379", "admin:[REDACTED:url_password]@[::1]:6379"),
         ("git clone ssh://git@[2001:db8::1]:22/repo.git", "git clone ssh://git@[[REDACTED:ipv6]]:22/repo.git"),
+        ('log {"msg": "password is \\"hunter2\\""}', 'log {"msg": "password is \\"[REDACTED:secret]\\""}'),
+        ('the password was: "hunter2"', 'the password was: "[REDACTED:secret]"'),
+        ("on field 'password': rejected value [hunter2]",
+         "on field 'password': [REDACTED:secret] [[REDACTED:secret]]"),
+        # Not an address with a password: an image digest, SIP and package URIs, a log level's prefix.
+        ('image "nginx:1.25@sha256:1234abcd5678"', 'image "nginx:1.25@sha256:1234abcd5678"'),
+        ("<sip:1001@192.168.1.10:5060>", "<sip:1001@[REDACTED:ipv4]:5060>"),
+        ("WARN:bob@10.0.0.5 refused", "WARN:bob@[REDACTED:ipv4] refused"),
         ("connect 1admin:Sup3r@10.0.0.5:5432", "connect 1admin:[REDACTED:url_password]@[REDACTED:ipv4]:5432"),
         ('password "don\'t-tell-9"', 'password "[REDACTED:secret]"'),
         ("password 'abc\\'defgh' rejected", "password '[REDACTED:secret]' rejected"),
