@@ -293,10 +293,10 @@ class Redactor:
 
 # A terminal's control sequences (ANSI colours, cursor moves, window titles, device strings), by ESC or as
 # C1 controls, and a colour written out as text between a key and its value (`\u001b[31m` in JSON text,
-# `\x1b[1m`, `\033[0m`, `\e[`, `^[[` as `cat -v` shows it, `%1B[`, `&#27;[`; colour constants in source
-# lines stay): a coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the
-# sequences would act on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
-_WRITTEN_COLOUR = r"(?:\\(?:u001[bB]|x1[bB]|033|e|u\{1[bB]\})|\^\[|%1[bB]|&#(?:27|[xX]1[bB]);)\[[0-9;:]{0,64}m"
+# `\x1b[1m`, `\033[0m`, `\e[`, `^[[` as `cat -v` shows it; colour constants in source lines stay): a
+# coloured log line hides a secret from the rules (`password=\x1b[31mhunter2`), and the sequences would act
+# on the terminal of whoever reads the output. Any other C1 control (U+0080-U+009F) goes too.
+_WRITTEN_COLOUR = r"(?:\\(?:u001[bB]|x1[bB]|033|e|u\{1[bB]\})|\^\[)\[[0-9;:]{0,64}m"
 _TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # colours, cursor moves
                             # colours written out as text, where they would split a key from its value: a run
                             # after the separator, or one before it (`_drop_code` keeps a run followed by
@@ -307,14 +307,12 @@ _TERMINAL_CODE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # colours, cur
                             r"|\x1b[ -/]{0,4}[0-~]?|[\x80-\x9f]")  # a character set, a reset, a lone ESC, C1
 _C1 = re.compile(r"[\x80-\x9f]")
 _SEPARATOR_NEXT = re.compile(r" ?[=:]")
-_WRITTEN_OUT = ("\\u001b[", "\\u001B[", "\\x1b[", "\\x1B[", "\\033[", "\\e[", "\\u{1b}[", "\\u{1B}[", "^[[",
-                "%1b[", "%1B[", "&#27;[", "&#x1b;[", "&#x1B;[", "&#X1b;[", "&#X1B;[")
+_WRITTEN_OUT = ("\\u001b[", "\\u001B[", "\\x1b[", "\\x1B[", "\\033[", "\\e[", "\\u{1b}[", "\\u{1B}[", "^[[")
 
 
 def _has_terminal_codes(text: str) -> bool:
     """Whether `text` may hold one, by plain searches first (this runs on every text redacted)."""
-    if "\x1b" in text or (("\\" in text or "^[" in text or "%1" in text or "&#" in text)
-                           and any(form in text for form in _WRITTEN_OUT)):
+    if "\x1b" in text or (("\\" in text or "^[" in text) and any(form in text for form in _WRITTEN_OUT)):
         return True
     return not text.isascii() and _C1.search(text) is not None
 
@@ -345,6 +343,7 @@ _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3
                       r"|lt|gt);")
 _CHAR_ESCAPE = re.compile(r"\\(?:u00|x)([0-9A-Fa-f]{2})")
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+_ESCAPED_ESC = re.compile(r"(?:%1[bB]|&#(?:27|[xX]1[bB]);)(?=\[|%5[bB])")
 _PERCENT_CONTROL = re.compile(r"%(?:0[0-8BbCcEeFf]|1[0-9A-Fa-f]|7[Ff])|%[Cc]2%[89][0-9A-Fa-f]")  # and UTF-8 C1
 _HTML_ESCAPE = re.compile(r"&(?:#([0-9]{1,7})|#[xX]([0-9A-Fa-f]{1,6})|(quot|amp|apos|lt|gt));")
 _HTML_NAMES = {"quot": '"', "amp": "&", "apos": "'", "lt": "<", "gt": ">"}
@@ -359,7 +358,10 @@ def _may_be_encoded(text: str) -> bool:
 
 def _layer(text: str) -> str:
     """`text` with one layer of escapes read (`+` kept). An escape of a control character stays as written:
-    decoded, a terminal's title sequence would take the rest of its line out of the rules' sight."""
+    decoded, a terminal's title sequence would take the rest of its line out of the rules' sight. An escaped
+    ESC before `[` is written as `\x1b`, a colour `without_terminal_codes` drops between a key and its value
+    (`password%3D%1B%5B31mhunter2`)."""
+    text = _ESCAPED_ESC.sub(r"\\x1b", text)
     text = unquote(_PERCENT_CONTROL.sub(lambda m: m.group().replace("%", "%25"), text))
     return _HTML_ESCAPE.sub(_html_char, _CHAR_ESCAPE.sub(lambda m: _char(int(m[1], 16), m.group()), text))
 
