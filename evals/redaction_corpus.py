@@ -565,6 +565,14 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     gson_plus = _fill(rng, "{b62:8}") + "+" + _fill(rng, "{b62:8}")
     add("secret", f'{{"cfg":"api_key\\u003d{gson_plus}","path":"/a%20b"}}', gson_plus,
         source="Gson's `=` escape, a `+` in the value, a percent escape elsewhere")
+    oracle = _fill(rng, "{b62:10}")
+    add("url_password", f"jdbc:oracle:thin:app_user/{oracle}@//db.corp.example.com:1521/ORCLPDB1 refused", oracle,
+        source="Oracle's thin-driver URL, user/password@")
+    go_dsn = _fill(rng, "{b62:10}")
+    add("url_password", f"[mysql] dsn: app:{go_dsn}@tcp(db.internal:3306)/shop", go_dsn,
+        source="Go's MySQL driver DSN")
+    env = _fill(rng, "{b62:12}")
+    add("secret", f'{{"name":"DB_PASSWORD","value":"{env}"}}', env, source="a Kubernetes env entry")
     layered = _fill(rng, "{b62:5}") + "&" + _fill(rng, "{b62:6}")
     add("secret", f"next=%2Fcb%3Fpassword%3D{layered.replace('&', '%2526')}%26x%3D1", layered.split("&")[1],
         source="a password holding `&`, its query encoded twice")

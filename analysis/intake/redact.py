@@ -332,13 +332,13 @@ def _drop_code(match: re.Match[str]) -> str:
 # `\u003d` and `\u0027` as Gson does, HTML): `token%3Dghp_…`, `https%3A%2F%2Fuser%3Apass%40host`,
 # `password \u0027hunter2\u0027`, `{&quot;password&quot;:…}`. After the rules have read a text as it came,
 # they read it decoded, whole (so a key outside an encoded run names the value inside it; a text over 64 KiB
-# line by line), one layer at a time (three at most: `%253D` is `%3D` encoded again), each layer redacted
-# before the next is decoded, so a value is taken as its layer wrote it (`p%26ss` is one password, not `p`
-# and `ss`). A text with percent escapes is read twice: with its `+` as written (a Gson key's), and with
-# each `+` it holds as the space a form writes (`%2B` stays a `+`). Escapes of control characters stay as
-# written (`\u001b]0;…`: a title sequence decoded would hide the rest of its line). The reading that took
-# the most text no placeholder already stood for goes out, decoded and redacted; when none took any, the
-# text goes out as it came.
+# line by line), to three layers (`%253D` is `%3D` encoded again), the first redacted before the others are
+# decoded, so a value is taken as that layer wrote it (`p%2526ss` is one password, not `p` and `ss`). A
+# text with percent escapes is read with its `+` as written (a Gson key's), then, when that took nothing,
+# with each `+` it holds as the space a form writes (`%2B` stays a `+`). Escapes of control characters stay
+# as written (`\u001b]0;…`: a title sequence decoded would hide the rest of its line). A reading that took
+# text no placeholder already stood for goes out, decoded and redacted; when none took any, the text goes
+# out as it came.
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3}|#[xX][0-9A-Fa-f]{2}|quot|amp|apos"
                       r"|lt|gt);")
 _CHAR_ESCAPE = re.compile(r"\\(?:u00|x)([0-9A-Fa-f]{2})")
@@ -384,27 +384,27 @@ def _decoded(text: str, redact: Callable[[str], str]) -> str:
     """`text` (redacted as it came) read decoded by `redact`: the reading that took the most, if any did."""
     if len(text) > _LAYERED_CHARS and "\n" in text:  # a long text (a trace), line by line: escapes sit in lines
         return "\n".join([_decoded(line, redact) if _may_be_encoded(line) else line for line in text.split("\n")])
-    best, most = text, 0
     sources = (text, text.replace("+", " ")) if "+" in text and _PERCENT_ESCAPE.search(text) else (text,)
-    for source in sources:  # `+` as written, then as the space a form writes (only the `+` written so)
+    for source in sources:  # `+` as written, then, when that took nothing, as the space a form writes
         plain, current = _reading(source, redact)
-        taken = len(_PLACEHOLDER.sub("", without_terminal_codes(plain))) - len(_PLACEHOLDER.sub("", current))
-        if taken > most:
-            best, most = current, taken
-    return best
+        if _PLACEHOLDER.sub("", current) != _PLACEHOLDER.sub("", without_terminal_codes(plain)):
+            return current
+    return text
 
 
 def _reading(text: str, redact: Callable[[str], str]) -> tuple[str, str]:
-    """(`text` decoded, `text` decoded and redacted): one layer at a time, each redacted before the next; a
-    line over 64 KiB (a hostile one) wholly decoded, then redacted once (twice its raw cost at most)."""
-    layered = len(text) <= _LAYERED_CHARS
-    plain = current = text
-    for _ in range(_MAX_DECODES):
-        layer = _layer(plain)
-        if layer == plain:
+    """(`text` decoded, `text` decoded and redacted): the first layer redacted before the others are decoded
+    (a value as that layer wrote it), the others wholly decoded, then redacted once: two passes at most, so
+    three times the raw cost at most; a line over 64 KiB (a hostile one) wholly decoded, redacted once."""
+    plain = _layer(text)
+    current = redact(plain) if len(text) <= _LAYERED_CHARS else plain
+    rest = plain
+    for _ in range(_MAX_DECODES - 1):
+        layer = _layer(rest)
+        if layer == rest:
             break
-        plain, current = layer, redact(_layer(current)) if layered else layer
-    return plain, current if layered else redact(current)
+        rest, current = layer, _layer(current)
+    return rest, current if rest is plain and len(text) <= _LAYERED_CHARS else redact(current)
 
 
 def _pair_bytes(text: str, redacted: str) -> int:
@@ -517,6 +517,10 @@ def _redact_exception(exception: ExceptionInfo, redactor: Redactor) -> Exception
     return new_exception(type_, value, frames)
 
 
+# A secret stored as a name and a value (Kubernetes and ECS environments, CloudFormation parameters).
+_NAMED_VALUES = (("name", "value"), ("key", "value"), ("Name", "Value"), ("ParameterKey", "ParameterValue"))
+
+
 def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool = True) -> Any:
     """JSON-like `value` with every string redacted, dict keys included; the value under a secret-named
     key is replaced whole (under a name like `key` or `session`, when it looks generated); with `numbers`,
@@ -531,8 +535,13 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool =
         except (RecursionError, ValueError):
             return placeholder("secret")
     if isinstance(value, Mapping):
-        return {_redact_key(key, redactor): _redact_item(key, item, redactor, depth, numbers)
-                for key, item in value.items()}
+        mapping = {_redact_key(key, redactor): _redact_item(key, item, redactor, depth, numbers)
+                   for key, item in value.items()}
+        for name_key, value_key in _NAMED_VALUES:  # `{"name": "DB_PASSWORD", "value": …}`: the value goes
+            name = value.get(name_key)
+            if type(name) is str and value_key in value and secret_key(name) == "strong":
+                mapping[_redact_key(value_key, redactor)] = placeholder("secret")
+        return mapping
     if isinstance(value, list | tuple):
         return [redact_value(item, redactor, depth + 1, numbers) for item in value]
     if not numbers:

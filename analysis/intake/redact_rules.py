@@ -522,6 +522,9 @@ _CONTEXT: tuple[Rule, ...] = (
           r"\1[REDACTED:bearer]"),
     _rule("cookie", r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\\?[\"']?)"
                     r"(?P<pairs>[^\r\n\"']{1,8192})", _cookie),
+    # Headers written as arrays (Node, axios): `"set-cookie": ["sid=…; Path=/", "b=…"]`, each element.
+    _rule("cookie", r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\[[ \t]{0,5})"
+                    r"(?P<pairs>(?:\\?[\"'][^\r\n\"'\]]{0,4096}\\?[\"'][ \t]{0,5},?[ \t]{0,5}){1,64})", _cookie),
     # URL userinfo (RFC 3986) `scheme://user:password@host`: the password may hold `@` and `/` (last `@`);
     # in a JSON string the slashes may be escaped (`https:\/\/`).
     _rule("url_password", r"(?i)((?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]{1,20}:\\?/\\?/[^\s:/@\"'<>]{0,256}):"
@@ -539,6 +542,14 @@ _CONTEXT: tuple[Rule, ...] = (
                           r"(?=(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])|\[REDACTED:ipv[46]\]"
                           r"|\[[0-9A-Fa-f:.]{2,45}\]:[0-9]{2,5}(?![0-9])|[A-Za-z0-9][\w.-]{0,252}:[0-9]{2,5}(?![0-9]))",
           r"\1:[REDACTED:url_password]@"),
+    # Oracle's `user/password@` (`jdbc:oracle:thin:app/pw@//db:1521/X`, `sqlplus system/pw@host:1521/X`,
+    # `connect scott/tiger@ORCL`) and Go's MySQL DSN (`app:pw@tcp(db:3306)/shop`, `root:pw@unix(/run/…)/db`).
+    _rule("url_password", r"((?i:jdbc:oracle:(?:thin|oci8?):|\bsqlplus[ \t]+(?:-[sSlL][ \t]+)*|\bconnect[ \t]+)"
+                          r"[\w.$#-]{1,64}/)(?!\[REDACTED)[^\s@\"'<>]{1,128}(@)", r"\1[REDACTED:url_password]\2"),
+    # (The `@` and what follows it are matched, not looked ahead to: the prefilter drops lookarounds, and
+    # without them these would be tried on nearly every text.)
+    _rule("url_password", r"((?<![\w.+/@\[-])\w[\w.+-]{0,63}:)(?!\[REDACTED)[^\s:@\"'<>]{1,128}"
+                          r"(@(?:tcp6?|udp|unix)\()", r"\1[REDACTED:url_password]\2"),
     # A password named in words, its value quoted (`password 'hunter2'`, `passwd is "x"`, escaped quotes and
     # the other quote inside); a secret or key so
     # named only when its value looks generated (`api key Zm9v…`; `secret "db-creds" not found` stays).
@@ -563,8 +574,13 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?!\[REDACTED)(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})",
           r"\1[REDACTED:secret]"),
     # `<password>…</password>` in XML and SOAP bodies.
-    _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})>)(?!\[REDACTED)[^<\r\n]{{1,512}}"
-                    r"(?=</)", r"\1[REDACTED:secret]"),
+    _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:\s[^<>]{{0,512}})?>)(?!\[REDACTED)"
+                    r"[^<\r\n]{1,512}(?=</)", r"\1[REDACTED:secret]"),
+    # A secret stored as a name and a value: `{"name":"DB_PASSWORD","value":"x"}` (Kubernetes and ECS
+    # environments), `<add key="DbPassword" value="x"/>`, `{"ParameterKey":"DBPassword","ParameterValue":"x"}`.
+    _rule("secret", rf"(?P<head>(?i:\bname|\bkey|ParameterKey)\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}\\?[\"']"
+                    rf"[\w.-]{{0,64}}{_STRONG_KEY}\\?[\"'][ \t]{{0,3}},?[ \t]{{0,3}}\\?[\"']?(?i:value|ParameterValue)"
+                    rf"\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}){_VALUE}", _keyed),
     # A passphrase is words: an unquoted one runs to the end of its line.
     _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]{1,512}",
           r"\1[REDACTED:secret]"),

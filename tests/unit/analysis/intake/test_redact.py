@@ -405,6 +405,15 @@ class TestRedactor:
         assert REDACTOR.redact(text) == expected
         assert REDACTOR.every_rule(text) == expected
 
+    def test_a_secret_stored_as_a_name_and_a_value_is_redacted_in_structured_fields(self) -> None:
+        """A Kubernetes env list or CloudFormation parameters in an event's fields: the value of a secret's
+        name goes (fifth review); other values stay."""
+        value = {"env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "LOG_LEVEL", "value": "debug"}],
+                 "parameters": {"ParameterKey": "DBPassword", "ParameterValue": "hunter22"}}
+        assert redact_value(value, REDACTOR) == {
+            "env": [{"name": "DB_PASSWORD", "value": "[REDACTED:secret]"}, {"name": "LOG_LEVEL", "value": "debug"}],
+            "parameters": {"ParameterKey": "DBPassword", "ParameterValue": "[REDACTED:secret]"}}
+
     def test_a_long_trace_reads_each_line_layer_by_layer(self) -> None:
         """A text over 64 KiB was decoded wholly and redacted once: `%2B` and `%26` in a value split it (fourth
         review). Line by line, each line is read as a short text is."""
@@ -440,6 +449,19 @@ class TestRedactor:
         ('the password was: "hunter2"', 'the password was: "[REDACTED:secret]"'),
         ("on field 'password': rejected value [hunter2]",
          "on field 'password': [REDACTED:secret] [[REDACTED:secret]]"),
+        # Oracle's user/password@, Go's MySQL DSN, cookies as arrays, a password element with attributes,
+        # a secret stored as a name and a value (fifth review).
+        ("jdbc:oracle:thin:app_user/S3cretPw@//db.corp.example.com:1521/ORCLPDB1",
+         "jdbc:oracle:thin:app_user/[REDACTED:url_password]@//db.corp.example.com:1521/ORCLPDB1"),
+        ("SQL> connect scott/tiger@ORCL", "SQL> connect scott/[REDACTED:url_password]@ORCL"),
+        ("[mysql] dsn: app:S3cretPw@tcp(db.internal:3306)/shop",
+         "[mysql] dsn: app:[REDACTED:url_password]@tcp(db.internal:3306)/shop"),
+        ('{"set-cookie":["sid=abc123xyz; Path=/"]}', '{"set-cookie":["sid=[REDACTED:cookie]; Path=/"]}'),
+        ('<wsse:Password Type="#PasswordText">hunter2</wsse:Password>',
+         '<wsse:Password Type="#PasswordText">[REDACTED:secret]</wsse:Password>'),
+        ('{"name":"DB_PASSWORD","value":"hunter2"}', '{"name":"DB_PASSWORD","value":"[REDACTED:secret]"}'),
+        ('<add key="DbPassword" value="hunter2"/>', '<add key="DbPassword" value="[REDACTED:secret]"/>'),
+        ('{"name":"LOG_LEVEL","value":"debug"}', '{"name":"LOG_LEVEL","value":"debug"}'),
         # Not an address with a password: an image digest, SIP and package URIs, a log level's prefix.
         ('image "nginx:1.25@sha256:1234abcd5678"', 'image "nginx:1.25@sha256:1234abcd5678"'),
         ("<sip:1001@192.168.1.10:5060>", "<sip:1001@[REDACTED:ipv4]:5060>"),
