@@ -381,7 +381,7 @@ def _char(code: int, written: str) -> str:
 
 
 def _decoded(text: str, redact: Callable[[str], str]) -> str:
-    """`text` (redacted as it came) read decoded by `redact`: the reading that took the most, if any did."""
+    """`text` (redacted as it came) read decoded by `redact`: the first reading that took text, if one did."""
     if len(text) > _LAYERED_CHARS and "\n" in text:  # a long text (a trace), line by line: escapes sit in lines
         return "\n".join([_decoded(line, redact) if _may_be_encoded(line) else line for line in text.split("\n")])
     sources = (text, text.replace("+", " ")) if "+" in text and _PERCENT_ESCAPE.search(text) else (text,)
@@ -397,6 +397,8 @@ def _reading(text: str, redact: Callable[[str], str]) -> tuple[str, str]:
     (a value as that layer wrote it), the others wholly decoded, then redacted once: two passes at most, so
     three times the raw cost at most; a line over 64 KiB (a hostile one) wholly decoded, redacted once."""
     plain = _layer(text)
+    if plain == text:  # only control characters' escapes, which stay as written
+        return text, text
     current = redact(plain) if len(text) <= _LAYERED_CHARS else plain
     rest = plain
     for _ in range(_MAX_DECODES - 1):
