@@ -520,7 +520,8 @@ def _redact_exception(exception: ExceptionInfo, redactor: Redactor) -> Exception
 
 
 # A secret stored as a name and a value (Kubernetes and ECS environments, CloudFormation parameters).
-_NAMED_VALUES = (("name", "value"), ("key", "value"), ("Name", "Value"), ("ParameterKey", "ParameterValue"))
+_NAMED_VALUES = (("name", "value"), ("key", "value"), ("Name", "Value"), ("Key", "Value"), ("OptionName", "Value"),
+                 ("ParameterKey", "ParameterValue"))
 
 
 def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool = True) -> Any:

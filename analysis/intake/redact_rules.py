@@ -212,8 +212,9 @@ def _weak_keyed(match: re.Match[str]) -> str:
 # `Set-Cookie` attributes are not secret; every other `name=value` of a cookie header is.
 _COOKIE_ATTRIBUTES = frozenset({"path", "domain", "expires", "max-age", "secure", "httponly", "samesite",
                                 "priority", "partitioned"})
-# A name starts after `;` or a space, so a long run is tried once (any length: a long name hides nothing).
-_COOKIE_PAIR = re.compile(r"(?<![^;\s])([^=;\s]+)=([^;\r\n\"']*)", re.ASCII)
+# A name starts after `;`, a space, or (an element of an array) a comma or a quote, so a long run is tried
+# once (any length: a long name hides nothing).
+_COOKIE_PAIR = re.compile(r"(?<![^;\s,\"'])([^=;\s,\"']+)=([^;\r\n\"']*)", re.ASCII)  # also in arrays
 
 
 def _cookie(match: re.Match[str]) -> str:
@@ -543,13 +544,15 @@ _CONTEXT: tuple[Rule, ...] = (
                           r"|\[[0-9A-Fa-f:.]{2,45}\]:[0-9]{2,5}(?![0-9])|[A-Za-z0-9][\w.-]{0,252}:[0-9]{2,5}(?![0-9]))",
           r"\1:[REDACTED:url_password]@"),
     # Oracle's `user/password@` (`jdbc:oracle:thin:app/pw@//db:1521/X`, `sqlplus system/pw@host:1521/X`,
-    # `connect scott/tiger@ORCL`) and Go's MySQL DSN (`app:pw@tcp(db:3306)/shop`, `root:pw@unix(/run/…)/db`).
-    _rule("url_password", r"((?i:jdbc:oracle:(?:thin|oci8?):|\bsqlplus[ \t]+(?:-[sSlL][ \t]+)*|\bconnect[ \t]+)"
+    # `connect scott/tiger@ORCL` at a line's or a `SQL>` prompt's start) and Go's MySQL DSN
+    # (`app:pw@tcp(db:3306)/shop`, `root:pw@unix(/run/…)/db`, `app:pw@/shop`).
+    _rule("url_password", r"((?i:jdbc:oracle:(?:thin|oci8?):|\bsqlplus[ \t]+(?:-[\w-]+[ \t]+)*"
+                          r"|(?m:^)[ \t]*(?:SQL>[ \t]*)?conn(?:ect)?[ \t]+|SQL>[ \t]*conn(?:ect)?[ \t]+)"
                           r"[\w.$#-]{1,64}/)(?!\[REDACTED)[^\s@\"'<>]{1,128}(@)", r"\1[REDACTED:url_password]\2"),
     # (The `@` and what follows it are matched, not looked ahead to: the prefilter drops lookarounds, and
     # without them these would be tried on nearly every text.)
-    _rule("url_password", r"((?<![\w.+/@\[-])\w[\w.+-]{0,63}:)(?!\[REDACTED)[^\s:@\"'<>]{1,128}"
-                          r"(@(?:tcp6?|udp|unix)\()", r"\1[REDACTED:url_password]\2"),
+    _rule("url_password", r"((?<![\w.+/@\[-])(?!(?:" + _LEVELS + r"):)\w[\w.+-]{0,63}:)(?!\[REDACTED)"
+                          r"[^\s:\"'<>]{1,128}(@(?:tcp6?|udp|unix)\(|@/\w)", r"\1[REDACTED:url_password]\2"),
     # A password named in words, its value quoted (`password 'hunter2'`, `passwd is "x"`, escaped quotes and
     # the other quote inside); a secret or key so
     # named only when its value looks generated (`api key Zm9v…`; `secret "db-creds" not found` stays).
@@ -578,7 +581,10 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"[^<\r\n]{1,512}(?=</)", r"\1[REDACTED:secret]"),
     # A secret stored as a name and a value: `{"name":"DB_PASSWORD","value":"x"}` (Kubernetes and ECS
     # environments), `<add key="DbPassword" value="x"/>`, `{"ParameterKey":"DBPassword","ParameterValue":"x"}`.
-    _rule("secret", rf"(?P<head>(?i:\bname|\bkey|ParameterKey)\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}\\?[\"']"
+    # In YAML (a manifest logged whole): `- name: DB_PASSWORD` with `value: x` on the next line.
+    _rule("secret", rf"(?P<head>(?i:\bname):[ \t]{{0,3}}[\"']?[\w.-]{{0,64}}{_STRONG_KEY}[\"']?[ \t]{{0,3}}\r?\n"
+                    rf"[ \t]{{0,16}}(?i:value):[ \t]{{0,3}}){_VALUE}", _keyed),
+    _rule("secret", rf"(?P<head>(?i:\bname|\bkey|ParameterKey|OptionName)\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}\\?[\"']"
                     rf"[\w.-]{{0,64}}{_STRONG_KEY}\\?[\"'][ \t]{{0,3}},?[ \t]{{0,3}}\\?[\"']?(?i:value|ParameterValue)"
                     rf"\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}){_VALUE}", _keyed),
     # A passphrase is words: an unquoted one runs to the end of its line.

@@ -409,10 +409,14 @@ class TestRedactor:
         """A Kubernetes env list or CloudFormation parameters in an event's fields: the value of a secret's
         name goes (fifth review); other values stay."""
         value = {"env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "LOG_LEVEL", "value": "debug"}],
-                 "parameters": {"ParameterKey": "DBPassword", "ParameterValue": "hunter22"}}
+                 "parameters": {"ParameterKey": "DBPassword", "ParameterValue": "hunter22"},
+                 "tags": [{"Key": "DB_PASSWORD", "Value": "x1"}],
+                 "options": {"OptionName": "DBPassword", "Value": "x2"}}
         assert redact_value(value, REDACTOR) == {
             "env": [{"name": "DB_PASSWORD", "value": "[REDACTED:secret]"}, {"name": "LOG_LEVEL", "value": "debug"}],
-            "parameters": {"ParameterKey": "DBPassword", "ParameterValue": "[REDACTED:secret]"}}
+            "parameters": {"ParameterKey": "DBPassword", "ParameterValue": "[REDACTED:secret]"},
+            "tags": [{"Key": "DB_PASSWORD", "Value": "[REDACTED:secret]"}],
+            "options": {"OptionName": "DBPassword", "Value": "[REDACTED:secret]"}}
 
     def test_a_long_trace_reads_each_line_layer_by_layer(self) -> None:
         """A text over 64 KiB was decoded wholly and redacted once: `%2B` and `%26` in a value split it (fourth
@@ -462,6 +466,15 @@ class TestRedactor:
         ('{"name":"DB_PASSWORD","value":"hunter2"}', '{"name":"DB_PASSWORD","value":"[REDACTED:secret]"}'),
         ('<add key="DbPassword" value="hunter2"/>', '<add key="DbPassword" value="[REDACTED:secret]"/>'),
         ('{"name":"LOG_LEVEL","value":"debug"}', '{"name":"LOG_LEVEL","value":"debug"}'),
+        # Sixth review: compact cookie arrays, YAML env entries, Go's DSN without a protocol, prompts.
+        ('"set-cookie":["sid=abc; Path=/","b=xyzsecret"]',
+         '"set-cookie":["sid=[REDACTED:cookie]; Path=/","b=[REDACTED:cookie]"]'),
+        ('"set-cookie": ["Path=/"]', '"set-cookie": ["Path=/"]'),
+        ("- name: DB_PASSWORD\n  value: S3cretPw", "- name: DB_PASSWORD\n  value: [REDACTED:secret]"),
+        ("app:S3cretPw@/shop", "app:[REDACTED:url_password]@/shop"),
+        ("ERROR:conn@tcp(db:3306)", "ERROR:conn@tcp(db:3306)"),
+        ("Failed to connect host/path@retry", "Failed to connect host/path@retry"),
+        ("sqlplus -silent sys/pw@ORCL", "sqlplus -silent sys/[REDACTED:url_password]@ORCL"),
         # Not an address with a password: an image digest, SIP and package URIs, a log level's prefix.
         ('image "nginx:1.25@sha256:1234abcd5678"', 'image "nginx:1.25@sha256:1234abcd5678"'),
         ("<sip:1001@192.168.1.10:5060>", "<sip:1001@[REDACTED:ipv4]:5060>"),
