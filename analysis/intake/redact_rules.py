@@ -91,9 +91,9 @@ def _named_taxpayer(kind: str) -> Replacement:
 _LONG_KEYS = (
     r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey"
     r"|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
-    r"|shared[_-]?access)[_-]?key|signature"
+    r"|shared[_-]?access)[_-]?key|signature|security[_-]?code"
 )
-_SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp"
+_SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|cvv2?|cvc2?"  # and a card's security code (not `csc`: a cosecant)
 # A secret name stays secret with a suffix: `password_confirmation`, `passwordConfirm`, `PASSWORD_1`,
 # `passwd_old`, `token_value`, `secret_key_base` (but `token_count`, `token_type` are no secrets).
 _KEY_SUFFIX = r"(?:[_-]?(?i:confirmation|confirm|old|new|current|value|base|hash|plain|digest|[0-9]{1,3})){0,2}"
@@ -587,6 +587,10 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", rf"(?P<head>(?i:\bname|\bkey|ParameterKey|OptionName)\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}\\?[\"']"
                     rf"[\w.-]{{0,64}}{_STRONG_KEY}\\?[\"'][ \t]{{0,3}},?[ \t]{{0,3}}\\?[\"']?(?i:value|ParameterValue)"
                     rf"\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}){_VALUE}", _keyed),
+    # SQL's `CREATE USER … IDENTIFIED BY 'x'`, `ALTER USER … IDENTIFIED BY x`, `GRANT … IDENTIFIED BY 'x'`.
+    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_])(?i:(?:create|alter)[ \t]{{1,5}}(?:user|role)|grant)[ \t]"
+                    rf"[^\r\n;]{{0,200}}?(?<![A-Za-z0-9_])(?i:identified)[ \t]{{1,5}}(?i:by)[ \t]{{1,5}}){_VALUE}",
+          _keyed),
     # A passphrase is words: an unquoted one runs to the end of its line.
     _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]{1,512}",
           r"\1[REDACTED:secret]"),

@@ -475,6 +475,11 @@ class TestRedactor:
         ("ERROR:conn@tcp(db:3306)", "ERROR:conn@tcp(db:3306)"),
         ("Failed to connect host/path@retry", "Failed to connect host/path@retry"),
         ("sqlplus -silent sys/pw@ORCL", "sqlplus -silent sys/[REDACTED:url_password]@ORCL"),
+        # SQL's IDENTIFIED BY and a card's security code under its names; prose stays.
+        ("CREATE USER 'app'@'%' IDENTIFIED BY 'Sup3rS3cret!'",
+         "CREATE USER 'app'@'%' IDENTIFIED BY '[REDACTED:secret]'"),
+        ("the user was identified by the caller", "the user was identified by the caller"),
+        ('{"cvv":"123","securityCode":"737"}', '{"cvv":"[REDACTED:secret]","securityCode":"[REDACTED:secret]"}'),
         # Not an address with a password: an image digest, SIP and package URIs, a log level's prefix.
         ('image "nginx:1.25@sha256:1234abcd5678"', 'image "nginx:1.25@sha256:1234abcd5678"'),
         ("<sip:1001@192.168.1.10:5060>", "<sip:1001@[REDACTED:ipv4]:5060>"),
