@@ -399,14 +399,17 @@ def _reading(text: str, redact: Callable[[str], str]) -> tuple[str, str]:
     plain = _layer(text)
     if plain == text:  # only control characters' escapes, which stay as written
         return text, text
-    current = redact(plain) if len(text) <= _LAYERED_CHARS else plain
+    layered = len(text) <= _LAYERED_CHARS
+    current = redact(plain) if layered else plain
     rest = plain
     for _ in range(_MAX_DECODES - 1):
         layer = _layer(rest)
         if layer == rest:
             break
         rest, current = layer, _layer(current)
-    return rest, current if rest is plain and len(text) <= _LAYERED_CHARS else redact(current)
+    if rest is not plain or not layered:  # layers past the first, or a long line: redacted once, now
+        current = redact(current)
+    return rest, current
 
 
 def _pair_bytes(text: str, redacted: str) -> int:

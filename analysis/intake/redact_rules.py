@@ -547,7 +547,7 @@ _CONTEXT: tuple[Rule, ...] = (
     # `connect scott/tiger@ORCL` at a line's or a `SQL>` prompt's start) and Go's MySQL DSN
     # (`app:pw@tcp(db:3306)/shop`, `root:pw@unix(/run/…)/db`, `app:pw@/shop`).
     _rule("url_password", r"((?i:jdbc:oracle:(?:thin|oci8?):|\bsqlplus[ \t]+(?:-[\w-]+[ \t]+)*"
-                          r"|(?m:^)[ \t]*(?:SQL>[ \t]*)?conn(?:ect)?[ \t]+|SQL>[ \t]*conn(?:ect)?[ \t]+)"
+                          r"|(?:(?m:^)[ \t]*|SQL>[ \t]*)conn(?:ect)?[ \t]+)"
                           r"[\w.$#-]{1,64}/)(?!\[REDACTED)[^\s@\"'<>]{1,128}(@)", r"\1[REDACTED:url_password]\2"),
     # (The `@` and what follows it are matched, not looked ahead to: the prefilter drops lookarounds, and
     # without them these would be tried on nearly every text.)
