@@ -10,6 +10,7 @@ ids and ordinary log lines, many of them close to a secret's shape.
 
 from __future__ import annotations
 
+import base64
 import random
 import re
 import string
@@ -576,6 +577,23 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     layered = _fill(rng, "{b62:5}") + "&" + _fill(rng, "{b62:6}")
     add("secret", f"next=%2Fcb%3Fpassword%3D{layered.replace('&', '%2526')}%26x%3D1", layered.split("&")[1],
         source="a password holding `&`, its query encoded twice")
+    # Where a secret stands by other clients' conventions.
+    column = _fill(rng, "{b62:16}")
+    add("secret", f"ERROR: duplicate key value violates unique constraint \"users_api_token_key\"\n"
+                  f"DETAIL: Key (tenant_id, api_token)=(7, {column}) already exists.", column,
+        source="PostgreSQL's unique-violation detail (errdetail of _bt_check_unique)")
+    for spelling, source in (("redis-cli -h cache -a {v} ping", "redis-cli's -a"),
+                             ("sshpass -p {v} ssh deploy@bastion", "sshpass's -p"),
+                             ("docker login -u ci -p {v} registry.example.com", "docker login's -p"),
+                             ('    r = requests.get(url, auth=("svc", "{v}"))', "requests' auth tuple in a traceback"),
+                             ("aiohttp.BasicAuth('svc', '{v}')", "aiohttp's BasicAuth")):
+        flag = _fill(rng, "{b62:12}")
+        add("secret", f"exec failed: {spelling.format(v=flag)}", flag, source=source)
+    basic = base64.b64encode(f"svc:{_fill(rng, '{b62:12}')}".encode()).decode()
+    add("bearer", f'upstream rejected {{"auth": "Basic {basic}"}}', basic, source="RFC 7617 Basic under another name")
+    area = rng.choice([n for n in range(1, 900) if n != 666])
+    plain = f"{area:03d}{rng.randint(1, 99):02d}{rng.randint(1, 9999):04d}"
+    add("ssn", f"KYC rejected: ssn={plain}", plain, source="SSA number without separators after its name")
     return out
 
 

@@ -12,6 +12,7 @@ context (authorization headers, cookies, URL userinfo, `key=value`), then person
 
 from __future__ import annotations
 
+import base64
 import bisect
 import dataclasses
 import math
@@ -49,10 +50,10 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
                 spans_lines)
 
 
-# What names a taxpayer number written with spaces (`SSN: 123 45 6789`, `customerSsn=…`, `taxpayer_id=…`),
-# just before it: spaced, three digit groups are as often a status, a size and a time (`200 45 6789` in an
-# access log). Never the name in a placeholder (`[REDACTED:ssn] 200 45 6789`) or a URL's path
-# (`GET /v1/accounts/tin 200 45 6789`).
+# What names a taxpayer number written with spaces or none (`SSN: 123 45 6789`, `ssn=123456789`,
+# `customerSsn=…`, `taxpayer_id=…`), just before it: spaced, three digit groups are as often a status, a
+# size and a time (`200 45 6789` in an access log), and nine digits an id. Never the name in a placeholder
+# (`[REDACTED:ssn] 200 45 6789`) or a URL's path (`GET /v1/accounts/tin 200 45 6789`).
 _TAXPAYER_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|tax[ _-]{0,2}id(?:entification)?"
                   r"|ss(?=[ _-]{0,2}(?:number|num|no\b|#))|social[ _-]{0,2}sec(?:urity)?"
                   r"|taxpayer(?:[ _-]{0,2}id(?:entification)?)?)"
@@ -64,11 +65,11 @@ _SPACE = "(?:[ \t+]{1,2}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
 
 
 def _taxpayer_number(area: str, group: str, spaced: bool = False) -> str:
-    """A US taxpayer number printed `AAA-GG-SSSS`, or with `spaced`, `AAA GG SSSS` after its name (area and
-    group as given; the name is kept, `head`), never serial 0000, and not inside a longer run of digits,
-    dashes or dots (a version, a part number)."""
-    start = rf"(?P<head>(?:{_TAXPAYER_NAME})[^0-9A-Za-z\r\n]{{1,10}}){area}{_SPACE}{group}{_SPACE}" if spaced else \
-        rf"(?<![A-Za-z0-9.-]){area}-{group}-"
+    """A US taxpayer number printed `AAA-GG-SSSS`, or with `spaced`, `AAA GG SSSS` or `AAAGGSSSS` after its
+    name (area and group as given; the name is kept, `head`), never serial 0000, and not inside a longer run
+    of digits, dashes or dots (a version, a part number)."""
+    start = rf"(?P<head>(?:{_TAXPAYER_NAME})[^0-9A-Za-z\r\n]{{1,10}}){area}{_SPACE}?{group}{_SPACE}?" if spaced \
+        else rf"(?<![A-Za-z0-9.-]){area}-{group}-"
     return rf"{start}(?!0000)[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
 
 
@@ -225,6 +226,32 @@ def _cookie(match: re.Match[str]) -> str:
         return f"{name}={placeholder('cookie')}"
 
     return match.group("head") + _COOKIE_PAIR.sub(pair, match.group("pairs"))
+
+
+# PostgreSQL names a key's columns and their values in a constraint's error (`DETAIL: Key (api_token)=(…)
+# already exists.`, `is not present in table`, `is still referenced`, `conflicts with existing key`).
+_PG_SEP = ", "
+
+
+def _pg_key(match: re.Match[str]) -> str:
+    """The values of secret-named columns redacted (all of them, when the values hold commas of their own)."""
+    names, values = match.group("names").split(_PG_SEP), match.group("values").split(_PG_SEP)
+    kinds = [secret_key(name.strip('"')) for name in names]
+    if len(names) != len(values):  # which value is which column's is unknown: all go, or none
+        kinds = ["strong" if "strong" in kinds else "weak" if "weak" in kinds else None]
+        values = [match.group("values")]
+    kept = [placeholder("secret") if kind == "strong" or (kind == "weak" and looks_generated(value)) else value
+            for kind, value in zip(kinds, values, strict=True)]
+    return f"{match.group('head')}{_PG_SEP.join(kept)}{match.group('tail')}"
+
+
+def _basic_credentials(match: re.Match[str]) -> str:
+    """`Basic <base64 of user:password>` (RFC 7617) with its credentials redacted, wherever it stands."""
+    try:
+        decoded = base64.b64decode(match.group(2), validate=True).decode()
+    except ValueError:  # binascii.Error and UnicodeDecodeError both are
+        return match.group()
+    return f"{match.group(1)}{placeholder('bearer')}" if ":" in decoded and decoded.isprintable() else match.group()
 
 
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
@@ -521,6 +548,9 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?=[A-Za-z0-9._~+/-]{0,4095}[0-9._~+/-]|[A-Za-z]{20})[A-Za-z0-9._~+/-]{8,4096}={0,2}"
                     r"(?![A-Za-z0-9._~+/=-])",
           r"\1[REDACTED:bearer]"),
+    # `Basic <credentials>` under any name (`auth: Basic …`): when it decodes to `user:password`.
+    _rule("bearer", r"((?<![A-Za-z0-9_-])(?i:basic)[ \t]+)(?!\[REDACTED)([A-Za-z0-9+/]{4,4096}={0,2})"
+                    r"(?![A-Za-z0-9+/=])", _basic_credentials),
     _rule("cookie", r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\\?[\"']?)"
                     r"(?P<pairs>[^\r\n\"']{1,8192})", _cookie),
     # Headers written as arrays (Node, axios): `"set-cookie": ["sid=…; Path=/", "b=…"]`, each element.
@@ -576,6 +606,23 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", r"((?<![A-Za-z0-9_-])(?i:mysql|mariadb)[\w.-]{0,16}(?:[ \t]+[^\s]{1,256}){0,16}?[ \t]+-p)"
                     r"(?!\[REDACTED)(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})",
           r"\1[REDACTED:secret]"),
+    # Other clients' password flags: `redis-cli -a x`, `sshpass -p x`, `docker login -u bob -p x` (and the
+    # other registry clients), glued to the flag or not; `redis-cli -p` is its port.
+    _rule("secret", r"((?<![A-Za-z0-9_-])(?:redis-cli(?:[ \t]+[^\s]{1,256}){0,16}?[ \t]+-a"
+                    r"|(?:sshpass|(?:docker|podman|nerdctl|buildah|skopeo)[ \t]+login)(?:[ \t]+[^\s]{1,256}){0,16}?"
+                    r"[ \t]+-p)[ \t]{0,5})(?!\[REDACTED|-)(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})",
+          r"\1[REDACTED:secret]"),
+    # Python's HTTP clients take a user and a password in a tuple or an auth object: `auth=("bob", "x")`,
+    # `HTTPBasicAuth('bob', 'x')`, `aiohttp.BasicAuth("bob", "x")` (a traceback prints the source line).
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_])(?:auth[ \t]{0,3}=[ \t]{0,3}\(|(?:HTTPBasicAuth|HTTPDigestAuth"
+                    r"|HTTPProxyAuth|BasicAuth|DigestAuth)\()[ \t]{0,3}(?P<user>[\"'])[^\"'\r\n]{0,256}(?P=user)"
+                    r"[ \t]{0,3},[ \t]{0,3})(?P<pre>[bBuU]{0,2})(?P<q>[\"'])"
+                    r"(?P<qv>(?!\[REDACTED)(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
+    # PostgreSQL's constraint errors: the values of secret-named columns.
+    _rule("secret", r"(?P<head>(?<![A-Za-z])Key \((?P<names>[^()\r\n]{1,512})\)=\()(?P<values>[^\r\n]{0,2048}?)"
+                    r"(?P<tail>\)(?: already exists| is not present| is still referenced| conflicts with"
+                    r"| is duplicated))",
+          _pg_key),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:\s[^<>]{{0,512}})?>)(?!\[REDACTED)"
                     r"[^<\r\n]{1,512}(?=</)", r"\1[REDACTED:secret]"),
