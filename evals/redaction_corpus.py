@@ -112,6 +112,7 @@ TOKEN_FORMATS: tuple[tuple[str, str, str], ...] = (
     ("pypi_token", "pypi-AgENdGVzdC5weXBpLm9yZw{url:120}", "PyPI help: API tokens (the test index)"),
     ("sendgrid_key", "SG.{url:22}.{url:43}", "Twilio SendGrid Docs: API keys"),
     ("twilio_key", "SK{hex:32}", "Twilio Docs: API key SID"),
+    ("twilio_key", "AC{hex:32}:{hex:32}", "Twilio Docs: account SID and auth token (HTTP Basic)"),
     ("mailgun_key", "key-{hex:32}", "Mailgun Docs: legacy private API key"),
     ("mailgun_key", "{hex:32}-{hex:8}-{hex:8}", "Mailgun Docs: private API key"),
     ("mailchimp_key", "{hex:32}-us{dig:1}", "Mailchimp Marketing API: API key with data center"),
@@ -149,6 +150,11 @@ TOKEN_FORMATS: tuple[tuple[str, str, str], ...] = (
     ("newrelic_key", "NRII-{url:32}", "New Relic Docs: insights insert key"),
     ("discord_token", "MT{b62:22}.{url:6}.{url:38}", "Discord Developer Docs: bot token"),
     ("discord_token", "https://discord.com/api/webhooks/{dig:18}/{url:68}", "Discord Developer Docs: webhook URL"),
+    ("teams_webhook", "https://acme.webhook.office.com/webhookb2/{hex:8}-{hex:4}-{hex:4}-{hex:4}-{hex:12}@"
+                      "{hex:8}-{hex:4}-{hex:4}-{hex:4}-{hex:12}/IncomingWebhook/{hex:32}/"
+                      "{hex:8}-{hex:4}-{hex:4}-{hex:4}-{hex:12}", "Microsoft Learn: Office 365 connector webhook URL"),
+    ("onepassword_token", "ops_eyJ{b64:300}", "1Password Developer: service account token"),
+    ("render_key", "rnd_{b62:32}", "Render Docs: API keys"),
     ("telegram_token", "{dig:10}:AA{url:33}", "Telegram Bot API: bot token"),
     ("square_token", "sq0atp-{url:22}", "Square Developer: access token"),
     ("square_token", "sq0csp-{url:43}", "Square Developer: OAuth application secret"),

@@ -36,7 +36,8 @@ TOKEN_FORMATS: tuple[tuple[str, str], ...] = (
     ("npm_token", rf"npm_[{_B62}]{{36}}{_END}"),
     ("pypi_token", rf"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[{_URLSAFE}]{{50,512}}"),
     ("sendgrid_key", rf"SG\.[{_URLSAFE}]{{22}}\.[{_URLSAFE}]{{43}}"),
-    ("twilio_key", rf"SK[0-9a-fA-F]{{32}}{_END}"),
+    # Twilio API key SIDs; an account SID with its auth token, as Basic credentials are written.
+    ("twilio_key", rf"(?:SK[0-9a-fA-F]{{32}}|AC[0-9a-fA-F]{{32}}:[0-9a-fA-F]{{32}}){_END}"),
     ("mailgun_key", r"(?:key-[0-9a-f]{32}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8})(?![A-Za-z0-9])"),
     ("mailchimp_key", r"[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9])"),
     ("huggingface_token", rf"(?:hf_[{_B62}]{{34,64}}|api_org_[{_B62}]{{34}}){_END}"),
@@ -57,6 +58,12 @@ TOKEN_FORMATS: tuple[tuple[str, str], ...] = (
     ("newrelic_key", rf"NR(?:AK|II|JS|AA|SP)-[{_URLSAFE}]{{19,40}}{_END}"),
     ("discord_token", rf"(?:[MNO][{_URLSAFE}]{{23,25}}\.[{_URLSAFE}]{{6}}\.[{_URLSAFE}]{{27,38}}"
                       rf"|discord(?:app)?\.com/api/webhooks/[0-9]{{17,20}}/[{_URLSAFE}]{{60,68}})"),
+    # Microsoft Teams incoming webhook URLs (Office 365 connectors): the path after the host is the secret.
+    ("teams_webhook", r"(?:webhook\.office\.com/webhookb2|outlook\.office(?:365)?\.com/webhook)/[0-9a-fA-F-]{36}"
+                      r"@[0-9a-fA-F-]{36}/IncomingWebhook/[0-9a-fA-F]{32}/[0-9a-fA-F-]{36}"),
+    # 1Password service account tokens (base64 JSON after `ops_`), Render API keys.
+    ("onepassword_token", r"ops_eyJ[A-Za-z0-9+/=_-]{100,8192}"),
+    ("render_key", rf"rnd_[{_B62}]{{32}}{_END}"),
     ("telegram_token", rf"[0-9]{{8,10}}:AA[{_URLSAFE}]{{33}}"),
     ("square_token", rf"(?:sq0(?:atp|csp|idp)-[{_URLSAFE}]{{22,43}}|EAAA[{_URLSAFE}]{{60}})"),
     ("age_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
