@@ -592,7 +592,17 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                              ("sshpass -p {v} ssh deploy@bastion", "sshpass's -p"),
                              ("docker login -u ci -p {v} registry.example.com", "docker login's -p"),
                              ('    r = requests.get(url, auth=("svc", "{v}"))', "requests' auth tuple in a traceback"),
-                             ("aiohttp.BasicAuth('svc', '{v}')", "aiohttp's BasicAuth")):
+                             ("aiohttp.BasicAuth('svc', '{v}')", "aiohttp's BasicAuth"),
+                             ("Command '['docker', 'login', '-u', 'ci', '-p', '{v}']' returned non-zero exit status 1.",
+                              "subprocess.CalledProcessError's argument list"),
+                             ("keytool -importkeystore -srcstorepass {v} -deststorepass {v}",
+                              "keytool's store passwords"),
+                             ('<entry key="db.password">{v}</entry>', "java.util.Properties.storeToXML"),
+                             ("define('DB_PASSWORD', '{v}');", "PHP's define in wp-config.php"),
+                             ("SET PASSWORD FOR 'app'@'%' = PASSWORD('{v}')", "MySQL's PASSWORD() function"),
+                             ("htpasswd -b /etc/nginx/.htpasswd svc {v}", "htpasswd's -b"),
+                             ("echo {v} | docker login -u ci --password-stdin ghcr.io",
+                              "docker login --password-stdin")):
         flag = _fill(rng, "{b62:12}")
         add("secret", f"exec failed: {spelling.format(v=flag)}", flag, source=source)
     basic = base64.b64encode(f"svc:{_fill(rng, '{b62:12}')}".encode()).decode()

@@ -50,25 +50,29 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
                 spans_lines)
 
 
-# What names a taxpayer number written with spaces or none (`SSN: 123 45 6789`, `ssn=123456789`,
-# `customerSsn=…`, `taxpayer_id=…`), just before it: spaced, three digit groups are as often a status, a
-# size and a time (`200 45 6789` in an access log), and nine digits an id. Never the name in a placeholder
-# (`[REDACTED:ssn] 200 45 6789`) or a URL's path (`GET /v1/accounts/tin 200 45 6789`).
+# What names a taxpayer number written with spaces (`SSN: 123 45 6789`, `customerSsn=…`, `taxpayer_id=…`),
+# just before it: spaced, three digit groups are as often a status, a size and a time (`200 45 6789` in an
+# access log). Never the name in a placeholder (`[REDACTED:ssn] 200 45 6789`) or a URL's path
+# (`GET /v1/accounts/tin 200 45 6789`).
 _TAXPAYER_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|tax[ _-]{0,2}id(?:entification)?"
                   r"|ss(?=[ _-]{0,2}(?:number|num|no\b|#))|social[ _-]{0,2}sec(?:urity)?"
                   r"|taxpayer(?:[ _-]{0,2}id(?:entification)?)?)"
                   r"|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|Tin|TIN|Tax(?:payer)?Id(?:entification)?|SocialSecurity))"
                   r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?|(?<![A-Za-z/])(?i:ss#)")
+# Nine digits with no separator are an id as often (`order tin 123456789`, `ss #123456789`): only the names
+# that say a taxpayer number (`ssn=123456789`, `taxId: …`).
+_JOINED_NAME = (r"(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tax[ _-]{0,2}id|taxpayer[ _-]{0,2}id"
+                r"|social[ _-]{0,2}security(?:[ _-]{0,2}(?:number|num|no))?)|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|TaxId)")
 # Between the groups of a spaced number: one or two spaces, a tab (or `\t` as JSON escapes one), a no-break
 # space (or `\u00a0`), or as a form encodes a space.
 _SPACE = "(?:[ \t+]{1,2}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
 
 
-def _taxpayer_number(area: str, group: str, spaced: bool = False) -> str:
-    """A US taxpayer number printed `AAA-GG-SSSS`, or with `spaced`, `AAA GG SSSS` or `AAAGGSSSS` after its
-    name (area and group as given; the name is kept, `head`), never serial 0000, and not inside a longer run
-    of digits, dashes or dots (a version, a part number)."""
-    start = rf"(?P<head>(?:{_TAXPAYER_NAME})[^0-9A-Za-z\r\n]{{1,10}}){area}{_SPACE}?{group}{_SPACE}?" if spaced \
+def _taxpayer_number(area: str, group: str, name: str | None = None, gap: str = _SPACE) -> str:
+    """A US taxpayer number printed `AAA-GG-SSSS`, or after its `name`, `AAA GG SSSS` (`gap` between the
+    groups; the name is kept, `head`), never serial 0000, and not inside a longer run of digits, dashes or
+    dots (a version, a part number)."""
+    start = rf"(?P<head>(?:{name})[^0-9A-Za-z\r\n]{{1,10}}){area}{gap}{group}{gap}" if name \
         else rf"(?<![A-Za-z0-9.-]){area}-{group}-"
     return rf"{start}(?!0000)[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
 
@@ -108,11 +112,14 @@ _QUOTE_CLOSE = r"(?:\\?[\"'])?"
 _SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=])[ \t\r\n]{0,5}"  # comparisons too: `password == "…"`
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"
 _LEVELS = "ERROR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL|CRITICAL|NOTICE|SEVERE"  # `logging`'s `LEVEL:name:` prefix
-_VALUE = (
+_QUOTED = (
     # quoted, spaces and all, with a Python prefix (`b'…'`) and escaped quotes inside (`"ab\"cd"`)
-    r"(?!\[REDACTED|=)(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,512}?)(?P=q)"
+    r"(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,512}?)(?P=q)"
     # quoted in a JSON string (`\"…\"`)
-    r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n]){1,512}?)(?P=eq)"
+    r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n]){1,512}?)(?P=eq))"
+)
+_VALUE = (
+    rf"(?!\[REDACTED|=)(?:{_QUOTED}"
     # in brackets or backticks: `(x)`, `[x]`, `<x>`, `{x}`, `` `x` ``
     r"|(?P<wv>\([^()\r\n]{1,512}\)|\[[^\[\]\r\n]{1,512}\]|<[^<>\r\n]{1,512}>|\{[^{}\r\n]{1,512}\}|`[^`\r\n]{1,512}`)"
     # a quote never closed on its line (a line cut short; escaped quotes inside do not close it): the rest of
@@ -234,24 +241,39 @@ _PG_SEP = ", "
 
 
 def _pg_key(match: re.Match[str]) -> str:
-    """The values of secret-named columns redacted (all of them, when the values hold commas of their own)."""
+    """The values of secret-named columns redacted (all of them, when the values hold commas of their own).
+    A column is named by an identifier, perhaps quoted, or an expression over it (`lower(api_token::text)`)."""
     names, values = match.group("names").split(_PG_SEP), match.group("values").split(_PG_SEP)
-    kinds = [secret_key(name.strip('"')) for name in names]
+    kinds = [max((secret_key(word) or "" for word in _PG_WORD.findall(name)), key=_PG_STRENGTH.index)
+             for name in names]
     if len(names) != len(values):  # which value is which column's is unknown: all go, or none
-        kinds = ["strong" if "strong" in kinds else "weak" if "weak" in kinds else None]
+        kinds = [max(kinds, key=_PG_STRENGTH.index)]
         values = [match.group("values")]
     kept = [placeholder("secret") if kind == "strong" or (kind == "weak" and looks_generated(value)) else value
             for kind, value in zip(kinds, values, strict=True)]
     return f"{match.group('head')}{_PG_SEP.join(kept)}{match.group('tail')}"
 
 
+_PG_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_PG_STRENGTH = ("", "weak", "strong")
+_BASE64_PAD = "=" * 3
+
+
 def _basic_credentials(match: re.Match[str]) -> str:
-    """`Basic <base64 of user:password>` (RFC 7617) with its credentials redacted, wherever it stands."""
+    """`Basic <base64 of user:password>` (RFC 7617) with its credentials redacted, wherever it stands: a user
+    and a password, in UTF-8 or Latin-1, padded or not, perhaps with the newline `echo` gave it."""
+    token = match.group(2).rstrip("=")
     try:
-        decoded = base64.b64decode(match.group(2), validate=True).decode()
-    except ValueError:  # binascii.Error and UnicodeDecodeError both are
+        raw = base64.b64decode(token + _BASE64_PAD[: -len(token) % 4], validate=True).rstrip(b"\r\n")
+    except ValueError:  # binascii.Error is one
         return match.group()
-    return f"{match.group(1)}{placeholder('bearer')}" if ":" in decoded and decoded.isprintable() else match.group()
+    try:
+        decoded = raw.decode()
+    except UnicodeDecodeError:
+        decoded = raw.decode("latin-1")
+    user, colon, password = decoded.partition(":")
+    return f"{match.group(1)}{placeholder('bearer')}" if user and colon and password and decoded.isprintable() \
+        else match.group()
 
 
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
@@ -515,6 +537,9 @@ _AWS_SESSION_RUN = r"[A-Za-z0-9/+=%\\_.-]{100,65536}+"
 _ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
              r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?")
 
+# The elements of an argument list up to a flag's opening quote, after a command's closing one (`(?P=c)`).
+_ELEMENTS = r"(?P=c)(?:[ \t]{0,3},[ \t]{0,3}(?P=c)[^\"'\\\r\n]{0,256}(?P=c)){0,16}?[ \t]{0,3},[ \t]{0,3}(?P=c)"
+
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
     _rule("aws_secret_key",
@@ -537,19 +562,22 @@ _CONTEXT: tuple[Rule, ...] = (
     # A Google service account key file names its key (its PEM goes with the private_key kind).
     _rule("private_key", r"(?i)(\"private_key_id\\?\"[ \t]{0,5}:[ \t]{0,5}\\?\")[a-f0-9]{40}",
           r"\1[REDACTED:private_key]"),
-    # Authorization headers with any scheme (RFC 9110), also prefixed (`Proxy-`, `X-Forwarded-`): to the closing
-    # quote, else to the end of the line.
-    _rule("bearer",
-          rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}[:=][ \t]{{0,5}}\\?[\"']?"
-          rf"(?:(?:{_SCHEMES})[ \t]+)?)(?!\[REDACTED)(?:(?<=[\"'])[^\r\n\"'\\]{{1,4096}}|(?<![\"'])[^\r\n]{{1,4096}})",
-          r"\1[REDACTED:bearer]"),
+    # Authorization headers with any scheme (RFC 9110), also prefixed (`Proxy-`, `X-Forwarded-`): a quoted value
+    # to its closing quote (`"Authorization": "Basic …"`, the rest of the line kept), else to the end of the line.
+    _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}[:=][ \t]{{0,5}}\\?[\"']"
+                    rf"(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\r\n\"'\\]{{1,4096}}", r"\1[REDACTED:bearer]"),
+    # A header written in quotes whole (`curl -H "Authorization: Basic …" https://…`): to that quote.
+    *(_rule("bearer", rf"(?i)((?<={quote})authorization[ \t]{{0,5}}:[ \t]{{0,5}}+(?![\\\"'])(?:(?:{_SCHEMES})[ \t]+)?+)"
+                      rf"(?!\[REDACTED)[^\r\n{quote}]{{1,4096}}", r"\1[REDACTED:bearer]") for quote in "\"'"),
+    _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}[:=][ \t]{{0,5}}+(?!\\?[\"'])"
+                    rf"(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\r\n]{{1,4096}}", r"\1[REDACTED:bearer]"),
     # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
     _rule("bearer", r"(?i)((?<![A-Za-z0-9_-])bearer[ \t]+)(?!\[REDACTED)"
                     r"(?=[A-Za-z0-9._~+/-]{0,4095}[0-9._~+/-]|[A-Za-z]{20})[A-Za-z0-9._~+/-]{8,4096}={0,2}"
                     r"(?![A-Za-z0-9._~+/=-])",
           r"\1[REDACTED:bearer]"),
     # `Basic <credentials>` under any name (`auth: Basic …`): when it decodes to `user:password`.
-    _rule("bearer", r"((?<![A-Za-z0-9_-])(?i:basic)[ \t]+)(?!\[REDACTED)([A-Za-z0-9+/]{4,4096}={0,2})"
+    _rule("bearer", r"((?<![A-Za-z0-9_-])(?i:basic)[ \t]+)(?!\[REDACTED)([A-Za-z0-9+/]{6,4096}={0,2})"
                     r"(?![A-Za-z0-9+/=])", _basic_credentials),
     _rule("cookie", r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\\?[\"']?)"
                     r"(?P<pairs>[^\r\n\"']{1,8192})", _cookie),
@@ -597,31 +625,62 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|client[ _-]?secret|auth[ _-]?token)[ \t]{{1,3}}){_VALUE}", _weak_keyed),
     # Command lines: `--password hunter2`, `--api-key=…`, `-u user:password`, `--user user:password`.
     _rule("secret", rf"(?i)(?P<head>(?<![A-Za-z0-9_-])--?(?:[a-z0-9]+-){{0,4}}"
-                    rf"(?:password|passwd|pass|pwd|pw|passphrase|secret|token|api-?key|access-?key|secret-?key"
+                    rf"(?:password|passwd|(?:(?:src|dest)?store|(?:src|dest)?key)?pass|pwd|pw|passphrase|secret|token"
+                    rf"|api-?key|access-?key|secret-?key"
                     rf"|private-?key|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
-    _rule("secret", r"((?<![A-Za-z0-9_-])(?:-u|--user)[ \t]+[^\s:\"']{1,128}:)(?!\[REDACTED)[^\s\"']{1,256}",
+    _rule("secret", r"((?<![A-Za-z0-9_-])(?:-u|--user|--(?:src-|dest-)?creds)(?:[ \t]+|=)[^\s:\"']{1,128}:)"
+                    r"(?!\[REDACTED)[^\s\"']{1,256}",
           r"\1[REDACTED:secret]"),
     # MySQL and MariaDB clients take the password glued to `-p`, anywhere among their arguments
     # (`mysql -h db -uroot -phunter2 shop`, `mysqldump shop -p'two words'`, `MYSQL.EXE -p…`).
     _rule("secret", r"((?<![A-Za-z0-9_-])(?i:mysql|mariadb)[\w.-]{0,16}(?:[ \t]+[^\s]{1,256}){0,16}?[ \t]+-p)"
                     r"(?!\[REDACTED)(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})",
           r"\1[REDACTED:secret]"),
-    # Other clients' password flags: `redis-cli -a x`, `sshpass -p x`, `docker login -u bob -p x` (and the
-    # other registry clients), glued to the flag or not; `redis-cli -p` is its port.
-    _rule("secret", r"((?<![A-Za-z0-9_-])(?:redis-cli(?:[ \t]+[^\s]{1,256}){0,16}?[ \t]+-a"
-                    r"|(?:sshpass|(?:docker|podman|nerdctl|buildah|skopeo)[ \t]+login)(?:[ \t]+[^\s]{1,256}){0,16}?"
-                    r"[ \t]+-p)[ \t]{0,5})(?!\[REDACTED|-)(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})",
-          r"\1[REDACTED:secret]"),
+    # Other clients' password flags: `redis-cli -a x` (and Valkey's and KeyDB's), `sshpass -p x`, `docker login
+    # -u bob -p x` (and the other registry clients), glued to the flag or not, up to the end of the command
+    # (`;`, `|`, `&`); `redis-cli -p` is its port, and what `sshpass` runs is not its own. A variable (`$PW`)
+    # stays.
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_-])(?:(?:redis|valkey|keydb)-(?:cli|benchmark)"
+                    r"(?:[ \t]+[^\s;|&]{1,256}){0,16}?[ \t]+-a|sshpass(?:[ \t]+-[^\s;|&]{1,256}){0,4}?[ \t]+-p"
+                    r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]+registry|crane[ \t]+auth)[ \t]+login"
+                    r"(?:[ \t]+[^\s;|&]{1,256}){0,16}?[ \t]+-p)(?:=|[ \t]{0,5}))(?!-|\$)" + _VALUE, _keyed),
+    # The same as an argument list (`['docker', 'login', '-u', 'bob', '-p', 'x']`, `"args": ["redis-cli", "-a",
+    # "x"]`), and any long password flag there (`'--password', 'x'`).
+    _rule("secret", rf"(?P<head>(?P<c>\\?[\"'])(?:(?:redis|valkey|keydb)-cli{_ELEMENTS}-a"
+                    rf"|(?:sshpass|login){_ELEMENTS}-p|--?(?:[a-z0-9]+-){{0,4}}(?:password|passwd|pass|token|secret"
+                    r"|api-?key))(?P=c)[ \t]{0,3},[ \t]{0,3})(?!\\?[\"']-)" + _QUOTED, _keyed),
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_])(?:REDISCLI_AUTH|SSHPASS)=)" + _VALUE, _keyed),
     # Python's HTTP clients take a user and a password in a tuple or an auth object: `auth=("bob", "x")`,
-    # `HTTPBasicAuth('bob', 'x')`, `aiohttp.BasicAuth("bob", "x")` (a traceback prints the source line).
-    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_])(?:auth[ \t]{0,3}=[ \t]{0,3}\(|(?:HTTPBasicAuth|HTTPDigestAuth"
-                    r"|HTTPProxyAuth|BasicAuth|DigestAuth)\()[ \t]{0,3}(?P<user>[\"'])[^\"'\r\n]{0,256}(?P=user)"
-                    r"[ \t]{0,3},[ \t]{0,3})(?P<pre>[bBuU]{0,2})(?P<q>[\"'])"
+    # `basic_auth=(…)`, `{"auth": ("bob", "x")}`, `HTTPBasicAuth('bob', 'x')`, `aiohttp.BasicAuth("bob", "x")`
+    # (a traceback prints the source line).
+    _rule("secret", r"(?P<head>(?:(?<![A-Za-z0-9_])(?:(?:basic|http|proxy)_)?auth[ \t]{0,3}=[ \t]{0,3}[(\[]"
+                    r"|\\?[\"']auth\\?[\"'][ \t]{0,3}:[ \t]{0,3}[(\[]|(?<![A-Za-z0-9_])(?:HTTPBasicAuth|HTTPDigestAuth"
+                    r"|HTTPProxyAuth|BasicAuth|DigestAuth)\()[ \t]{0,3}[bBuU]{0,2}\\?[\"'][^\"'\\\r\n]{0,256}\\?[\"']"
+                    r"[ \t]{0,3},[ \t]{0,3})(?!\\?[\"']?\[REDACTED)" + _QUOTED, _keyed),
+    # Positional passwords of commands that take them so: `htpasswd -b file user x`, `rabbitmqctl add_user
+    # bob x` (and `change_password`), `net use \\srv\share /user:bob x`, `echo x | docker login
+    # --password-stdin`.
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_-])(?:htpasswd(?:[ \t]+-[A-Za-z]{1,8}){0,4}?[ \t]+-[A-Za-z]{0,7}b"
+                    r"[A-Za-z]{0,7}(?:[ \t]+-[A-Za-z]{1,8}){0,4}[ \t]+[^\s;|&]{1,256}[ \t]+[^\s;|&]{1,256}"
+                    r"|rabbitmqctl(?:[ \t]+-[^\s;|&]{1,64}){0,4}[ \t]+(?:add_user|change_password)[ \t]+[^\s;|&]{1,256}"
+                    r"|net[ \t]+use[ \t]+[^\s;|&]{1,256}[ \t]+/user:[^\s;|&]{1,256})[ \t]+)(?!-|\$)" + _VALUE, _keyed),
+    _rule("secret", r"((?<![A-Za-z0-9_-])echo[ \t]+(?:-n[ \t]+)?)(?!\[REDACTED|\$)(?:'[^'\r\n]{1,256}'"
+                    r"|\"[^\"\r\n]{1,256}\"|[^\s\"'|]{1,256})(?=[ \t]*\|[^|;&\r\n]{0,256}--password-stdin)",
+          r"\1[REDACTED:secret]"),
+    # PHP's `define('DB_PASSWORD', 'x')`, SQL's `PASSWORD('x')` (MySQL's `SET PASSWORD … = PASSWORD('x')`).
+    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_])(?i:define)\([ \t]{{0,3}}[\"'][\w.-]{{0,64}}{_STRONG_KEY}[\"']"
+                    rf"[ \t]{{0,3}},[ \t]{{0,3}}){_VALUE}", _keyed),
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_.])(?i:password)\([ \t]{0,3})(?P<pre>)(?P<q>['\"])"
                     r"(?P<qv>(?!\[REDACTED)(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
+    # Java's `Properties.storeToXML`: `<entry key="db.password">x</entry>`.
+    _rule("secret", rf"(<[\w:.-]{{1,40}}[ \t][^<>]{{0,256}}?(?<![\w-])(?i:key|name)=\\?[\"'][\w.-]{{0,64}}{_STRONG_KEY}"
+                    rf"\\?[\"'][^<>]{{0,256}}>)(?!\[REDACTED)[^<\r\n]{{1,512}}(?=</)", r"\1[REDACTED:secret]"),
     # PostgreSQL's constraint errors: the values of secret-named columns.
-    _rule("secret", r"(?P<head>(?<![A-Za-z])Key \((?P<names>[^()\r\n]{1,512})\)=\()(?P<values>[^\r\n]{0,2048}?)"
-                    r"(?P<tail>\)(?: already exists| is not present| is still referenced| conflicts with"
-                    r"| is duplicated))",
+    # (Names and values hold no bracket but a pair, one deep: `Key (a)=(` repeated a megabyte over stays linear.)
+    _rule("secret", r"(?P<head>(?<![A-Za-z])(?i:key) \((?P<names>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){1,512})\)=\()"
+                    r"(?P<values>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){0,1024}?)"
+                    r"(?P<tail>\)(?: already exists| is not present| is still referenced| conflicts with| is duplicated"
+                    r"|\.(?![^\s\\\"])))",
           _pg_key),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:\s[^<>]{{0,512}})?>)(?!\[REDACTED)"
@@ -661,11 +720,13 @@ _CONTEXT: tuple[Rule, ...] = (
           _phone),
     # A US Social Security number as printed: never area 000, 666 or 9xx, group 00 or serial 0000 (SSA).
     _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP)),
-    _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP, spaced=True), _named_taxpayer("ssn")),
+    _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP, _TAXPAYER_NAME), _named_taxpayer("ssn")),
+    _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP, _JOINED_NAME, gap=""), _named_taxpayer("ssn")),
     # A US Individual Taxpayer Identification Number: 9xx, then a group the IRS issues (50-65, 70-88, 90-92,
     # 94-99), in the SSN's print.
     _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP)),
-    _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP, spaced=True), _named_taxpayer("itin")),
+    _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP, _TAXPAYER_NAME), _named_taxpayer("itin")),
+    _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP, _JOINED_NAME, gap=""), _named_taxpayer("itin")),
     _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
     # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`): a
