@@ -112,7 +112,6 @@ TOKEN_FORMATS: tuple[tuple[str, str, str], ...] = (
     ("pypi_token", "pypi-AgENdGVzdC5weXBpLm9yZw{url:120}", "PyPI help: API tokens (the test index)"),
     ("sendgrid_key", "SG.{url:22}.{url:43}", "Twilio SendGrid Docs: API keys"),
     ("twilio_key", "SK{hex:32}", "Twilio Docs: API key SID"),
-    ("twilio_key", "AC{hex:32}:{hex:32}", "Twilio Docs: account SID and auth token (HTTP Basic)"),
     ("mailgun_key", "key-{hex:32}", "Mailgun Docs: legacy private API key"),
     ("mailgun_key", "{hex:32}-{hex:8}-{hex:8}", "Mailgun Docs: private API key"),
     ("mailchimp_key", "{hex:32}-us{dig:1}", "Mailchimp Marketing API: API key with data center"),

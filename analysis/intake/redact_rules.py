@@ -61,8 +61,9 @@ _TAXPAYER_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|t
                   r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?|(?<![A-Za-z/])(?i:ss#)")
 # Nine digits with no separator are an id as often (`order tin 123456789`, `ss #123456789`): only the names
 # that say a taxpayer number (`ssn=123456789`, `taxId: …`).
-_JOINED_NAME = (r"(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tax[ _-]{0,2}id|taxpayer[ _-]{0,2}id"
-                r"|social[ _-]{0,2}security(?:[ _-]{0,2}(?:number|num|no))?)|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|TaxId)")
+_JOINED_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tax[ _-]{0,2}id|taxpayer[ _-]{0,2}id"
+                r"|social[ _-]{0,2}security)|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|TaxId|TaxpayerId|SocialSecurity))"
+                r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?(?:[_-]?[0-9]{1,2})?")
 # Between the groups of a spaced number: one or two spaces, a tab (or `\t` as JSON escapes one), a no-break
 # space (or `\u00a0`), or as a form encodes a space.
 _SPACE = "(?:[ \t+]{1,2}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
@@ -94,7 +95,7 @@ def _named_taxpayer(kind: str) -> Replacement:
 # short ones only a separator or a camel-case hump, so `bypass=` and `compass:` stay. A path segment
 # (`stream/token: …`) is no key.
 _LONG_KEYS = (
-    r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey"
+    r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey|sshpass|rediscli_auth"
     r"|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
     r"|shared[_-]?access)[_-]?key|signature|security[_-]?code"
 )
@@ -261,7 +262,8 @@ _BASE64_PAD = "=" * 3
 
 def _basic_credentials(match: re.Match[str]) -> str:
     """`Basic <base64 of user:password>` (RFC 7617) with its credentials redacted, wherever it stands: a user
-    and a password, in UTF-8 or Latin-1, padded or not, perhaps with the newline `echo` gave it."""
+    name (letters, digits, `.@_\\-`) and a password, in UTF-8 or Latin-1, padded or not, perhaps with the
+    newline `echo` gave it (a word after `Basic`, `Basic TextOut`, decodes to no such pair)."""
     token = match.group(2).rstrip("=")
     try:
         raw = base64.b64decode(token + _BASE64_PAD[: -len(token) % 4], validate=True).rstrip(b"\r\n")
@@ -272,8 +274,11 @@ def _basic_credentials(match: re.Match[str]) -> str:
     except UnicodeDecodeError:
         decoded = raw.decode("latin-1")
     user, colon, password = decoded.partition(":")
-    return f"{match.group(1)}{placeholder('bearer')}" if user and colon and password and decoded.isprintable() \
-        else match.group()
+    return f"{match.group(1)}{placeholder('bearer')}" if colon and password.isprintable() and \
+        _BASIC_USER.fullmatch(user) else match.group()
+
+
+_BASIC_USER = re.compile(r"[\w.@\\+-]{1,256}", re.ASCII)
 
 
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
@@ -537,8 +542,16 @@ _AWS_SESSION_RUN = r"[A-Za-z0-9/+=%\\_.-]{100,65536}+"
 _ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
              r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?")
 
-# The elements of an argument list up to a flag's opening quote, after a command's closing one (`(?P=c)`).
-_ELEMENTS = r"(?P=c)(?:[ \t]{0,3},[ \t]{0,3}(?P=c)[^\"'\\\r\n]{0,256}(?P=c)){0,16}?[ \t]{0,3},[ \t]{0,3}(?P=c)"
+# A command's arguments up to a flag (`;`, `|`, `&` end the command), one of them (quoted, or not: a variable
+# stays), and a value (not the `|` of a pipe glued to it, nor a JSON string's `\n`).
+_WORD = r"[^\s;|&]{1,256}"
+_ARGS = rf"(?:[ \t]+{_WORD}){{0,16}}?[ \t]+"
+_ARG = rf"(?!\[REDACTED|=)(?:{_QUOTED}|(?P<bv>[^\s\"'`|;&<>(){{}}\[\]\\]{{1,256}}))"
+# The elements of an argument list up to a flag's opening quote, after a command's closing one (`(?P=c)`), in
+# Python's or JSON's form (`, `) or Go's (`" "`); of `sshpass`, only its own flags (what it runs is not its own).
+_SEP = r"(?P=c)[ \t]{0,3},?[ \t]{0,3}(?P=c)"
+_ELEMENTS = rf"(?:{_SEP}[^\"'\\\r\n]{{0,256}}){{0,16}}?{_SEP}"
+_FLAGS = rf"(?:{_SEP}-[A-Za-oq-z][^\"'\\\r\n]{{0,255}}){{0,8}}?{_SEP}"
 
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
@@ -563,14 +576,19 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("private_key", r"(?i)(\"private_key_id\\?\"[ \t]{0,5}:[ \t]{0,5}\\?\")[a-f0-9]{40}",
           r"\1[REDACTED:private_key]"),
     # Authorization headers with any scheme (RFC 9110), also prefixed (`Proxy-`, `X-Forwarded-`): a quoted value
-    # to its closing quote (`"Authorization": "Basic …"`, the rest of the line kept), else to the end of the line.
-    _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}[:=][ \t]{{0,5}}\\?[\"']"
-                    rf"(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\r\n\"'\\]{{1,4096}}", r"\1[REDACTED:bearer]"),
-    # A header written in quotes whole (`curl -H "Authorization: Basic …" https://…`): to that quote.
+    # to its closing quote, escapes and all (`"Authorization": "Basic …"`, `\/` as PHP writes `/`, a Digest's
+    # `\"`; the rest of the line kept), else to the end of the line.
+    *(_rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}{opener}"
+                      rf"(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED){value}{{1,4096}}", r"\1[REDACTED:bearer]")
+      for opener, value in ((r'\\"', r'(?:(?!\\")[^\r\n])'), (r"\\'", r"(?:(?!\\')[^\r\n])"),
+                            ('"', r'(?:\\[^\r\n]|[^\r\n\\"])'), ("'", r"(?:\\[^\r\n]|[^\r\n\\'])"))),
+    # A header written in quotes whole (`curl -H "Authorization: Basic …" https://…`): to that quote, an escaped
+    # one in JSON (`\"`) left whole.
     *(_rule("bearer", rf"(?i)((?<={quote})authorization[ \t]{{0,5}}:[ \t]{{0,5}}+(?![\\\"'])(?:(?:{_SCHEMES})[ \t]+)?+)"
-                      rf"(?!\[REDACTED)[^\r\n{quote}]{{1,4096}}", r"\1[REDACTED:bearer]") for quote in "\"'"),
-    _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}[:=][ \t]{{0,5}}+(?!\\?[\"'])"
-                    rf"(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\r\n]{{1,4096}}", r"\1[REDACTED:bearer]"),
+                      rf"(?!\[REDACTED)(?:[^\r\n{quote}\\]|\\(?!{quote})[^\r\n]){{1,4096}}", r"\1[REDACTED:bearer]")
+      for quote in "\"'"),
+    _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
+                    rf"(?!\\?[\"'])(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\r\n]{{1,4096}}", r"\1[REDACTED:bearer]"),
     # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
     _rule("bearer", r"(?i)((?<![A-Za-z0-9_-])bearer[ \t]+)(?!\[REDACTED)"
                     r"(?=[A-Za-z0-9._~+/-]{0,4095}[0-9._~+/-]|[A-Za-z]{20})[A-Za-z0-9._~+/-]{8,4096}={0,2}"
@@ -628,53 +646,65 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"(?:password|passwd|(?:(?:src|dest)?store|(?:src|dest)?key)?pass|pwd|pw|passphrase|secret|token"
                     rf"|api-?key|access-?key|secret-?key"
                     rf"|private-?key|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
-    _rule("secret", r"((?<![A-Za-z0-9_-])(?:-u|--user|--(?:src-|dest-)?creds)(?:[ \t]+|=)[^\s:\"']{1,128}:)"
-                    r"(?!\[REDACTED)[^\s\"']{1,256}",
-          r"\1[REDACTED:secret]"),
+    *(_rule("secret", rf"((?<![A-Za-z0-9_-])(?:-u|--user|--(?:src-|dest-)?creds)(?:[ \t]+|=){quote}[^\s:\"']{{1,128}}:)"
+                      rf"(?!\[REDACTED){value}{{1,256}}", r"\1[REDACTED:secret]")
+      for quote, value in (("", r"[^\s\"']"), ("\"", r"[^\"\r\n]"), ("'", r"[^'\r\n]"))),
     # MySQL and MariaDB clients take the password glued to `-p`, anywhere among their arguments
     # (`mysql -h db -uroot -phunter2 shop`, `mysqldump shop -p'two words'`, `MYSQL.EXE -p…`).
     _rule("secret", r"((?<![A-Za-z0-9_-])(?i:mysql|mariadb)[\w.-]{0,16}(?:[ \t]+[^\s]{1,256}){0,16}?[ \t]+-p)"
                     r"(?!\[REDACTED)(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})",
           r"\1[REDACTED:secret]"),
     # Other clients' password flags: `redis-cli -a x` (and Valkey's and KeyDB's), `sshpass -p x`, `docker login
-    # -u bob -p x` (and the other registry clients), glued to the flag or not, up to the end of the command
-    # (`;`, `|`, `&`); `redis-cli -p` is its port, and what `sshpass` runs is not its own. A variable (`$PW`)
-    # stays.
-    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_-])(?:(?:redis|valkey|keydb)-(?:cli|benchmark)"
-                    r"(?:[ \t]+[^\s;|&]{1,256}){0,16}?[ \t]+-a|sshpass(?:[ \t]+-[^\s;|&]{1,256}){0,4}?[ \t]+-p"
-                    r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]+registry|crane[ \t]+auth)[ \t]+login"
-                    r"(?:[ \t]+[^\s;|&]{1,256}){0,16}?[ \t]+-p)(?:=|[ \t]{0,5}))(?!-|\$)" + _VALUE, _keyed),
+    # -u bob -p x` (and the other registry clients, global options before `login` too), glued to the flag or
+    # not, within the command (`;`, `|`, `&` end it); `redis-cli -p` is its port, and what `sshpass` runs is not
+    # its own. A variable (`$PW`) stays.
+    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_-])(?:(?:redis|valkey|keydb)-(?:cli|benchmark)(?:\.exe)?{_ARGS}-a"
+                    rf"|sshpass(?:\.exe)?(?:[ \t]+-[A-Za-oq-z](?:[ \t]+[^-\s;|&][^\s;|&]{{0,255}})?){{0,4}}?[ \t]+-p"
+                    rf"|(?:(?:docker|podman|nerdctl|buildah|skopeo|oras)(?:\.exe)?(?:[ \t]+--?[\w-]{{1,32}}"
+                    rf"(?:[ \t=]+[^-\s;|&][^\s;|&]{{0,255}})?){{0,4}}?|helm[ \t]+registry|crane[ \t]+auth)[ \t]+login"
+                    rf"{_ARGS}-p)(?:=|[ \t]{{0,5}}+))(?!-|\$)" + _ARG, _keyed),
     # The same as an argument list (`['docker', 'login', '-u', 'bob', '-p', 'x']`, `"args": ["redis-cli", "-a",
-    # "x"]`), and any long password flag there (`'--password', 'x'`).
-    _rule("secret", rf"(?P<head>(?P<c>\\?[\"'])(?:(?:redis|valkey|keydb)-cli{_ELEMENTS}-a"
-                    rf"|(?:sshpass|login){_ELEMENTS}-p|--?(?:[a-z0-9]+-){{0,4}}(?:password|passwd|pass|token|secret"
-                    r"|api-?key))(?P=c)[ \t]{0,3},[ \t]{0,3})(?!\\?[\"']-)" + _QUOTED, _keyed),
-    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_])(?:REDISCLI_AUTH|SSHPASS)=)" + _VALUE, _keyed),
+    # "x"]`, Go's `["sshpass" "-p" "x"]`), glued or not, and any long password flag there (`'--password', 'x'`).
+    _rule("secret", rf"(?P<head>(?P<c>\\?[\"'])(?:[^\"'\s]{{0,128}}/)?(?:(?:redis|valkey|keydb)-(?:cli|benchmark)"
+                    rf"{_ELEMENTS}-a|sshpass{_FLAGS}-p|(?:docker|podman|nerdctl|buildah|skopeo|oras|registry|auth)"
+                    rf"(?P=c)[ \t]{{0,3}},?[ \t]{{0,3}}(?P=c)login{_ELEMENTS}-p|--?(?:[a-z0-9]+-){{0,4}}"
+                    r"(?:password|passwd|pass|pwd|passphrase|token|secret|api-?key|access-?key|secret-?key)(?![A-Za-z-]))"
+                    r"(?:(?P=c)[ \t]{0,3},?[ \t]{0,3}(?!\\?[\"']-)|=?+(?![\\\"']|-|\$|\[REDACTED)))"
+                    r"(?:" + _QUOTED + r"|(?P<bv>[^\"'\\\s]{1,256})(?=(?P=c)))", _keyed),
     # Python's HTTP clients take a user and a password in a tuple or an auth object: `auth=("bob", "x")`,
-    # `basic_auth=(…)`, `{"auth": ("bob", "x")}`, `HTTPBasicAuth('bob', 'x')`, `aiohttp.BasicAuth("bob", "x")`
-    # (a traceback prints the source line).
+    # `basic_auth=(…)`, `{"auth": ("bob", "x")}`, `HTTPBasicAuth(user, 'x')`, `aiohttp.BasicAuth("bob", "x")`
+    # (a traceback prints the source line), or in a string: `http_auth="bob:x"`.
     _rule("secret", r"(?P<head>(?:(?<![A-Za-z0-9_])(?:(?:basic|http|proxy)_)?auth[ \t]{0,3}=[ \t]{0,3}[(\[]"
                     r"|\\?[\"']auth\\?[\"'][ \t]{0,3}:[ \t]{0,3}[(\[]|(?<![A-Za-z0-9_])(?:HTTPBasicAuth|HTTPDigestAuth"
-                    r"|HTTPProxyAuth|BasicAuth|DigestAuth)\()[ \t]{0,3}[bBuU]{0,2}\\?[\"'][^\"'\\\r\n]{0,256}\\?[\"']"
+                    r"|HTTPProxyAuth|HttpNtlmAuth|BasicAuth|DigestAuth)\()[ \t]{0,3}(?:[bBuUrR]{0,2}\\?[\"']"
+                    r"(?:\\\\|[^\"'\\\r\n]){0,256}\\?[\"']|[A-Za-z_][\w.]{0,128}(?:\[[^\]\r\n]{0,64}\])?)"
                     r"[ \t]{0,3},[ \t]{0,3})(?!\\?[\"']?\[REDACTED)" + _QUOTED, _keyed),
-    # Positional passwords of commands that take them so: `htpasswd -b file user x`, `rabbitmqctl add_user
-    # bob x` (and `change_password`), `net use \\srv\share /user:bob x`, `echo x | docker login
-    # --password-stdin`.
-    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_-])(?:htpasswd(?:[ \t]+-[A-Za-z]{1,8}){0,4}?[ \t]+-[A-Za-z]{0,7}b"
-                    r"[A-Za-z]{0,7}(?:[ \t]+-[A-Za-z]{1,8}){0,4}[ \t]+[^\s;|&]{1,256}[ \t]+[^\s;|&]{1,256}"
-                    r"|rabbitmqctl(?:[ \t]+-[^\s;|&]{1,64}){0,4}[ \t]+(?:add_user|change_password)[ \t]+[^\s;|&]{1,256}"
-                    r"|net[ \t]+use[ \t]+[^\s;|&]{1,256}[ \t]+/user:[^\s;|&]{1,256})[ \t]+)(?!-|\$)" + _VALUE, _keyed),
+    _rule("secret", r"((?<![A-Za-z0-9_])(?:basic|http|proxy)_auth[ \t]{0,3}=[ \t]{0,3}\\?[\"'][^\"':\\\r\n]{1,128}:)"
+                    r"(?!\[REDACTED)[^\"'\\\r\n]{1,256}", r"\1[REDACTED:secret]"),
+    # Positional passwords of commands that take them so: `htpasswd -b file user x` (`-n`: no file),
+    # `rabbitmqctl add_user bob x` (and `change_password`), `net use Z: \\srv\share /user:bob x`, `echo x |
+    # docker login --password-stdin`.
+    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_-])(?:htpasswd(?:\.exe)?"
+                    rf"(?:[ \t]+-[A-Za-z]{{1,8}}(?:[ \t]+[0-9]{{1,3}})?){{0,4}}?[ \t]+-"
+                    rf"(?:[A-Za-mo-z]{{0,7}}b[A-Za-mo-z]{{0,7}}(?:[ \t]+[0-9]{{1,3}})?"
+                    rf"(?:[ \t]+-[A-Za-z]{{1,8}}(?:[ \t]+[0-9]{{1,3}})?){{0,4}}[ \t]+{_WORD}"
+                    rf"|[A-Za-z]{{0,7}}(?:bn|nb)[A-Za-z]{{0,7}}(?:[ \t]+[0-9]{{1,3}})?)[ \t]+{_WORD}"
+                    rf"|rabbitmqctl(?:[ \t]+-[^\s;|&]{{1,64}}(?:[ \t]+[^-\s;|&][^\s;|&]{{0,255}})?){{0,4}}?"
+                    rf"[ \t]+(?:add_user|change_password)[ \t]+{_WORD}"
+                    rf"|(?i:net[ \t]+use)(?:[ \t]+(?:[A-Za-z]:|\*))?[ \t]+{_WORD}[ \t]+/(?i:user|u):{_WORD})"
+                    r"[ \t]+)(?!-|\$|/)" + _ARG, _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_-])echo[ \t]+(?:-n[ \t]+)?)(?!\[REDACTED|\$)(?:'[^'\r\n]{1,256}'"
                     r"|\"[^\"\r\n]{1,256}\"|[^\s\"'|]{1,256})(?=[ \t]*\|[^|;&\r\n]{0,256}--password-stdin)",
           r"\1[REDACTED:secret]"),
-    # PHP's `define('DB_PASSWORD', 'x')`, SQL's `PASSWORD('x')` (MySQL's `SET PASSWORD … = PASSWORD('x')`).
+    # PHP's `define('DB_PASSWORD', 'x')`; SQL's `PASSWORD('x')` and MySQL's `SET PASSWORD [FOR u] = 'x'`.
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_])(?i:define)\([ \t]{{0,3}}[\"'][\w.-]{{0,64}}{_STRONG_KEY}[\"']"
-                    rf"[ \t]{{0,3}},[ \t]{{0,3}}){_VALUE}", _keyed),
-    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_.])(?i:password)\([ \t]{0,3})(?P<pre>)(?P<q>['\"])"
-                    r"(?P<qv>(?!\[REDACTED)(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
-    # Java's `Properties.storeToXML`: `<entry key="db.password">x</entry>`.
-    _rule("secret", rf"(<[\w:.-]{{1,40}}[ \t][^<>]{{0,256}}?(?<![\w-])(?i:key|name)=\\?[\"'][\w.-]{{0,64}}{_STRONG_KEY}"
-                    rf"\\?[\"'][^<>]{{0,256}}>)(?!\[REDACTED)[^<\r\n]{{1,512}}(?=</)", r"\1[REDACTED:secret]"),
+                    rf"[ \t]{{0,3}},[ \t]{{0,3}})(?!\[REDACTED){_QUOTED}", _keyed),
+    _rule("secret", r"(?P<head>(?:(?<![A-Za-z0-9_.])(?i:password)\(|(?i:\bset[ \t]+password)(?:[ \t]+(?i:for)[ \t]+"
+                    r"[^=\r\n;]{1,128}?)?[ \t]{0,3}=)[ \t]{0,3})(?!\[REDACTED)" + _QUOTED, _keyed),
+    # Java's `Properties.storeToXML`: `<entry key="db.password">x</entry>` (one line: texts are read so).
+    _rule("secret", rf"(<[\w:.-]{{1,40}}[ \t][^<>\r\n]{{0,256}}?(?<![\w-])(?i:key|name)=\\?[\"'][\w.-]{{0,64}}"
+                    rf"{_STRONG_KEY}\\?[\"'][^<>\r\n]{{0,256}}>)(?!\[REDACTED)[^<\r\n]{{1,512}}(?=</)",
+          r"\1[REDACTED:secret]"),
     # PostgreSQL's constraint errors: the values of secret-named columns.
     # (Names and values hold no bracket but a pair, one deep: `Key (a)=(` repeated a megabyte over stays linear.)
     _rule("secret", r"(?P<head>(?<![A-Za-z])(?i:key) \((?P<names>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){1,512})\)=\()"
@@ -683,8 +713,8 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"|\.(?![^\s\\\"])))",
           _pg_key),
     # `<password>…</password>` in XML and SOAP bodies.
-    _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:\s[^<>]{{0,512}})?>)(?!\[REDACTED)"
-                    r"[^<\r\n]{1,512}(?=</)", r"\1[REDACTED:secret]"),
+    _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:[ \t][^<>\r\n]{{0,512}})?>)"
+                    r"(?!\[REDACTED)[^<\r\n]{1,512}(?=</)", r"\1[REDACTED:secret]"),
     # A secret stored as a name and a value: `{"name":"DB_PASSWORD","value":"x"}` (Kubernetes and ECS
     # environments), `<add key="DbPassword" value="x"/>`, `{"ParameterKey":"DBPassword","ParameterValue":"x"}`.
     # In YAML (a manifest logged whole): `- name: DB_PASSWORD` with `value: x` on the next line.

@@ -36,8 +36,7 @@ TOKEN_FORMATS: tuple[tuple[str, str], ...] = (
     ("npm_token", rf"npm_[{_B62}]{{36}}{_END}"),
     ("pypi_token", rf"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[{_URLSAFE}]{{50,512}}"),
     ("sendgrid_key", rf"SG\.[{_URLSAFE}]{{22}}\.[{_URLSAFE}]{{43}}"),
-    # Twilio API key SIDs; an account SID with its auth token, as Basic credentials are written.
-    ("twilio_key", rf"(?:SK[0-9a-fA-F]{{32}}|AC[0-9a-fA-F]{{32}}:[0-9a-fA-F]{{32}}){_END}"),
+    ("twilio_key", rf"SK[0-9a-fA-F]{{32}}{_END}"),
     ("mailgun_key", r"(?:key-[0-9a-f]{32}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8})(?![A-Za-z0-9])"),
     ("mailchimp_key", r"[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9])"),
     ("huggingface_token", rf"(?:hf_[{_B62}]{{34,64}}|api_org_[{_B62}]{{34}}){_END}"),
