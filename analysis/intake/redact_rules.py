@@ -670,7 +670,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"(?P=c)[ \t]{{0,3}},?[ \t]{{0,3}}(?P=c)login{_ELEMENTS}-p|--?(?:[a-z0-9]+-){{0,4}}"
                     r"(?:password|passwd|pass|pwd|passphrase|token|secret|api-?key|access-?key|secret-?key)(?![A-Za-z-]))"
                     r"(?:(?P=c)[ \t]{0,3},?[ \t]{0,3}(?!\\?[\"']-)|=?+(?![\\\"']|-|\$|\[REDACTED)))"
-                    r"(?:" + _QUOTED + r"|(?P<bv>[^\"'\\\s]{1,256})(?=(?P=c)))", _keyed),
+                    r"(?:" + _QUOTED + r"|(?<=[A-Za-z=])(?P<bv>[^\"'\\\s]{1,256})(?=(?P=c)))", _keyed),
     # Python's HTTP clients take a user and a password in a tuple or an auth object: `auth=("bob", "x")`,
     # `basic_auth=(…)`, `{"auth": ("bob", "x")}`, `HTTPBasicAuth(user, 'x')`, `aiohttp.BasicAuth("bob", "x")`
     # (a traceback prints the source line), or in a string: `http_auth="bob:x"`.

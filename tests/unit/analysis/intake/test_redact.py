@@ -566,6 +566,8 @@ class TestRedactor:
         ("ssn_number=123456789 taxIdNumber=987654321", "ssn_number=[REDACTED:ssn] taxIdNumber=[REDACTED:itin]"),
         ('"SSHPASS": "hunter2"', '"SSHPASS": "[REDACTED:secret]"'),
         ("Visual Basic TextOut failed", "Visual Basic TextOut failed"),
+        ('Option("--forward-hf-token", help="Inject your HF token")',
+         'Option("--forward-hf-token", help="Inject your HF token")'),
         ('    r = requests.get(url, auth=("admin", "S3cretPw"))',
          '    r = requests.get(url, auth=("admin", "[REDACTED:secret]"))'),
         ("HTTPBasicAuth('admin', b'S3cretPw')", "HTTPBasicAuth('admin', b'[REDACTED:secret]')"),
