@@ -128,14 +128,14 @@ _VALUE = (
     # `"token: ")`, logfmt's `msg="missing password: " user=bob`): that stays, so a secret whose quote is
     # followed by spaces does too.
     r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])(?![\s)\]},;])"
-    r"(?!(?:\\[^\r\n]|(?!(?P=uq))[^\r\n\\]){0,512}(?P=uq))(?P<uv>[^\r\n]{1,512})"
+    r"(?!(?:\\[^\r\n]|(?!(?P=uq))[^\r\n\\]){0,512}(?P=uq))(?P<uv>[^\r\n]++)"
     # the same in a JSON string (`\"password\":\"hunter2…` cut short)
-    r"|(?P<ueq>\\[\"'])(?![^\r\n]{0,512}(?P=ueq))(?P<ueqv>[^\r\n]{1,512})"
-    rf"|(?P<bv>{_BARE}{{1,512}}+))"  # bare, up to a delimiter (after the quotes: `b"…` is no bare `b`)
+    r"|(?P<ueq>\\[\"'])(?![^\r\n]{0,512}(?P=ueq))(?P<ueqv>[^\r\n]++)"
+    rf"|(?P<bv>{_BARE}++))"  # bare, up to a delimiter (after the quotes: `b"…` is no bare `b`)
 )
 # After a `:` the rest of the line is the value, words and all (`db_password: correct horse battery`); a
 # quoted value, prefixed or not (`b'…'`), is `_VALUE`'s.
-_WORDS = rf"(?!\[REDACTED|\\|[bBuUrRfF]{{0,2}}[\"'])(?P<bv>{_BARE}{{1,512}}+(?:[ \t]{{1,5}}+{_BARE}{{1,512}}+){{0,32}})"
+_WORDS = rf"(?!\[REDACTED|\\|[bBuUrRfF]{{0,2}}[\"'])(?P<bv>{_BARE}++(?:[ \t]{{1,5}}+{_BARE}++){{0,32}})"
 
 
 # `android.os.BinderProxy@2bd79ce`: Java's default toString of an object, not a secret.
@@ -283,6 +283,7 @@ _BASIC_USER = re.compile(r"[\w.@\\+-]{1,256}", re.ASCII)
 
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
             r"|oauth|splunk|geniekey|dpop|aws4-hmac-sha256")
+_PARAM_SCHEMES = r"digest|hmac|mac|oauth|aws4-hmac-sha256"  # `name=value, …` after the scheme, spaces and all
 
 # ---------------------------------------------------------------- personal data
 
@@ -546,7 +547,7 @@ _ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[
 # stays), and a value (not the `|` of a pipe glued to it, nor a JSON string's `\n`).
 _WORD = r"[^\s;|&]{1,256}"
 _ARGS = rf"(?:[ \t]+{_WORD}){{0,16}}?[ \t]+"
-_ARG = rf"(?!\[REDACTED|=)(?:{_QUOTED}|(?P<bv>[^\s\"'`|;&<>(){{}}\[\]\\]{{1,256}}))"
+_ARG = rf"(?!\[REDACTED|=)(?:{_QUOTED}|(?P<bv>[^\s\"'`|;&<>(){{}}\[\]\\]++))"
 # The elements of an argument list up to a flag's opening quote, after a command's closing one (`(?P=c)`), in
 # Python's or JSON's form (`, `) or Go's (`" "`); of `sshpass`, only its own flags (what it runs is not its own).
 _SEP = r"(?P=c)[ \t]{0,3},?[ \t]{0,3}(?P=c)"
@@ -587,8 +588,13 @@ _CONTEXT: tuple[Rule, ...] = (
     *(_rule("bearer", rf"(?i)((?<={quote})authorization[ \t]{{0,5}}:[ \t]{{0,5}}+(?![\\\"'])(?:(?:{_SCHEMES})[ \t]+)?+)"
                       rf"(?!\[REDACTED)(?:[^\r\n{quote}\\]|\\(?!{quote})[^\r\n]){{1,4096}}", r"\1[REDACTED:bearer]")
       for quote in "\"'"),
+    # Unquoted, a scheme with parameters (`Digest username="bob", …`) to the end of the line; a token (`Bearer x`,
+    # `Basic x`, none) to the next space, so `Authorization: Bearer x status=401` keeps its status.
     _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
-                    rf"(?!\\?[\"'])(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\r\n]{{1,4096}}", r"\1[REDACTED:bearer]"),
+                    rf"(?!\\?[\"'])(?:{_PARAM_SCHEMES})[ \t]+)(?!\[REDACTED)[^\r\n]{{1,4096}}", r"\1[REDACTED:bearer]"),
+    _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
+                    rf"(?!\\?[\"'])(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\s\"'&]{{1,4096}}",
+          r"\1[REDACTED:bearer]"),
     # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
     _rule("bearer", r"(?i)((?<![A-Za-z0-9_-])bearer[ \t]+)(?!\[REDACTED)"
                     r"(?=[A-Za-z0-9._~+/-]{0,4095}[0-9._~+/-]|[A-Za-z]{20})[A-Za-z0-9._~+/-]{8,4096}={0,2}"
@@ -703,7 +709,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"[^=\r\n;]{1,128}?)?[ \t]{0,3}=)[ \t]{0,3})(?!\[REDACTED)" + _QUOTED, _keyed),
     # Java's `Properties.storeToXML`: `<entry key="db.password">x</entry>` (one line: texts are read so).
     _rule("secret", rf"(<[\w:.-]{{1,40}}[ \t][^<>\r\n]{{0,256}}?(?<![\w-])(?i:key|name)=\\?[\"'][\w.-]{{0,64}}"
-                    rf"{_STRONG_KEY}\\?[\"'][^<>\r\n]{{0,256}}>)(?!\[REDACTED)[^<\r\n]{{1,512}}(?=</)",
+                    rf"{_STRONG_KEY}\\?[\"'][^<>\r\n]{{0,256}}>)(?!\[REDACTED)[^<\r\n]++(?=</)",
           r"\1[REDACTED:secret]"),
     # PostgreSQL's constraint errors: the values of secret-named columns.
     # (Names and values hold no bracket but a pair, one deep: `Key (a)=(` repeated a megabyte over stays linear.)
@@ -714,7 +720,7 @@ _CONTEXT: tuple[Rule, ...] = (
           _pg_key),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:[ \t][^<>\r\n]{{0,512}})?>)"
-                    r"(?!\[REDACTED)[^<\r\n]{1,512}(?=</)", r"\1[REDACTED:secret]"),
+                    r"(?!\[REDACTED)[^<\r\n]++(?=</)", r"\1[REDACTED:secret]"),
     # A secret stored as a name and a value: `{"name":"DB_PASSWORD","value":"x"}` (Kubernetes and ECS
     # environments), `<add key="DbPassword" value="x"/>`, `{"ParameterKey":"DBPassword","ParameterValue":"x"}`.
     # In YAML (a manifest logged whole): `- name: DB_PASSWORD` with `value: x` on the next line.
@@ -728,7 +734,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"[^\r\n;]{{0,200}}?(?<![A-Za-z0-9_])(?i:identified)[ \t]{{1,5}}(?i:by)[ \t]{{1,5}}){_VALUE}",
           _keyed),
     # A passphrase is words: an unquoted one runs to the end of its line.
-    _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]{1,512}",
+    _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]++",
           r"\1[REDACTED:secret]"),
     # key=value, "key": "value", 'key': 'value', key: value, key => value, JSON in a JSON string.
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}[ \t]{{0,5}}:[ \t]{{1,5}}){_WORDS}", _keyed),
