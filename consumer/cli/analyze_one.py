@@ -44,7 +44,9 @@ _CODE_RADIUS = 4
 _UNVERIFIED = "culprit line unverified"
 
 
-def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
+def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]:
+    """The one event `name` holds, and what to say of how it was read (said once the analysis ran, so a
+    usage error stays the one line on stderr)."""
     with open_binary(name) as handle:
         raw = handle.read(_MAX_EVENT_BYTES + 1)
     if len(raw) > _MAX_EVENT_BYTES:
@@ -61,13 +63,16 @@ def _read_event(name: str, config: DecodeConfig) -> ErrorEvent:
         raise UsageError(f"not a valid event ({bad})") from bad
     if not events:
         raise UsageError("the event carries no log record")
+    notes = []
     if len(events) > 1:  # an OTLP export: the service counts each record into its burst
-        say(f"the message holds {len(events)} log records; analysing the first (logagent redact prints them all)")
+        notes.append(f"the message holds {len(events)} log records; analysing the first (logagent redact prints "
+                     "them all)")
     if events[0].timestamp != _NO_TIME:
-        return events[0]
+        return events[0], notes
     # The service reads the Kafka record's time; here the time now stands in, so the id is not the same twice.
-    say("the event has no usable timestamp: the time now stands in, so its analysis id differs from run to run")
-    return dataclasses.replace(events[0], timestamp=time.time())
+    notes.append("the event has no usable timestamp: the time now stands in, so its analysis id differs from run "
+                 "to run")
+    return dataclasses.replace(events[0], timestamp=time.time()), notes
 
 
 def _all_json(lines: list[bytes]) -> bool:
@@ -223,7 +228,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # The service redacts every event before analysis; so does `analyze`, whatever prints or prompts it.
     redactor = Redactor(settings.redaction)
     server = args.server or args.repo.resolve().name
-    event = _read_event(args.event, decode_config(settings, default_server_id=server))
+    event, notes = _read_event(args.event, decode_config(settings, default_server_id=server))
     if args.server and event.server_id != args.server:
         event = dataclasses.replace(event, server_id=args.server)
     event = redact_event(event, redactor)
@@ -232,7 +237,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         analysis, checkout, alignment = _run(event, args.repo, args.commit, settings, llm=use_llm)
     except LogAgentError as exc:
         raise UsageError(f"analysis failed: {exc}") from exc
-    for note in alignment.notes:  # said before the answer, whatever the output mode: it qualifies the lines
+    for note in (*notes, *alignment.notes):  # said before the answer, whatever the output mode: they qualify it
         say(note)
     if not readable(args):
         sys.stdout.write(analysis.model_dump_json() + "\n")

@@ -175,9 +175,10 @@ class TestAnalyze:
         assert Analysis.model_validate_json(proc.stdout).cluster.count == 1
 
     def test_an_event_without_a_time_says_its_id_is_not_reproducible(
-            self, services: dict[str, SampleService], stream: SampleStream) -> None:
+            self, services: dict[str, SampleService], stream: SampleStream, tmp_path: Path) -> None:
         """The analysis id is made from the burst's start: without a time in the event, the time now stands
-        in, and stderr says so (a new user ran it twice and got two ids); with one, nothing is said."""
+        in, and stderr says so (a new user ran it twice and got two ids); with one, nothing is said. A usage
+        error is still the one line on stderr (the note came first before)."""
         message = _first(stream, "unknown-coupon", "native")
         timeless = orjson.loads(message.value)
         del timeless["timestamp"]
@@ -190,6 +191,8 @@ class TestAnalyze:
         assert len(ids) == 2
         proc = logagent("analyze", "--repo", repo, "--offline", stdin=message.value)
         assert proc.returncode == 0 and b"timestamp" not in proc.stderr
+        proc = logagent("analyze", "--repo", str(tmp_path / "missing"), "--offline", stdin=orjson.dumps(timeless))
+        assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1, proc.stderr
 
     def test_explicit_commit_wins(self, services: dict[str, SampleService], stream: SampleStream) -> None:
         """--commit analyses that revision, whatever the event says."""
