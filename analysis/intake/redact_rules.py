@@ -582,7 +582,8 @@ _CONTEXT: tuple[Rule, ...] = (
     *(_rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}{opener}"
                       rf"(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED){value}{{1,4096}}", r"\1[REDACTED:bearer]")
       for opener, value in ((r'\\"', r'(?:(?!\\")[^\r\n])'), (r"\\'", r"(?:(?!\\')[^\r\n])"),
-                            ('"', r'(?:\\[^\r\n]|[^\r\n\\"])'), ("'", r"(?:\\[^\r\n]|[^\r\n\\'])"))),
+                            ('[bBfFrRuU]{0,2}"', r'(?:\\[^\r\n]|[^\r\n\\"])'),
+                            ("[bBfFrRuU]{0,2}'", r"(?:\\[^\r\n]|[^\r\n\\'])"))),
     # A header written in quotes whole (`curl -H "Authorization: Basic …" https://…`): to that quote, an escaped
     # one in JSON (`\"`) left whole.
     *(_rule("bearer", rf"(?i)((?<={quote})authorization[ \t]{{0,5}}:[ \t]{{0,5}}+(?![\\\"'])(?:(?:{_SCHEMES})[ \t]+)?+)"
@@ -591,9 +592,10 @@ _CONTEXT: tuple[Rule, ...] = (
     # Unquoted, a scheme with parameters (`Digest username="bob", …`) to the end of the line; a token (`Bearer x`,
     # `Basic x`, none) to the next space, so `Authorization: Bearer x status=401` keeps its status.
     _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
-                    rf"(?!\\?[\"'])(?:{_PARAM_SCHEMES})[ \t]+)(?!\[REDACTED)[^\r\n]{{1,4096}}", r"\1[REDACTED:bearer]"),
+                    rf"(?![bBfFrRuU]{{0,2}}\\?[\"'])(?:{_PARAM_SCHEMES})[ \t]+)(?!\[REDACTED)[^\r\n]{{1,4096}}",
+          r"\1[REDACTED:bearer]"),
     _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
-                    rf"(?!\\?[\"'])(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\s\"'&]{{1,4096}}",
+                    rf"(?![bBfFrRuU]{{0,2}}\\?[\"'])(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\s\"'&]{{1,4096}}",
           r"\1[REDACTED:bearer]"),
     # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
     _rule("bearer", r"(?i)((?<![A-Za-z0-9_-])bearer[ \t]+)(?!\[REDACTED)"

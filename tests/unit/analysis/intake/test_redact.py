@@ -576,6 +576,8 @@ class TestRedactor:
          "GET /v1 Authorization: Basic [REDACTED:bearer] user=bob status=401"),
         ('Authorization: Digest username="bob", response="6629fae4" status=401',
          "Authorization: Digest [REDACTED:bearer]"),
+        ('headers={"Authorization": f"Bearer {self.api_key}", "Accept": "json"}',
+         'headers={"Authorization": f"Bearer [REDACTED:bearer]", "Accept": "json"}'),
         ('    r = requests.get(url, auth=("admin", "S3cretPw"))',
          '    r = requests.get(url, auth=("admin", "[REDACTED:secret]"))'),
         ("HTTPBasicAuth('admin', b'S3cretPw')", "HTTPBasicAuth('admin', b'[REDACTED:secret]')"),
