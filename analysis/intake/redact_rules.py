@@ -655,12 +655,12 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|api-?key|access-?key|secret-?key"
                     rf"|private-?key|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
     *(_rule("secret", rf"((?<![A-Za-z0-9_-])(?:-u|--user|--(?:src-|dest-)?creds)(?:[ \t]+|=){quote}[^\s:\"']{{1,128}}:)"
-                      rf"(?!\[REDACTED){value}{{1,256}}", r"\1[REDACTED:secret]")
+                      rf"(?!\[REDACTED){value}++", r"\1[REDACTED:secret]")
       for quote, value in (("", r"[^\s\"']"), ("\"", r"[^\"\r\n]"), ("'", r"[^'\r\n]"))),
     # MySQL and MariaDB clients take the password glued to `-p`, anywhere among their arguments
     # (`mysql -h db -uroot -phunter2 shop`, `mysqldump shop -p'two words'`, `MYSQL.EXE -p…`).
     _rule("secret", r"((?<![A-Za-z0-9_-])(?i:mysql|mariadb)[\w.-]{0,16}(?:[ \t]+[^\s]{1,256}){0,16}?[ \t]+-p)"
-                    r"(?!\[REDACTED)(?:'[^'\r\n]{1,256}'|\"[^\"\r\n]{1,256}\"|[^\s\"']{1,256})",
+                    r"(?!\[REDACTED)(?:'[^'\r\n]++'|\"[^\"\r\n]++\"|[^\s\"']++)",
           r"\1[REDACTED:secret]"),
     # Other clients' password flags: `redis-cli -a x` (and Valkey's and KeyDB's), `sshpass -p x`, `docker login
     # -u bob -p x` (and the other registry clients, global options before `login` too), glued to the flag or
@@ -678,7 +678,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"(?P=c)[ \t]{{0,3}},?[ \t]{{0,3}}(?P=c)login{_ELEMENTS}-p|--?(?:[a-z0-9]+-){{0,4}}"
                     r"(?:password|passwd|pass|pwd|passphrase|token|secret|api-?key|access-?key|secret-?key)(?![A-Za-z-]))"
                     r"(?:(?P=c)[ \t]{0,3},?[ \t]{0,3}(?!\\?[\"']-)|=?+(?![\\\"']|-|\$|\[REDACTED)))"
-                    r"(?:" + _QUOTED + r"|(?<=[A-Za-z=])(?P<bv>[^\"'\\\s]{1,256})(?=(?P=c)))", _keyed),
+                    r"(?:" + _QUOTED + r"|(?<=[A-Za-z=])(?P<bv>[^\"'\\\s]++)(?=(?P=c)))", _keyed),
     # Python's HTTP clients take a user and a password in a tuple or an auth object: `auth=("bob", "x")`,
     # `basic_auth=(…)`, `{"auth": ("bob", "x")}`, `HTTPBasicAuth(user, 'x')`, `aiohttp.BasicAuth("bob", "x")`
     # (a traceback prints the source line), or in a string: `http_auth="bob:x"`.
@@ -688,7 +688,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?:\\\\|[^\"'\\\r\n]){0,256}\\?[\"']|[A-Za-z_][\w.]{0,128}(?:\[[^\]\r\n]{0,64}\])?)"
                     r"[ \t]{0,3},[ \t]{0,3})(?!\\?[\"']?\[REDACTED)" + _QUOTED, _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_])(?:basic|http|proxy)_auth[ \t]{0,3}=[ \t]{0,3}\\?[\"'][^\"':\\\r\n]{1,128}:)"
-                    r"(?!\[REDACTED)[^\"'\\\r\n]{1,256}", r"\1[REDACTED:secret]"),
+                    r"(?!\[REDACTED)[^\"'\\\r\n]++", r"\1[REDACTED:secret]"),
     # Positional passwords of commands that take them so: `htpasswd -b file user x` (`-n`: no file),
     # `rabbitmqctl add_user bob x` (and `change_password`), `net use Z: \\srv\share /user:bob x`, `echo x |
     # docker login --password-stdin`.
@@ -701,8 +701,8 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"[ \t]+(?:add_user|change_password)[ \t]+{_WORD}"
                     rf"|(?i:net[ \t]+use)(?:[ \t]+(?:[A-Za-z]:|\*))?[ \t]+{_WORD}[ \t]+/(?i:user|u):{_WORD})"
                     r"[ \t]+)(?!-|\$|/)" + _ARG, _keyed),
-    _rule("secret", r"((?<![A-Za-z0-9_-])echo[ \t]+(?:-n[ \t]+)?)(?!\[REDACTED|\$)(?:'[^'\r\n]{1,256}'"
-                    r"|\"[^\"\r\n]{1,256}\"|[^\s\"'|]{1,256})(?=[ \t]*\|[^|;&\r\n]{0,256}--password-stdin)",
+    _rule("secret", r"((?<![A-Za-z0-9_-])echo[ \t]+(?:-n[ \t]+)?)(?!\[REDACTED|\$)(?:'[^'\r\n]++'"
+                    r"|\"[^\"\r\n]++\"|[^\s\"'|]++)(?=[ \t]*\|[^|;&\r\n]{0,256}--password-stdin)",
           r"\1[REDACTED:secret]"),
     # PHP's `define('DB_PASSWORD', 'x')`; SQL's `PASSWORD('x')` and MySQL's `SET PASSWORD [FOR u] = 'x'`.
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_])(?i:define)\([ \t]{{0,3}}[\"'][\w.-]{{0,64}}{_STRONG_KEY}[\"']"

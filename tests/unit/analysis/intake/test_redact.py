@@ -571,6 +571,8 @@ class TestRedactor:
         # A new user's trial: values past 512 characters, and a header's token that a status follows.
         ("password=" + "x7" * 600 + " tail", "password=[REDACTED:secret] tail"),
         ("docker login -p " + "Zq" * 500 + " registry", "docker login -p [REDACTED:secret] registry"),
+        ("mysql -u root -p" + "Zq" * 500 + " shop", "mysql -u root -p[REDACTED:secret] shop"),
+        ("curl -u bob:" + "Zq" * 500 + " https://x", "curl -u bob:[REDACTED:secret] https://x"),
         ("<password>" + "w" * 900 + "</password> ok", "<password>[REDACTED:secret]</password> ok"),
         ("GET /v1 Authorization: Basic Ym9iOnB3MTIzNDU2 user=bob status=401",
          "GET /v1 Authorization: Basic [REDACTED:bearer] user=bob status=401"),
