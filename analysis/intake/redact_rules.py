@@ -115,9 +115,9 @@ _BARE = r"[^\s\"',;&<>(){}\[\]`]"
 _LEVELS = "ERROR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL|CRITICAL|NOTICE|SEVERE"  # `logging`'s `LEVEL:name:` prefix
 _QUOTED = (
     # quoted, spaces and all, with a Python prefix (`b'…'`) and escaped quotes inside (`"ab\"cd"`)
-    r"(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,512}?)(?P=q)"
+    r"(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\])++)(?P=q)"
     # quoted in a JSON string (`\"…\"`)
-    r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n]){1,512}?)(?P=eq))"
+    r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n])++)(?P=eq))"
 )
 _VALUE = (
     rf"(?!\[REDACTED|=)(?:{_QUOTED}"
@@ -283,7 +283,8 @@ _BASIC_USER = re.compile(r"[\w.@\\+-]{1,256}", re.ASCII)
 
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
             r"|oauth|splunk|geniekey|dpop|aws4-hmac-sha256")
-_PARAM_SCHEMES = r"digest|hmac|mac|oauth|aws4-hmac-sha256"  # `name=value, …` after the scheme, spaces and all
+# The schemes whose credential is one token (RFC 9110 token68), not parameters.
+_TOKEN_SCHEMES = r"bearer|basic|token|negotiate|ntlm|apikey|api-key|ssws|jwt|otoken|splunk|geniekey|dpop"  # noqa: S105
 
 # ---------------------------------------------------------------- personal data
 
@@ -572,34 +573,37 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"{_AWS_SESSION_RUN}", r"\1[REDACTED:secret]", spans_lines=True),
     # Azure Storage, Service Bus and Event Hubs connection strings.
     _rule("azure_key", r"(?i)((?<![A-Za-z0-9])(?:AccountKey|SharedAccessKey|SharedSecretValue)[ \t]?=[ \t]?)"
-                       r"[A-Za-z0-9+/]{20,512}={0,2}", r"\1[REDACTED:azure_key]"),
+                       r"[A-Za-z0-9+/]{20,}+={0,2}", r"\1[REDACTED:azure_key]"),
     # A Google service account key file names its key (its PEM goes with the private_key kind).
     _rule("private_key", r"(?i)(\"private_key_id\\?\"[ \t]{0,5}:[ \t]{0,5}\\?\")[a-f0-9]{40}",
           r"\1[REDACTED:private_key]"),
-    # Authorization headers with any scheme (RFC 9110), also prefixed (`Proxy-`, `X-Forwarded-`): a quoted value
-    # to its closing quote, escapes and all (`"Authorization": "Basic …"`, `\/` as PHP writes `/`, a Digest's
-    # `\"`; the rest of the line kept), else to the end of the line.
-    *(_rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}{opener}"
-                      rf"(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED){value}{{1,4096}}", r"\1[REDACTED:bearer]")
+    # Authorization headers with any scheme (RFC 9110), also prefixed (`Proxy-`, `X-Forwarded-`, `HTTP_`): a quoted
+    # value to its closing quote, escapes and all (`"Authorization": "Basic …"`, `\/` as PHP writes `/`, a
+    # Digest's `\"`, an array's `["…"]`; the rest of the line kept), else to the end of the line.
+    *(_rule("bearer", rf"(?i)((?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}"
+                      rf"(?:\[[ \t]{{0,5}})?{opener}(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED){value}++",
+              r"\1[REDACTED:bearer]")
       for opener, value in ((r'\\"', r'(?:(?!\\")[^\r\n])'), (r"\\'", r"(?:(?!\\')[^\r\n])"),
                             ('[bBfFrRuU]{0,2}"', r'(?:\\[^\r\n]|[^\r\n\\"])'),
                             ("[bBfFrRuU]{0,2}'", r"(?:\\[^\r\n]|[^\r\n\\'])"))),
     # A header written in quotes whole (`curl -H "Authorization: Basic …" https://…`): to that quote, an escaped
     # one in JSON (`\"`) left whole.
     *(_rule("bearer", rf"(?i)((?<={quote})authorization[ \t]{{0,5}}:[ \t]{{0,5}}+(?![\\\"'])(?:(?:{_SCHEMES})[ \t]+)?+)"
-                      rf"(?!\[REDACTED)(?:[^\r\n{quote}\\]|\\(?!{quote})[^\r\n]){{1,4096}}", r"\1[REDACTED:bearer]")
+                      rf"(?!\[REDACTED)(?:[^\r\n{quote}\\]|\\(?!{quote})[^\r\n])++", r"\1[REDACTED:bearer]")
       for quote in "\"'"),
-    # Unquoted, a scheme with parameters (`Digest username="bob", …`) to the end of the line; a token (`Bearer x`,
-    # `Basic x`, none) to the next space, so `Authorization: Bearer x status=401` keeps its status.
-    _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
-                    rf"(?![bBfFrRuU]{{0,2}}\\?[\"'])(?:{_PARAM_SCHEMES})[ \t]+)(?!\[REDACTED)[^\r\n]{{1,4096}}",
-          r"\1[REDACTED:bearer]"),
-    _rule("bearer", rf"(?i)((?<![A-Za-z0-9_])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
-                    rf"(?![bBfFrRuU]{{0,2}}\\?[\"'])(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED)[^\s\"'&]{{1,4096}}",
+    # Unquoted: a scheme whose credential is one token (`Bearer x`, `Basic x`, `Negotiate x`; quoted or not) to
+    # the next space, so `Authorization: Bearer x status=401` keeps its status; any other value (a scheme with
+    # parameters, `Digest username="bob", …`, Rails' `Token token="x"`, a scheme not known here, none) to the
+    # end of the line.
+    _rule("bearer", rf"(?i)((?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
+                    rf"(?![bBfFrRuU]{{0,2}}\\?[\"'\[])(?:{_TOKEN_SCHEMES})[ \t]+(?![\w-]+=)\\?[\"']?)"
+                    r"(?!\[REDACTED)[^\s\"'&\\]++", r"\1[REDACTED:bearer]"),
+    _rule("bearer", rf"(?i)((?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
+                    rf"(?![bBfFrRuU]{{0,2}}\\?[\"'\[])(?:(?:{_SCHEMES})[ \t]+)?+)(?!\\?[\"']?\[REDACTED)[^\r\n]++",
           r"\1[REDACTED:bearer]"),
     # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
     _rule("bearer", r"(?i)((?<![A-Za-z0-9_-])bearer[ \t]+)(?!\[REDACTED)"
-                    r"(?=[A-Za-z0-9._~+/-]{0,4095}[0-9._~+/-]|[A-Za-z]{20})[A-Za-z0-9._~+/-]{8,4096}={0,2}"
+                    r"(?=[A-Za-z0-9._~+/-]{0,4095}[0-9._~+/-]|[A-Za-z]{20})[A-Za-z0-9._~+/-]{8,}+={0,2}"
                     r"(?![A-Za-z0-9._~+/=-])",
           r"\1[REDACTED:bearer]"),
     # `Basic <credentials>` under any name (`auth: Basic …`): when it decodes to `user:password`.
@@ -645,7 +649,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?P<qv>(?!\[REDACTED)(?:(?!(?P=q))\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
     # Spring's binding errors name the field and quote its value: `field 'password': rejected value [x]`.
     _rule("secret", r"((?i:field) '[\w.\[\]-]{0,64}(?i:password|passwd|secret|token|api[_-]?key|credentials?)"
-                    r"[\w.\[\]-]{0,64}': rejected value \[)(?!\[REDACTED|null\])[^\]\r\n]{1,256}(?=\])",
+                    r"[\w.\[\]-]{0,64}': rejected value \[)(?!\[REDACTED|null\])[^\]\r\n]++(?=\])",
           r"\1[REDACTED:secret]"),
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:secret|token|api[ _-]?key|access[ _-]?key"
                     rf"|client[ _-]?secret|auth[ _-]?token)[ \t]{{1,3}}){_VALUE}", _weak_keyed),
@@ -727,7 +731,7 @@ _CONTEXT: tuple[Rule, ...] = (
     # environments), `<add key="DbPassword" value="x"/>`, `{"ParameterKey":"DBPassword","ParameterValue":"x"}`.
     # In YAML (a manifest logged whole): `- name: DB_PASSWORD` with `value: x` on the next line.
     _rule("secret", rf"(?P<head>(?i:\bname):[ \t]{{0,3}}[\"']?[\w.-]{{0,64}}{_STRONG_KEY}[\"']?[ \t]{{0,3}}\r?\n"
-                    rf"[ \t]{{0,16}}(?i:value):[ \t]{{0,3}}){_VALUE}", _keyed),
+                    rf"[ \t]{{0,16}}(?i:value):[ \t]{{0,3}}){_VALUE}", _keyed, spans_lines=True),
     _rule("secret", rf"(?P<head>(?i:\bname|\bkey|ParameterKey|OptionName)\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}\\?[\"']"
                     rf"[\w.-]{{0,64}}{_STRONG_KEY}\\?[\"'][ \t]{{0,3}},?[ \t]{{0,3}}\\?[\"']?(?i:value|ParameterValue)"
                     rf"\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}){_VALUE}", _keyed),

@@ -580,6 +580,19 @@ class TestRedactor:
          "Authorization: Digest [REDACTED:bearer]"),
         ('headers={"Authorization": f"Bearer {self.api_key}", "Accept": "json"}',
          'headers={"Authorization": f"Bearer [REDACTED:bearer]", "Accept": "json"}'),
+        # The third review: schemes not known here, Rails' token parameters, a quoted token, `HTTP_`, arrays,
+        # values past 4,096 characters, a quoted value past 512 (it took the rest of the line).
+        ("Authorization: SharedKey acct:ctzMq410TV3wS7upTBcunJTDLEJwMAZuFPfr0mrrA08= status=403",
+         "Authorization: [REDACTED:bearer]"),
+        ('Authorization: Token token="s3cr3tvalue", email="x"', "Authorization: Token [REDACTED:bearer]"),
+        ('Authorization: Bearer "eyJhbGciOiJIUzI1NiJ9abc" status=401',
+         'Authorization: Bearer "[REDACTED:bearer]" status=401'),
+        ("{'HTTP_AUTHORIZATION': 'Token abc123'}", "{'HTTP_AUTHORIZATION': 'Token [REDACTED:bearer]'}"),
+        ('{"Authorization": ["Token abc123"]}', '{"Authorization": ["Token [REDACTED:bearer]"]}'),
+        ("Authorization: Negotiate " + "Yx" * 2500 + " status=401",
+         "Authorization: Negotiate [REDACTED:bearer] status=401"),
+        ('{"access_token": "' + "q7" * 300 + '", "error": "db timeout"}',
+         '{"access_token": "[REDACTED:secret]", "error": "db timeout"}'),
         ('    r = requests.get(url, auth=("admin", "S3cretPw"))',
          '    r = requests.get(url, auth=("admin", "[REDACTED:secret]"))'),
         ("HTTPBasicAuth('admin', b'S3cretPw')", "HTTPBasicAuth('admin', b'[REDACTED:secret]')"),
@@ -952,9 +965,15 @@ class TestPrefilter:
         """`password:` at the end of one line and the value on the next is still a secret, and so is
         `password` with its `:` on the next line, also inside a long trace."""
         frames = (TRACES / "java_inventory.txt").read_text()
-        for split in ("password:\n  hunter2", "password\n  : hunter2"):
+        for split in ("password:\n  hunter2", "password\n  : hunter2", "- name: DB_PASSWORD\n  value: hunter2"):
             text = f"config dump\n{split}\n{frames}"
             assert "hunter2" not in Redactor().redact(text), split
+
+    def test_an_encoded_line_break_stays_encoded(self) -> None:
+        """A decoded reading writes no line the input did not hold (third review: `%0D%0A` came out as a line
+        break, a line written into whatever stores the output)."""
+        text = "auth=Basic%20Ym9iOmh1bnRlcjI%3D%0D%0AX-Injected: 1"
+        assert REDACTOR.redact(text) == "auth=Basic [REDACTED:bearer]%0D%0AX-Injected: 1"
 
     def test_caches_are_bounded_in_bytes(self) -> None:
         """Distinct large texts never grow the caches past their byte budgets."""
