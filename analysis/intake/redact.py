@@ -336,8 +336,8 @@ def _drop_code(match: re.Match[str]) -> str:
 # decoded, so a value is taken as that layer wrote it (`p%2526ss` is one password, not `p` and `ss`). A
 # text with percent escapes is read with its `+` as written (a Gson key's), then, when that took nothing,
 # with each `+` it holds as the space a form writes (`%2B` stays a `+`). Escapes of control characters stay
-# as written (`\u001b]0;…`: a title sequence decoded would hide the rest of its line; `%0D%0A` decoded would
-# write a line into whatever stores the output). A reading that took
+# as written (`\u001b]0;…`: a title sequence decoded would hide the rest of its line); a line break is read
+# (a key and its value on two lines), as JSON's `\n` already is. A reading that took
 # text no placeholder already stood for goes out, decoded and redacted; when none took any, the text goes
 # out as it came.
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3}|#[xX][0-9A-Fa-f]{2}|quot|amp|apos"
@@ -345,7 +345,7 @@ _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}|\\(?:u00|x)[0-9A-Fa-f]{2}|&(?:#[0-9]{2,3
 _CHAR_ESCAPE = re.compile(r"\\(?:u00|x)([0-9A-Fa-f]{2})")
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _ESCAPED_ESC = re.compile(r"(?:%1[bB]|&#(?:27|[xX]1[bB]);)(?=\[|%5[bB])")
-_PERCENT_CONTROL = re.compile(r"%(?:0[0-8A-Fa-f]|1[0-9A-Fa-f]|7[Ff])|%[Cc]2%[89][0-9A-Fa-f]")  # and UTF-8 C1
+_PERCENT_CONTROL = re.compile(r"%(?:0[0-8BbCcEeFf]|1[0-9A-Fa-f]|7[Ff])|%[Cc]2%[89][0-9A-Fa-f]")  # and UTF-8 C1
 _HTML_ESCAPE = re.compile(r"&(?:#([0-9]{1,7})|#[xX]([0-9A-Fa-f]{1,6})|(quot|amp|apos|lt|gt));")
 _HTML_NAMES = {"quot": '"', "amp": "&", "apos": "'", "lt": "<", "gt": ">"}
 _MAX_DECODES = 3
@@ -376,7 +376,7 @@ def _html_char(match: re.Match[str]) -> str:
 
 def _char(code: int, written: str) -> str:
     """The character `code`, or `written` for a control character, a surrogate or no character at all."""
-    if code == 9 or 0x20 <= code < 0x7F or (0x9F < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF):
+    if code in (9, 10, 13) or 0x20 <= code < 0x7F or (0x9F < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF):
         return chr(code)
     return written
 

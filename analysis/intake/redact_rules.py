@@ -283,6 +283,8 @@ _BASIC_USER = re.compile(r"[\w.@\\+-]{1,256}", re.ASCII)
 
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
             r"|oauth|splunk|geniekey|dpop|aws4-hmac-sha256")
+# An unquoted header value, perhaps in Go's brackets (`[x]`): not a quoted one, nor a quoted array element.
+_UNQUOTED = r"(?![bBfFrRuU]{0,2}\\?[\"']|\[[ \t]{0,5}[bBfFrRuU]{0,2}\\?[\"'])\[?+"
 # The schemes whose credential is one token (RFC 9110 token68), not parameters.
 _TOKEN_SCHEMES = r"bearer|basic|token|negotiate|ntlm|apikey|api-key|ssws|jwt|otoken|splunk|geniekey|dpop"  # noqa: S105
 
@@ -595,11 +597,12 @@ _CONTEXT: tuple[Rule, ...] = (
     # the next space, so `Authorization: Bearer x status=401` keeps its status; any other value (a scheme with
     # parameters, `Digest username="bob", …`, Rails' `Token token="x"`, a scheme not known here, none) to the
     # end of the line.
+    # (Go prints a header map's values in brackets: `map[Authorization:[Bearer x]]`.)
     _rule("bearer", rf"(?i)((?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
-                    rf"(?![bBfFrRuU]{{0,2}}\\?[\"'\[])(?:{_TOKEN_SCHEMES})[ \t]+(?![\w-]+=)\\?[\"']?)"
-                    r"(?!\[REDACTED)[^\s\"'&\\]++", r"\1[REDACTED:bearer]"),
+                    rf"{_UNQUOTED}(?:{_TOKEN_SCHEMES})[ \t]+(?![\w-]+=[^\s=])\\?[\"']?)"
+                    r"(?!\[REDACTED)(?:[^\s\"'&\\\]]|\\[^\s\"'])++", r"\1[REDACTED:bearer]"),
     _rule("bearer", rf"(?i)((?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
-                    rf"(?![bBfFrRuU]{{0,2}}\\?[\"'\[])(?:(?:{_SCHEMES})[ \t]+)?+)(?!\\?[\"']?\[REDACTED)[^\r\n]++",
+                    rf"{_UNQUOTED}(?:(?:{_SCHEMES})[ \t]+)?+)(?!\\?[\"']?\[REDACTED)[^\r\n]++",
           r"\1[REDACTED:bearer]"),
     # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
     _rule("bearer", r"(?i)((?<![A-Za-z0-9_-])bearer[ \t]+)(?!\[REDACTED)"
@@ -649,7 +652,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?P<qv>(?!\[REDACTED)(?:(?!(?P=q))\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
     # Spring's binding errors name the field and quote its value: `field 'password': rejected value [x]`.
     _rule("secret", r"((?i:field) '[\w.\[\]-]{0,64}(?i:password|passwd|secret|token|api[_-]?key|credentials?)"
-                    r"[\w.\[\]-]{0,64}': rejected value \[)(?!\[REDACTED|null\])[^\]\r\n]++(?=\])",
+                    r"[\w.\[\]-]{0,64}': rejected value \[)(?!\[REDACTED|null\])[^\[\]\r\n]++(?=\])",
           r"\1[REDACTED:secret]"),
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:secret|token|api[ _-]?key|access[ _-]?key"
                     rf"|client[ _-]?secret|auth[ _-]?token)[ \t]{{1,3}}){_VALUE}", _weak_keyed),

@@ -591,6 +591,12 @@ class TestRedactor:
         ('{"Authorization": ["Token abc123"]}', '{"Authorization": ["Token [REDACTED:bearer]"]}'),
         ("Authorization: Negotiate " + "Yx" * 2500 + " status=401",
          "Authorization: Negotiate [REDACTED:bearer] status=401"),
+        ('{"message":"> Authorization: Bearer 8fJ2kQ9sQ+XyZ0a\\/bc4Lm\\/Zz81Pq","level":"debug"}',
+         '{"message":"> Authorization: Bearer [REDACTED:bearer]","level":"debug"}'),
+        ("headers: map[Authorization:[Bearer 9f8e7d6c5b4a3928] Content-Type:[application/json]]",
+         "headers: map[Authorization:[Bearer [REDACTED:bearer]] Content-Type:[application/json]]"),
+        ("Authorization: Basic Ym9iOmh1bnRlcjI= next", "Authorization: Basic [REDACTED:bearer] next"),
+        ("name%3A%20DB_PASSWORD%0A%20%20value%3A%20hunter2", "name: DB_PASSWORD\n  value: [REDACTED:secret]"),
         ('{"access_token": "' + "q7" * 300 + '", "error": "db timeout"}',
          '{"access_token": "[REDACTED:secret]", "error": "db timeout"}'),
         ('    r = requests.get(url, auth=("admin", "S3cretPw"))',
@@ -968,12 +974,6 @@ class TestPrefilter:
         for split in ("password:\n  hunter2", "password\n  : hunter2", "- name: DB_PASSWORD\n  value: hunter2"):
             text = f"config dump\n{split}\n{frames}"
             assert "hunter2" not in Redactor().redact(text), split
-
-    def test_an_encoded_line_break_stays_encoded(self) -> None:
-        """A decoded reading writes no line the input did not hold (third review: `%0D%0A` came out as a line
-        break, a line written into whatever stores the output)."""
-        text = "auth=Basic%20Ym9iOmh1bnRlcjI%3D%0D%0AX-Injected: 1"
-        assert REDACTOR.redact(text) == "auth=Basic [REDACTED:bearer]%0D%0AX-Injected: 1"
 
     def test_caches_are_bounded_in_bytes(self) -> None:
         """Distinct large texts never grow the caches past their byte budgets."""
