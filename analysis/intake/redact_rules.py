@@ -284,7 +284,7 @@ _BASIC_USER = re.compile(r"[\w.@\\+-]{1,256}", re.ASCII)
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
             r"|oauth|splunk|geniekey|dpop|aws4-hmac-sha256")
 # An unquoted header value, perhaps in Go's brackets (`[x]`): not a quoted one, nor a quoted array element.
-_UNQUOTED = r"(?![bBfFrRuU]{0,2}\\?[\"']|\[[ \t]{0,5}[bBfFrRuU]{0,2}\\?[\"'])\[?+"
+_UNQUOTED = r"(?![bBfFrRuU]{0,2}\\?[\"']|\[[ \t]{0,5}[bBfFrRuU]{0,2}\\?[\"']|\[REDACTED)\[?+"
 # The schemes whose credential is one token (RFC 9110 token68), not parameters.
 _TOKEN_SCHEMES = r"bearer|basic|token|negotiate|ntlm|apikey|api-key|ssws|jwt|otoken|splunk|geniekey|dpop"  # noqa: S105
 

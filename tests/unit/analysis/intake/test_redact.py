@@ -596,6 +596,8 @@ class TestRedactor:
         ("headers: map[Authorization:[Bearer 9f8e7d6c5b4a3928] Content-Type:[application/json]]",
          "headers: map[Authorization:[Bearer [REDACTED:bearer]] Content-Type:[application/json]]"),
         ("Authorization: Basic Ym9iOmh1bnRlcjI= next", "Authorization: Basic [REDACTED:bearer] next"),
+        ('header.append("authorization: %s" % headers["authorization"])',
+         'header.append("authorization: [REDACTED:bearer]" % headers["authorization"])'),
         ("name%3A%20DB_PASSWORD%0A%20%20value%3A%20hunter2", "name: DB_PASSWORD\n  value: [REDACTED:secret]"),
         ('{"access_token": "' + "q7" * 300 + '", "error": "db timeout"}',
          '{"access_token": "[REDACTED:secret]", "error": "db timeout"}'),
