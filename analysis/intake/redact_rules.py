@@ -283,6 +283,8 @@ _BASIC_USER = re.compile(r"[\w.@\\+-]{1,256}", re.ASCII)
 
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
             r"|oauth|splunk|geniekey|dpop|aws4-hmac-sha256")
+# An `Authorization` header's name (or a key so named, `HTTP_AUTHORIZATION` too) and its separator.
+_AUTHORIZATION = r"(?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{0,5}(?:=>|[:=](?!>))[ \t]{0,5}"
 # An unquoted header value, perhaps in Go's brackets (`[x]`): not a quoted one, nor a quoted array element.
 _UNQUOTED = r"(?![bBfFrRuU]{0,2}\\?[\"']|\[[ \t]{0,5}[bBfFrRuU]{0,2}\\?[\"']|\[REDACTED)\[?+"
 # The schemes whose credential is one token (RFC 9110 token68), not parameters.
@@ -582,7 +584,7 @@ _CONTEXT: tuple[Rule, ...] = (
     # Authorization headers with any scheme (RFC 9110), also prefixed (`Proxy-`, `X-Forwarded-`, `HTTP_`): a quoted
     # value to its closing quote, escapes and all (`"Authorization": "Basic …"`, `\/` as PHP writes `/`, a
     # Digest's `\"`, an array's `["…"]`; the rest of the line kept), else to the end of the line.
-    *(_rule("bearer", rf"(?i)((?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}"
+    *(_rule("bearer", rf"(?i)({_AUTHORIZATION}"
                       rf"(?:\[[ \t]{{0,5}})?{opener}(?:(?:{_SCHEMES})[ \t]+)?+)(?!\[REDACTED){value}++",
               r"\1[REDACTED:bearer]")
       for opener, value in ((r'\\"', r'(?:(?!\\")[^\r\n])'), (r"\\'", r"(?:(?!\\')[^\r\n])"),
@@ -598,10 +600,10 @@ _CONTEXT: tuple[Rule, ...] = (
     # parameters, `Digest username="bob", …`, Rails' `Token token="x"`, a scheme not known here, none) to the
     # end of the line.
     # (Go prints a header map's values in brackets: `map[Authorization:[Bearer x]]`.)
-    _rule("bearer", rf"(?i)((?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
+    _rule("bearer", rf"(?i)({_AUTHORIZATION}+"
                     rf"{_UNQUOTED}(?:{_TOKEN_SCHEMES})[ \t]+(?![\w-]+=[^\s=])\\?[\"']?)"
                     r"(?!\[REDACTED)(?:[^\s\"'&\\\]]|\\[^\s\"'])++", r"\1[REDACTED:bearer]"),
-    _rule("bearer", rf"(?i)((?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{{0,5}}(?:=>|[:=](?!>))[ \t]{{0,5}}+"
+    _rule("bearer", rf"(?i)({_AUTHORIZATION}+"
                     rf"{_UNQUOTED}(?:(?:{_SCHEMES})[ \t]+)?+)(?!\\?[\"']?\[REDACTED)[^\r\n]++",
           r"\1[REDACTED:bearer]"),
     # `Bearer <token68>` on its own, in any case (RFC 6750); a token has a digit or symbol, or is long.
