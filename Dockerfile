@@ -40,12 +40,12 @@ ENV PATH=/opt/venv/bin:$PATH \
     LOGAGENT_DATA_DIR=/var/lib/logagent \
     LOGAGENT_REPO__CACHE_DIR=/var/cache/logagent/repos
 USER 10001:10001
-# The redaction prefilter, compiled once here into the cache user 10001 reads at every start (0.3 s of CPU
+# The redaction prefilter, compiled once here into the cache user 10001 reads at every start (0.5 s of CPU
 # each otherwise: the cache is never used under /tmp); a CPU it was not built for compiles it again. A
 # builder whose filesystem is FUSE (rootless fuse-overlayfs) gets no cache: the image works, compiling it.
 RUN python -c "from analysis.intake.redact import Redactor; Redactor()" \
     && (ls /opt/logagent/cache/logagent/prefilter-*.hsdb \
-        || echo "warning: the redaction prefilter was not cached; every start will compile it (0.3 s)")
+        || echo "warning: the redaction prefilter was not cached; every start will compile it (0.5 s of CPU)")
 WORKDIR /var/lib/logagent
 VOLUME ["/var/lib/logagent"]
 EXPOSE 9464

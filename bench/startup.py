@@ -4,9 +4,10 @@ Start-up: the command is started with one event waiting on its stdin; measured i
 the start of the process to its first output line, its peak RSS then, and the CPU time of the whole
 process (one line costs nothing next to start-up), against `python -c pass` on the same interpreter
 (the least any Python command costs), in turns with a third contender: the command's first run on a
-machine, with an empty cache directory, which compiles the redaction prefilter (~0.3 s of CPU) that every
-later start reads back (`analysis.intake.redact`). Target: the first line within 0.5 s of start, judged
-on the usual start (the cache kept), the first run printed beside it.
+machine, with an empty cache directory, which compiles the redaction prefilter (~0.5 s of CPU, in a thread
+of its own while the first lines are read) that every later start reads back (`analysis.intake.redact`).
+Target: the first line within 0.5 s of start, judged on the median of both the usual start (the cache
+kept) and the first run.
 
 Rate: the same command reading the real-trace stream from a file, events per CPU second of the process.
 """
@@ -118,10 +119,10 @@ def bench(quick: bool) -> str:
     stream = realtraces.build(10_000 if quick else 100_000)
     lines = [event.line for event in stream.events]
     ours, cold, bare = start_up(5 if quick else 11, lines[0] + b"\n")
-    best = min(run.first_line_s for run in ours)
-    verdict = "met" if best <= FIRST_LINE_TARGET_S else "NOT met"
+    slowest = max(statistics.median(run.first_line_s for run in runs) for runs in (ours, cold))
+    verdict = "met" if slowest <= FIRST_LINE_TARGET_S else "NOT met"
     rate = process_rate(lines)
     return (f"startup: logagent fingerprint first line after {_summary(ours)}; the first run on a machine (an "
             f"empty cache directory) {_summary(cold)}; python -c pass exits after "
-            f"{_summary(bare)} [target first line <= {FIRST_LINE_TARGET_S} s: {verdict}]; as a process on "
-            f"{stream.describe()}: {kilo(rate)} events per CPU second")
+            f"{_summary(bare)} [target first line <= {FIRST_LINE_TARGET_S} s, both medians: {verdict}]; as a "
+            f"process on {stream.describe()}: {kilo(rate)} events per CPU second")

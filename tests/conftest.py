@@ -20,6 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from analysis.code.repo import RepoConfig, RepoSpec
+from analysis.intake.redact import KINDS, _prefilter
 from consumer.pipeline import Service
 from consumer.settings import (
     InputSettings,
@@ -34,6 +35,12 @@ from store import OnnxEmbedder
 from tests.gitrepo import GitRepo
 
 _ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The default redaction prefilter is compiled before the first test: until it is, every rule reads each
+    short text (`analysis.intake.redact`), and a test's time would count a compile it did not ask for."""
+    _prefilter(KINDS)[1].wait()
 
 
 def tool(name: str) -> str:

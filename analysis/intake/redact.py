@@ -52,6 +52,7 @@ _MAX_VALUE_DEPTH = 64
 _SHORT_TEXT = 256  # texts up to this long are cached whole (types, loggers, tenants, repeated messages)
 _LONG_TEXT = 512  # a multi-line text with hits past this length goes line by line
 _MAX_CACHED_LINE = 1024
+_log = logging.getLogger(__name__)
 _FRAMES_CACHE_SIZE = 4096
 
 
@@ -114,21 +115,38 @@ def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> N
 _FLAGS = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH
 _CACHE_FORMAT = 1  # raise it when what is compiled changes other than by its expressions
 _CACHE_KEPT = 8  # databases kept (~1 MB each): a service's, the CLI's, and those of other rules or versions
+_EVERY_RULE_CHARS = 16384  # while the prefilter compiles, a text up to this long goes through every rule (~40 ms)
 
 
 def _compiled(expressions: list[bytes]) -> Any:
-    """The prefilter database of `expressions`: compiled (~0.3 s of CPU for the built-in rules, most of what
-    `logagent fingerprint` spends before its first line), or read back from the user's cache directory
-    (`analysis.intake.disk_cache`, which no other user can feed), where a compile leaves it. The file's
-    name is a digest of the expressions, the flags, the Hyperscan version and the machine; Hyperscan
-    refuses a database of another version or platform, and one that does not load is compiled again."""
+    """The prefilter database of `expressions`: read back from the user's cache directory, or compiled and
+    left there (`_compile`)."""
+    name = _cache_name(expressions)
+    kept = _read_back(name)
+    return kept if kept is not None else _compile(expressions, name)
+
+
+def _cache_name(expressions: list[bytes]) -> str:
+    """The cached database's file name: a digest of the expressions, the flags, the Hyperscan version and the
+    machine (Hyperscan refuses a database of another version or platform)."""
     made_by = f"{_CACHE_FORMAT} {_FLAGS} {getattr(hyperscan, '__version__', '')} {platform.machine()}".encode()
     digest = hashlib.sha256(b"\0".join([made_by, *expressions])).hexdigest()
-    name = f"prefilter-{digest[:32]}.hsdb"
+    return f"prefilter-{digest[:32]}.hsdb"
+
+
+def _read_back(name: str) -> Any:
+    """The database cached as `name` in the user's cache directory (`analysis.intake.disk_cache`, which no
+    other user can feed), or None: absent, or one that does not load."""
     kept = disk_cache.read(name)
     if kept is not None:
         with contextlib.suppress(hyperscan.error):
             return hyperscan.loadb(kept, hyperscan.HS_MODE_BLOCK)
+    return None
+
+
+def _compile(expressions: list[bytes], name: str) -> Any:
+    """Compile the database (~0.5 s of CPU for the built-in rules, which Hyperscan spends outside the GIL) and
+    leave it in the cache as `name`."""
     database = hyperscan.Database()
     database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=[_FLAGS] * len(expressions))
     disk_cache.write(name, hyperscan.dumpb(database), kin=("prefilter-", ".hsdb"), keep=_CACHE_KEPT)
@@ -136,22 +154,55 @@ def _compiled(expressions: list[bytes]) -> Any:
 
 
 class _Prefilter:
-    """One Hyperscan scan per text names the rules that may match it; with `pem`, a PEM block is `len(rules)`."""
+    """One Hyperscan scan per text names the rules that may match it; with `pem`, a PEM block is `len(rules)`.
+
+    A database not in the user's cache yet (a machine's first start, new rules) compiles in a thread of its
+    own, and until it is there every rule may match a text up to `_EVERY_RULE_CHARS` long: that is the
+    reference the prefilter must equal (`Redactor.every_rule`), only slower (~2.5 µs per character), so
+    `logagent fingerprint` answers its first line as soon on a machine's first run as on any other. A longer
+    text waits for the database, so the slow reading costs at most one such text past the compile. The thread
+    is no daemon: a run that ends sooner still leaves the database for the next start."""
 
     def __init__(self, rules: tuple[Rule, ...], pem: bool) -> None:
         expressions = [_prefilter_pattern(rule) for rule in rules] + ([KEY_HEADERS] if pem else [])
-        self._database = _compiled(expressions) if expressions else None  # no kinds: Hyperscan takes no empty set
+        self._every = range(len(expressions))  # no kinds: no database (Hyperscan takes no empty set)
         self._local = threading.local()  # scratch space is per thread (the explainer runs in workers)
+        self._database: Any = None
+        self._compiling: threading.Thread | None = None
+        if expressions:
+            name = _cache_name(expressions)
+            self._database = _read_back(name)
+            if self._database is None:
+                self._compiling = threading.Thread(target=self._compile, args=(expressions, name),
+                                                   name="redaction-prefilter")
+                self._compiling.start()
+
+    def _compile(self, expressions: list[bytes], name: str) -> None:
+        try:
+            self._database = _compile(expressions, name)
+        except hyperscan.error as error:  # not for the built-in rules: if ever, every rule reads every text
+            _log.warning("the redaction prefilter did not compile (%s): every rule runs on every text", error)
+
+    def wait(self) -> None:
+        """Return once the database is compiled (at once when it was read back)."""
+        if self._compiling is not None:
+            self._compiling.join()
 
     def hits(self, text: str) -> list[int]:
         """Indices of the rules that may match `text`, in rule order."""
-        if self._database is None:
-            return []
+        database = self._database
+        if database is None:
+            compiling = self._compiling
+            if compiling is not None and (len(text) > _EVERY_RULE_CHARS or not compiling.is_alive()):
+                compiling.join()
+                database = self._database
+            if database is None:
+                return [*self._every]
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
-            scratch = self._local.scratch = hyperscan.Scratch(self._database)
+            scratch = self._local.scratch = hyperscan.Scratch(database)
         found: list[int] = []
-        self._database.scan(text.encode("utf-8", "surrogatepass"), _on_match, context=found, scratch=scratch)
+        database.scan(text.encode("utf-8", "surrogatepass"), _on_match, context=found, scratch=scratch)
         if len(found) > 1:
             found.sort()
         return found
@@ -510,7 +561,7 @@ def redact_commit(value: str | None, redactor: Redactor) -> str | None:
 
 @cache  # once per process
 def _warn_unkeyed() -> None:
-    logging.getLogger(__name__).warning(
+    _log.warning(
         "an id was redacted and tagged with an unkeyed digest, which confirms a guessed id to anyone who reads "
         "it; set LOGAGENT_REDACTION__ID_KEY (the same on every replica)")
 

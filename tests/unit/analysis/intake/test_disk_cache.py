@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +15,8 @@ from pathlib import Path
 import hyperscan
 import pytest
 
-from analysis.intake import disk_cache
-from analysis.intake.redact import _compiled, _prefilter_pattern
+from analysis.intake import disk_cache, redact
+from analysis.intake.redact import _EVERY_RULE_CHARS, Redactor, _compiled, _Prefilter, _prefilter_pattern
 from analysis.intake.redact_rules import RULES
 
 _EXPRESSIONS = [_prefilter_pattern(rule) for rule in RULES]
@@ -273,6 +276,56 @@ class TestPrefilterCache:
         last = {(0o40700, uid): True, (0o40755, uid): True, (0o41777, uid): False, (0o40700, other): False}
         for (mode, owner), safe in last.items():
             assert disk_cache.safe_directory(state(mode, owner), last=True) is safe, (oct(mode), owner)
+
+
+class TestCompiledInTheBackground:
+    """A prefilter not in the cache compiles in a thread; meanwhile a text reads as every rule reads it."""
+
+    def test_texts_are_read_by_every_rule_until_the_database_is_there(self, private: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(private))
+        release = threading.Event()
+
+        class Held(hyperscan.Database):  # type: ignore[misc,name-defined]
+            def compile(self, **kwargs: object) -> None:
+                assert release.wait(60), "the test never released the compile"
+                super().compile(**kwargs)
+
+        monkeypatch.setattr(hyperscan, "Database", Held)
+        prefilter = _Prefilter(RULES, pem=True)
+        every = list(range(len(RULES) + 1))
+        try:
+            assert prefilter.hits("nothing here") == every
+            redactor = Redactor()
+            monkeypatch.setattr(redactor, "_prefilter", prefilter)
+            for text in (*_CACHE_TEXTS, "Authorization: Bearer abcdefgh12345678 status=401",
+                         "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"):
+                assert redactor.redact(text) == redactor.every_rule(text), text
+            assert "[REDACTED:" in redactor.redact(_CACHE_TEXTS[0])
+            long_hits: list[list[int]] = []
+            waiting = threading.Thread(target=lambda: long_hits.append(prefilter.hits("x" * (_EVERY_RULE_CHARS + 1))))
+            waiting.start()
+            waiting.join(0.3)
+            assert waiting.is_alive(), "a long text read every rule instead of waiting for the database"
+            assert not list(private.glob("logagent/prefilter-*"))
+        finally:
+            release.set()
+        waiting.join(60)
+        prefilter.wait()
+        assert long_hits == [[]]
+        assert len(list(private.glob("logagent/prefilter-*.hsdb"))) == 1
+        assert prefilter.hits("nothing here") != every
+        assert prefilter.hits(_CACHE_TEXTS[0]) == _scan(_compiled([*_EXPRESSIONS, redact.KEY_HEADERS]), _CACHE_TEXTS[0])
+
+    def test_a_run_that_ends_first_still_leaves_the_database(self, private: Path) -> None:
+        """The compile's thread is no daemon: a command that redacts one text and exits (the image's build
+        step, `logagent fingerprint` of one line) leaves the database for the next start."""
+        run = subprocess.run([sys.executable, "-c", "from analysis.intake.redact import Redactor; "
+                              "print(Redactor().redact('password=hunter2 from bob@example.com'))"],
+                             env={**os.environ, "XDG_CACHE_HOME": str(private)}, capture_output=True, text=True,
+                             timeout=120, check=True)
+        assert run.stdout == "password=[REDACTED:secret] from [REDACTED:email]\n"
+        assert len(list(private.glob("logagent/prefilter-*.hsdb"))) == 1
 
 
 def _blind() -> bytes:
