@@ -180,8 +180,9 @@ class _Prefilter:
     def _compile(self, expressions: list[bytes], name: str) -> None:
         try:
             self._database = _compile(expressions, name)
-        except hyperscan.error as error:  # not for the built-in rules: if ever, every rule reads every text
-            _log.warning("the redaction prefilter did not compile (%s): every rule runs on every text", error)
+        except Exception as error:  # not for the built-in rules; if ever, every rule goes on reading every text
+            _log.warning("the redaction prefilter did not compile (%s: %s): every rule runs on every text",
+                         type(error).__name__, error)
 
     def wait(self) -> None:
         """Return once the database is compiled (at once when it was read back)."""
