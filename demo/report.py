@@ -115,9 +115,19 @@ def timed_out_line(read: int, messages: int, published: int, timeout_s: float) -
             f"read, {published} analyses published); give it longer with --timeout")
 
 
+_STATUS_MEANS = {
+    "analyzed": "the model read the code at the deployed commit",
+    "heuristic": "the deterministic localiser alone, without a model (LOGAGENT_OLLAMA_URL names one)",
+    "recurrence": "a failure analysed before at this commit, answered from the error memory",
+    "failed": "no analysis: the reason is in the event's failure_reason",
+}
+
+
 def analyses_line(analyses: Sequence[Analysis]) -> str:
-    """The analyses, by status."""
-    return f"  analyses   {len(analyses)}: {_counts(a.status for a in analyses)}"
+    """The analyses, by status, then a line saying what each status shown means."""
+    statuses = [a.status for a in analyses]
+    return f"  analyses   {len(analyses)}: {_counts(statuses)}" + "".join(
+        f"\n             {status}: {_STATUS_MEANS[status]}" for status in sorted(set(statuses)))
 
 
 def dlq_line(reasons: Sequence[str]) -> str:

@@ -112,9 +112,14 @@ class TestDemoRun:
         assert not _accepts(result.bootstrap_servers)
 
     def test_summary_names_every_culprit(self, result: DemoResult) -> None:
-        """The printed summary shows counts, the DLQ and each burst's culprit path:line."""
+        """The printed summary shows counts, what each status shown means, the DLQ and each burst's culprit
+        path:line."""
         text = summarize(result)
         assert f"DLQ        {result.stream.malformed_count}:" in text
+        statuses = {analysis.status for analysis in result.analyses}
+        assert "heuristic" in statuses
+        for status in statuses:
+            assert f"\n             {status}: " in text, status
         for burst in result.stream.bursts:
             if burst.culprit_path is not None:
                 assert f"{burst.culprit_path}:{burst.culprit_line}" in text
