@@ -1,5 +1,5 @@
 """A file cache in the user's cache directory that no other user can feed: for the compiled redaction
-prefilter (`analysis.intake.redact`), whose compile costs ~0.3 s of CPU at every start otherwise.
+prefilter (`analysis.intake.redact`), whose compile costs 0.4-0.8 s of CPU at every start otherwise.
 
 What is read back decides what redaction looks for (a database that names no rule lets every secret
 through), so it is used only where no other user can reach: `$XDG_CACHE_HOME/logagent` (an absolute path;
@@ -14,7 +14,7 @@ write goes through the open directory, and a file is read only if it is this use
 writable by no one else and is at most 64 MiB. A write makes the cache home and `logagent` (mode 700)
 when missing, as written in the configured path, never a directory above them or one a link names, and
 may remove this user's older files of the same kind (`keep`). When
-the cache cannot be used, nothing is read or written and the caller computes again (~0.3 s): so under a
+the cache cannot be used, nothing is read or written and the caller computes again: so under a
 HOME in `/tmp`, each start compiles (the image sets `XDG_CACHE_HOME` to a directory of its user's, filled
 at build time).
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,7 @@ __all__ = ["fuse_devices", "read", "safe_directory", "write"]
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _MAX_LINKS = 16  # symbolic links followed on the way (a loop ends there)
 _MAX_BYTES = 64 << 20  # the prefilter's database is ~1 MB
+_STALE_PART_NS = 3600 * 10**9  # a part file this old was left by a process killed mid-write (a write takes ms)
 
 
 def read(name: str) -> bytes | None:
@@ -69,15 +71,23 @@ def write(name: str, data: bytes, *, kin: tuple[str, str] = ("", ""), keep: int 
 
 
 def _prune(directory: int, kin: tuple[str, str], keep: int, written: str) -> None:
-    """Remove this user's regular files named like `kin` but the `keep` newest (`written` among them)."""
+    """Remove this user's regular files named like `kin` but the `keep` newest (`written` among them), and
+    their part files (`<name>.<pid>`) an hour old: a process killed mid-write leaves one behind."""
     prefix, suffix = kin
     with os.scandir(directory) as entries:
         found = [(entry.stat(follow_symlinks=False), entry.name) for entry in entries
-                 if entry.name.startswith(prefix) and entry.name.endswith(suffix) and entry.name != written]
-    others = sorted((s.st_mtime_ns, name) for s, name in found if stat.S_ISREG(s.st_mode) and s.st_uid == os.geteuid())
-    for _, name in others[: max(0, len(others) - (keep - 1))]:
+                 if entry.name.startswith(prefix) and entry.name != written]
+    mine = [(s.st_mtime_ns, name) for s, name in found if stat.S_ISREG(s.st_mode) and s.st_uid == os.geteuid()]
+    others = sorted((mtime, name) for mtime, name in mine if name.endswith(suffix))
+    stale = [name for mtime, name in mine if _is_part(name, suffix) and mtime < time.time_ns() - _STALE_PART_NS]
+    for name in [name for _, name in others[: max(0, len(others) - (keep - 1))]] + stale:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=directory)
+
+
+def _is_part(name: str, suffix: str) -> bool:
+    whole, dot, pid = name.rpartition(".")
+    return bool(dot) and whole.endswith(suffix) and pid.isdigit()
 
 
 @contextlib.contextmanager

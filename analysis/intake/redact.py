@@ -120,10 +120,13 @@ _EVERY_RULE_CHARS = 16384  # while the prefilter compiles, a text up to this lon
 
 def _compiled(expressions: list[bytes]) -> Any:
     """The prefilter database of `expressions`: read back from the user's cache directory, or compiled and
-    left there (`_compile`)."""
+    left there."""
     name = _cache_name(expressions)
-    kept = _read_back(name)
-    return kept if kept is not None else _compile(expressions, name)
+    database = _read_back(name)
+    if database is None:
+        database = _compile(expressions)
+        _keep(name, database)
+    return database
 
 
 def _cache_name(expressions: list[bytes]) -> str:
@@ -144,13 +147,15 @@ def _read_back(name: str) -> Any:
     return None
 
 
-def _compile(expressions: list[bytes], name: str) -> Any:
-    """Compile the database (~0.5 s of CPU for the built-in rules, which Hyperscan spends outside the GIL) and
-    leave it in the cache as `name`."""
+def _compile(expressions: list[bytes]) -> Any:
+    """The database (0.4-0.8 s of CPU for the built-in rules, which Hyperscan spends outside the GIL)."""
     database = hyperscan.Database()
     database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=[_FLAGS] * len(expressions))
-    disk_cache.write(name, hyperscan.dumpb(database), kin=("prefilter-", ".hsdb"), keep=_CACHE_KEPT)
     return database
+
+
+def _keep(name: str, database: Any) -> None:
+    disk_cache.write(name, hyperscan.dumpb(database), kin=("prefilter-", ".hsdb"), keep=_CACHE_KEPT)
 
 
 class _Prefilter:
@@ -158,47 +163,70 @@ class _Prefilter:
 
     A database not in the user's cache yet (a machine's first start, new rules) compiles in a thread of its
     own, and until it is there every rule may match a text up to `_EVERY_RULE_CHARS` long: that is the
-    reference the prefilter must equal (`Redactor.every_rule`), only slower (~2.5 µs per character), so
-    `logagent fingerprint` answers its first line as soon on a machine's first run as on any other. A longer
-    text waits for the database, so the slow reading costs at most one such text past the compile. The thread
-    is no daemon: a run that ends sooner still leaves the database for the next start."""
+    reference the prefilter must equal (`Redactor.every_rule`), only slower (such a text takes 50-300 ms
+    through every rule against 0.1-13 ms prefiltered), so `logagent fingerprint` answers its first line as
+    soon on a machine's first run as on any other. A longer text waits for the database; once it is there,
+    each thread finishes at most the one text it is reading the slow way. The thread is no daemon: a run that
+    ends sooner still leaves the database in the cache for the next start (not when it is killed). A compile
+    that fails is raised to whoever redacts next, as the compile used to raise at start."""
 
     def __init__(self, rules: tuple[Rule, ...], pem: bool) -> None:
         expressions = [_prefilter_pattern(rule) for rule in rules] + ([KEY_HEADERS] if pem else [])
-        self._every = range(len(expressions))  # no kinds: no database (Hyperscan takes no empty set)
+        self._every = range(len(expressions))
         self._local = threading.local()  # scratch space is per thread (the explainer runs in workers)
         self._database: Any = None
-        self._compiling: threading.Thread | None = None
-        if expressions:
-            name = _cache_name(expressions)
-            self._database = _read_back(name)
-            if self._database is None:
-                self._compiling = threading.Thread(target=self._compile, args=(expressions, name),
-                                                   name="redaction-prefilter")
-                self._compiling.start()
+        self._error: Exception | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        if not expressions:  # no kinds: no database (Hyperscan takes no empty set)
+            self._ready.set()
+            return
+        self._job = expressions, _cache_name(expressions)
+        self._database = _read_back(self._job[1])
+        if self._database is not None:
+            self._ready.set()
+        else:
+            self._thread = threading.Thread(target=self._compile, name="redaction-prefilter")
+            self._thread.start()
 
-    def _compile(self, expressions: list[bytes], name: str) -> None:
+    def _compile(self) -> None:
+        """Compile, hand the database out, then keep it in the cache. Nothing here logs: a thread holding a
+        logging handler's lock may be waiting for this one (a log record's text is redacted)."""
+        expressions, name = self._job
         try:
-            self._database = _compile(expressions, name)
-        except Exception as error:  # not for the built-in rules; if ever, every rule goes on reading every text
-            _log.warning("the redaction prefilter did not compile (%s: %s): every rule runs on every text",
-                         type(error).__name__, error)
+            self._database = database = _compile(expressions)
+        except Exception as error:
+            self._error = error
+            return
+        finally:
+            self._ready.set()
+        _keep(name, database)
 
-    def wait(self) -> None:
-        """Return once the database is compiled (at once when it was read back)."""
-        if self._compiling is not None:
-            self._compiling.join()
+    def wait(self) -> Any:
+        """The database, once compiled (None with no kinds); raises when the compile failed. In a process
+        forked while the thread ran, the thread is not there: the database is compiled here."""
+        # An Event, not join: Python 3.11's join, interrupted by Ctrl-C, lets the exit skip the thread.
+        while not self._ready.wait(0.05):
+            if self._thread is not None and not self._thread.is_alive():
+                with self._lock:
+                    if not self._ready.is_set():
+                        self._compile()
+        if self._error is not None:
+            raise RuntimeError("the redaction prefilter did not compile") from self._error
+        return self._database
 
     def hits(self, text: str) -> list[int]:
         """Indices of the rules that may match `text`, in rule order."""
         database = self._database
         if database is None:
-            compiling = self._compiling
-            if compiling is not None and (len(text) > _EVERY_RULE_CHARS or not compiling.is_alive()):
-                compiling.join()
-                database = self._database
-            if database is None:
+            if not self._every:
+                return []
+            thread = self._thread
+            if len(text) <= _EVERY_RULE_CHARS and not self._ready.is_set() and thread is not None \
+                    and thread.is_alive():
                 return [*self._every]
+            database = self.wait()
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = hyperscan.Scratch(database)

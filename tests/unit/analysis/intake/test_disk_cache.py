@@ -3,11 +3,13 @@ back by the next start, and never from where another user could have put it."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +86,13 @@ class TestPrefilterCache:
             written.append(new)
         databases = {p.name for p in directory.glob("prefilter-*.hsdb") if not p.is_symlink()}
         assert databases == set(written[-8:])
+        # A part file left by a process killed mid-write goes once it is an hour old; one being written stays.
+        stale, fresh = directory / f"{written[-1]}.4242", directory / f"{written[-1]}.4343"
+        for part in (stale, fresh):
+            part.write_bytes(b"half a database")
+        os.utime(stale, (time.time() - 7200, time.time() - 7200))
+        _compiled(_EXPRESSIONS[:12])
+        assert not stale.exists() and fresh.exists()
         assert other.read_text() == "kept" and (directory / "prefilter-link.hsdb").is_symlink()
         assert target.read_text() == "kept"
 
@@ -311,11 +320,69 @@ class TestCompiledInTheBackground:
         finally:
             release.set()
         waiting.join(60)
-        prefilter.wait()
+        assert prefilter.wait() is not None and prefilter._thread is not None
+        prefilter._thread.join(60)  # the database is handed out first, then kept in the cache
         assert long_hits == [[]]
         assert len(list(private.glob("logagent/prefilter-*.hsdb"))) == 1
         assert prefilter.hits("nothing here") != every
         assert prefilter.hits(_CACHE_TEXTS[0]) == _scan(_compiled([*_EXPRESSIONS, redact.KEY_HEADERS]), _CACHE_TEXTS[0])
+
+    def test_a_failed_compile_is_raised_to_the_next_redaction(self, private: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+        """A log record's text is redacted while its handler's lock is held: a long one waits for the compile
+        there. The compile thread logging its failure then waited for that lock, and both waited for ever
+        (attacker review). It logs nothing; the failure is raised to whoever redacts next, as it was at start."""
+        monkeypatch.setenv("XDG_CACHE_HOME", str(private))
+        release = threading.Event()
+
+        class Failing(hyperscan.Database):  # type: ignore[misc,name-defined]
+            def compile(self, **kwargs: object) -> None:
+                assert release.wait(60), "the test never released the compile"
+                raise MemoryError("no room to compile")
+
+        monkeypatch.setattr(hyperscan, "Database", Failing)
+        prefilter = _Prefilter(RULES, pem=True)
+        raised: list[RuntimeError] = []
+
+        class Redacting(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                try:
+                    prefilter.hits(record.getMessage())
+                except RuntimeError as error:
+                    raised.append(error)
+
+        logger, handler = logging.getLogger(redact.__name__), Redacting()
+        logger.addHandler(handler)
+        try:
+            writer = threading.Thread(target=lambda: logger.warning("A" * (_EVERY_RULE_CHARS + 1)), daemon=True)
+            writer.start()
+            writer.join(0.3)
+            release.set()
+            writer.join(10)
+            assert not writer.is_alive(), "the log record's redaction and the compile wait for each other"
+        finally:
+            release.set()
+            logger.removeHandler(handler)
+        assert len(raised) == 1 and isinstance(raised[0].__cause__, MemoryError)
+        with pytest.raises(RuntimeError, match="did not compile"):
+            prefilter.hits("nothing here")
+        assert not list(private.glob("logagent/prefilter-*"))
+
+    def test_a_process_forked_while_it_compiles_compiles_for_itself(self, private: Path) -> None:
+        """The thread is not in the child: a long text there waited for it for ever, or read no rule at all."""
+        script = ("import os, sys\n"
+                  "from analysis.intake.redact import _Prefilter\n"
+                  "from analysis.intake.redact_rules import RULES\n"
+                  "prefilter = _Prefilter(RULES, pem=False)\n"
+                  "pid = os.fork()\n"
+                  "if pid == 0:\n"
+                  "    found = prefilter.hits('password=hunter2 ' + 'x' * 20000)\n"
+                  "    os._exit(0 if found and found != list(range(len(RULES))) else 3)\n"
+                  "assert prefilter.wait() is not None\n"
+                  "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+        run = subprocess.run([sys.executable, "-c", script], env={**os.environ, "XDG_CACHE_HOME": str(private)},
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert run.returncode == 0, run.stderr[-2000:]
 
     def test_a_run_that_ends_first_still_leaves_the_database(self, private: Path) -> None:
         """The compile's thread is no daemon: a command that redacts one text and exits (the image's build
