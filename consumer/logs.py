@@ -49,16 +49,20 @@ class _EcsFormatter(logging.Formatter):
         self._service = {f"service.{key}": value for key, value in service.items() if value}
 
     def format(self, record: logging.LogRecord) -> str:
+        try:
+            return self._line(record)
+        except Exception as error:  # never logging's own report, which prints the record's message unredacted
+            return orjson.dumps(self._envelope(record, f"a log line could not be written: {type(error).__name__}"),
+                                default=str).decode()
+
+    def _envelope(self, record: logging.LogRecord, message: object) -> dict[str, object]:
         stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
-        line: dict[str, object] = {
-            "@timestamp": stamp.replace("+00:00", "Z"),
-            "log.level": record.levelname.lower(),
-            "log.logger": record.name,
-            "message": self._redact(record.getMessage()),
-            "service.name": _SERVICE,
-            **self._service,
-            "ecs.version": _ECS_VERSION,
-        }
+        return {"@timestamp": stamp.replace("+00:00", "Z"), "log.level": record.levelname.lower(),
+                "log.logger": record.name, "message": message, "service.name": _SERVICE, **self._service,
+                "ecs.version": _ECS_VERSION}
+
+    def _line(self, record: logging.LogRecord) -> str:
+        line = self._envelope(record, self._redact(record.getMessage()))
         action = getattr(record, "event_action", None)
         if action:
             line.update({"event.action": action, "event.kind": "event", "event.dataset": f"{_SERVICE}.service"})

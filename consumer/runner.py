@@ -42,6 +42,7 @@ def run_service(settings: Settings) -> int:
     cannot work (port taken, broker unreachable, TLS files unusable) raises ConfigError."""
     version, commit = build_info()
     redactor = Redactor(settings.redaction)
+    redactor.ready()  # a machine's first start compiles the prefilter: a failure stops the start here
     configure_logging(settings.log_level, partial(redact_value, redactor=redactor),
                       service={"version": version, "node.name": settings.kafka.client_id})
     configure_gc()

@@ -13,7 +13,8 @@ read once the directories are held open, and when it cannot be read the cache is
 write goes through the open directory, and a file is read only if it is this user's, has one name, is
 writable by no one else and is at most 64 MiB. A write makes the cache home and `logagent` (mode 700)
 when missing, as written in the configured path, never a directory above them or one a link names, and
-may remove this user's older files of the same kind (`keep`). When
+may remove this user's older files of the same kind (`keep`), and their part files an hour old (a write
+killed before its rename leaves one). When
 the cache cannot be used, nothing is read or written and the caller computes again: so under a
 HOME in `/tmp`, each start compiles (the image sets `XDG_CACHE_HOME` to a directory of its user's, filled
 at build time).
@@ -74,10 +75,15 @@ def _prune(directory: int, kin: tuple[str, str], keep: int, written: str) -> Non
     """Remove this user's regular files named like `kin` but the `keep` newest (`written` among them), and
     their part files (`<name>.<pid>`) an hour old: a process killed mid-write leaves one behind."""
     prefix, suffix = kin
+    mine: list[tuple[int, str]] = []
     with os.scandir(directory) as entries:
-        found = [(entry.stat(follow_symlinks=False), entry.name) for entry in entries
-                 if entry.name.startswith(prefix) and entry.name != written]
-    mine = [(s.st_mtime_ns, name) for s, name in found if stat.S_ISREG(s.st_mode) and s.st_uid == os.geteuid()]
+        for entry in entries:
+            name = entry.name
+            if name.startswith(prefix) and name != written and (name.endswith(suffix) or _is_part(name, suffix)):
+                with contextlib.suppress(FileNotFoundError):  # renamed by another process's write meanwhile
+                    found = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid():
+                        mine.append((found.st_mtime_ns, name))
     others = sorted((mtime, name) for mtime, name in mine if name.endswith(suffix))
     stale = [name for mtime, name in mine if _is_part(name, suffix) and mtime < time.time_ns() - _STALE_PART_NS]
     for name in [name for _, name in others[: max(0, len(others) - (keep - 1))]] + stale:

@@ -115,7 +115,7 @@ def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> N
 _FLAGS = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH
 _CACHE_FORMAT = 1  # raise it when what is compiled changes other than by its expressions
 _CACHE_KEPT = 8  # databases kept (~1 MB each): a service's, the CLI's, and those of other rules or versions
-_EVERY_RULE_CHARS = 16384  # while the prefilter compiles, a text up to this long goes through every rule (~40 ms)
+_EVERY_RULE_CHARS = 16384  # while the prefilter compiles, a text up to this long goes through every rule
 
 
 def _compiled(expressions: list[bytes]) -> Any:
@@ -165,10 +165,12 @@ class _Prefilter:
     own, and until it is there every rule may match a text up to `_EVERY_RULE_CHARS` long: that is the
     reference the prefilter must equal (`Redactor.every_rule`), only slower (such a text takes 50-300 ms
     through every rule against 0.1-13 ms prefiltered), so `logagent fingerprint` answers its first line as
-    soon on a machine's first run as on any other. A longer text waits for the database; once it is there,
-    each thread finishes at most the one text it is reading the slow way. The thread is no daemon: a run that
-    ends sooner still leaves the database in the cache for the next start (not when it is killed). A compile
-    that fails is raised to whoever redacts next, as the compile used to raise at start."""
+    soon on a machine's first run as on any other. A longer text (or one its placeholders make longer) waits
+    for the database; once it is there, each thread finishes at most the one text it is reading the slow way.
+    The thread is no daemon: a run that ends sooner still leaves the database in the cache for the next
+    start (not when it is killed, nor at a second Ctrl-C). A compile that fails is raised by every later
+    redaction; the services wait for the database before they start (`Redactor.ready`), so there it stops
+    the start, as the compile did when it ran in the constructor."""
 
     def __init__(self, rules: tuple[Rule, ...], pem: bool) -> None:
         expressions = [_prefilter_pattern(rule) for rule in rules] + ([KEY_HEADERS] if pem else [])
@@ -195,12 +197,14 @@ class _Prefilter:
         logging handler's lock may be waiting for this one (a log record's text is redacted)."""
         expressions, name = self._job
         try:
-            self._database = database = _compile(expressions)
+            database = _compile(expressions)
         except Exception as error:
             self._error = error
-            return
-        finally:
             self._ready.set()
+            return
+        # Not in a `finally`: a Ctrl-C in a forked child's compile leaves it unset, to be compiled again.
+        self._database = database
+        self._ready.set()
         _keep(name, database)
 
     def wait(self) -> Any:
@@ -273,6 +277,11 @@ class Redactor:
             cached = self._redact(text)
             self._texts.put(text, cached, _pair_bytes(text, cached))
         return cached
+
+    def ready(self) -> None:
+        """Return once the prefilter is compiled (at once when it was read back from the cache); raises when
+        its compile failed. A service calls it before it starts, so a failure stops the start."""
+        self._prefilter.wait()
 
     def key_block_lines(self) -> KeyBlockLines | None:
         """A follower of private key blocks across lines redacted one at a time (None when keys are kept)."""

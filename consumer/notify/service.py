@@ -176,7 +176,9 @@ class NotifyService:
 def run_notify(settings: Settings) -> int:
     """`logagent notify`: deliver until SIGTERM or SIGINT, then stop cleanly and return 0."""
     # Logs leave the process too: every value through the same redaction as the analysing service's.
-    configure_logging(settings.log_level, partial(redact_value, redactor=Redactor(settings.redaction)))
+    redactor = Redactor(settings.redaction)
+    redactor.ready()  # a machine's first start compiles the prefilter: a failure stops the start here
+    configure_logging(settings.log_level, partial(redact_value, redactor=redactor))
     return asyncio.run(_serve(settings))
 
 

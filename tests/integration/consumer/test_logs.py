@@ -101,6 +101,28 @@ class TestServiceLogs:
         assert by_message["from settings"]["event.action"] == "service-started"
 
 
+    def test_a_line_that_cannot_be_redacted_is_written_without_its_input(self) -> None:
+        """When redaction (or the message's own formatting) raises, logging's own report printed the record's
+        message and arguments unredacted on stderr (attacker review): one line of the envelope goes instead."""
+        buffer, root = io.StringIO(), logging.getLogger()
+        saved = (root.handlers[:], root.level)
+
+        def broken(value: object) -> object:
+            raise RuntimeError("the redaction prefilter did not compile")
+
+        configure_logging("INFO", broken, buffer)
+        try:
+            log = logging.getLogger("consumer.test")
+            log.warning("late user %s", "password=hunter2")
+            log.warning("bad format %d", "password=hunter2")
+        finally:
+            root.handlers[:], root.level = saved
+        lines = _parsed(buffer)
+        assert [line["message"] for line in lines] == ["a log line could not be written: RuntimeError",
+                                                       "a log line could not be written: TypeError"]
+        assert "hunter2" not in buffer.getvalue() and {*lines[0]} == _ECS
+
+
 class TestStartupLines:
     def test_servers_the_memory_knows_without_a_repository_are_listed_at_start(
         self, log_lines: io.StringIO, settings_factory: SettingsFactory, embedder: OnnxEmbedder,

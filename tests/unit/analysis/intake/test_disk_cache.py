@@ -18,8 +18,18 @@ import hyperscan
 import pytest
 
 from analysis.intake import disk_cache, redact
-from analysis.intake.redact import _EVERY_RULE_CHARS, Redactor, _compiled, _Prefilter, _prefilter_pattern
+from analysis.intake.redact import (
+    _EVERY_RULE_CHARS,
+    RedactionConfig,
+    Redactor,
+    _compiled,
+    _Prefilter,
+    _prefilter_pattern,
+)
 from analysis.intake.redact_rules import RULES
+from consumer.notify.service import run_notify
+from consumer.runner import run_service
+from consumer.settings import Settings
 
 _EXPRESSIONS = [_prefilter_pattern(rule) for rule in RULES]
 _CACHE_TEXTS = ("password=hunter2 from bob@example.com", "AKIAIOSFODNN7EXAMPLE at 203.0.113.9", "nothing here")
@@ -367,6 +377,45 @@ class TestCompiledInTheBackground:
         with pytest.raises(RuntimeError, match="did not compile"):
             prefilter.hits("nothing here")
         assert not list(private.glob("logagent/prefilter-*"))
+
+    @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+    def test_a_compile_stopped_short_is_compiled_again(self, private: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A compile ended by what is no error (Ctrl-C in a forked child's compile) left the database missing
+        and the prefilter ready: every later redaction failed on it (second attacker review)."""
+        monkeypatch.setenv("XDG_CACHE_HOME", str(private))
+        calls: list[int] = []
+
+        class Interrupted(hyperscan.Database):  # type: ignore[misc,name-defined]
+            def compile(self, **kwargs: object) -> None:
+                calls.append(1)
+                if len(calls) == 1:
+                    raise KeyboardInterrupt
+                super().compile(**kwargs)
+
+        monkeypatch.setattr(hyperscan, "Database", Interrupted)
+        prefilter = _Prefilter(RULES, pem=False)
+        assert prefilter.wait() is not None and len(calls) == 2
+        assert prefilter.hits(_CACHE_TEXTS[0]) == _scan(_compiled(_EXPRESSIONS), _CACHE_TEXTS[0])
+
+    def test_a_service_waits_for_the_database_before_it_starts(self, private: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+        """`logagent run` and `logagent notify` call `Redactor.ready` first: a compile that fails stops the
+        start, as it did in the constructor, rather than the first redaction of a running service."""
+        monkeypatch.setenv("XDG_CACHE_HOME", str(private))
+
+        class Failing(hyperscan.Database):  # type: ignore[misc,name-defined]
+            def compile(self, **kwargs: object) -> None:
+                raise hyperscan.error("out of memory")
+
+        monkeypatch.setattr(hyperscan, "Database", Failing)
+        settings = Settings(redaction=RedactionConfig(kinds=("email", "ipv4")))
+        redact._prefilter.cache_clear()
+        try:
+            for start in (run_service, run_notify):
+                with pytest.raises(RuntimeError, match="did not compile"):
+                    start(settings)
+        finally:
+            redact._prefilter.cache_clear()
 
     def test_a_process_forked_while_it_compiles_compiles_for_itself(self, private: Path) -> None:
         """The thread is not in the child: a long text there waited for it for ever, or read no rule at all."""
