@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import logging
 import os
 import shutil
 import socket
@@ -21,6 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from analysis.code.repo import RepoConfig, RepoSpec
 from analysis.intake.redact import KINDS, _prefilter
+from consumer.logs import configure_logging
 from consumer.pipeline import Service
 from consumer.settings import (
     InputSettings,
@@ -41,6 +45,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """The default redaction prefilter is compiled before the first test: until it is, every rule reads each
     short text (`analysis.intake.redact`), and a test's time would count a compile it did not ask for."""
     _prefilter(KINDS)[1].wait()
+
+
+@contextlib.contextmanager
+def ecs_logs(level: str, redact: Callable[[object], object], **service: str) -> Iterator[io.StringIO]:
+    """The root logger writing ECS lines into a buffer through `configure_logging`, as `logagent run` does;
+    its handlers and level restored after by `setLevel`, which also forgets which loggers were enabled at
+    `level` (restored by assignment, aiokafka went on logging at DEBUG through the worker's later tests:
+    135 MB of lines in a memory test, a new-user trial found)."""
+    buffer = io.StringIO()
+    root = logging.getLogger()
+    handlers, before = root.handlers[:], root.level
+    configure_logging(level, redact, buffer, service=service or None)
+    try:
+        yield buffer
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(before)
 
 
 def tool(name: str) -> str:

@@ -20,12 +20,12 @@ import pytest
 from analysis.code.repo import RepoSync
 from analysis.intake.redact import Redactor, redact_value
 from consumer.explainer import HeuristicAnalyzer
-from consumer.logs import configure_logging, log_fields, log_settings
+from consumer.logs import log_fields, log_settings
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.runner import serve
 from store import MemoryStore, NewCase, OnnxEmbedder
-from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, run_until, shop_error
+from tests.conftest import KafkaIO, SettingsFactory, ShopRepos, ecs_logs, run_until, shop_error
 
 pytestmark = pytest.mark.integration
 
@@ -36,14 +36,8 @@ _ECS = {"@timestamp", "log.level", "log.logger", "message", "service.name", "ecs
 @pytest.fixture
 def log_lines() -> Iterator[io.StringIO]:
     """The root logger writing ECS lines (redacted as in `logagent run`) into a buffer, restored after."""
-    buffer = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    configure_logging("DEBUG", partial(redact_value, redactor=Redactor()), buffer, service={"version": "9.9.9"})
-    try:
+    with ecs_logs("DEBUG", partial(redact_value, redactor=Redactor()), version="9.9.9") as buffer:
         yield buffer
-    finally:
-        root.handlers[:], root.level = saved
 
 
 def _parsed(buffer: io.StringIO) -> list[dict[str, Any]]:
@@ -104,23 +98,27 @@ class TestServiceLogs:
     def test_a_line_that_cannot_be_redacted_is_written_without_its_input(self) -> None:
         """When redaction (or the message's own formatting) raises, logging's own report printed the record's
         message and arguments unredacted on stderr (attacker review): one line of the envelope goes instead."""
-        buffer, root = io.StringIO(), logging.getLogger()
-        saved = (root.handlers[:], root.level)
-
         def broken(value: object) -> object:
             raise RuntimeError("the redaction prefilter did not compile")
 
-        configure_logging("INFO", broken, buffer)
-        try:
+        with ecs_logs("INFO", broken) as buffer:
             log = logging.getLogger("consumer.test")
             log.warning("late user %s", "password=hunter2")
             log.warning("bad format %d", "password=hunter2")
-        finally:
-            root.handlers[:], root.level = saved
         lines = _parsed(buffer)
         assert [line["message"] for line in lines] == ["a log line could not be written: RuntimeError",
                                                        "a log line could not be written: TypeError"]
         assert "hunter2" not in buffer.getvalue() and {*lines[0]} == _ECS
+
+
+    def test_capturing_the_logs_leaves_no_logger_enabled_after(self) -> None:
+        """Restored by assignment, the root level left every logger asked at DEBUG still logging at DEBUG:
+        aiokafka's lines filled a later memory test of the same worker (new-user trial)."""
+        probe = logging.getLogger("aiokafka.probe")
+        assert not probe.isEnabledFor(logging.DEBUG)
+        with ecs_logs("DEBUG", lambda value: value):
+            assert probe.isEnabledFor(logging.DEBUG)
+        assert not probe.isEnabledFor(logging.DEBUG)
 
 
 class TestStartupLines:

@@ -13,8 +13,6 @@ disk, the log lines and /metrics.
 from __future__ import annotations
 
 import asyncio
-import io
-import logging
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -27,11 +25,10 @@ from prometheus_client import generate_latest
 from analysis.code.repo import RepoConfig, RepoSpec, RepoSync
 from analysis.intake.redact import Redactor, redact_value
 from consumer.explainer import build_explainer
-from consumer.logs import configure_logging
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.settings import OllamaSettings, Settings
-from tests.conftest import KafkaIO, SettingsFactory, run_until
+from tests.conftest import KafkaIO, SettingsFactory, ecs_logs, run_until
 from tests.gitrepo import GitRepo
 from tests.ollama_server import Reply, ScriptedOllama
 
@@ -154,13 +151,9 @@ def test_no_planted_secret_leaves_by_any_way(
     """With the LLM (the model echoes its whole context) and in heuristic mode (the localiser quotes the
     culprit's code into root_cause), no planted secret is in any byte that left the service."""
     repo_config, commit = planted_repo
-    log_lines = io.StringIO()
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
     with ScriptedOllama([_echo, _echo, _echo, _echo]) as ollama:
         settings = _with_ollama(settings_factory(partitions=1, window={"quiet_s": 0.3}), ollama.url if llm else None)
-        configure_logging("INFO", partial(redact_value, redactor=Redactor(settings.redaction)), log_lines)
-        try:
+        with ecs_logs("INFO", partial(redact_value, redactor=Redactor(settings.redaction))) as log_lines:
             metrics = Metrics()
             service = Service(settings, build_explainer(settings, metrics, RepoSync(repo_config)), metrics)
             stream = [_event(T0 + i * 0.05, commit, i) for i in range(3)] + [_other_server_event(T0 + 0.2)]
@@ -171,8 +164,6 @@ def test_no_planted_secret_leaves_by_any_way(
                 await run_until(service, lambda: service.stats.published == 2 and service.idle(), timeout_s=60)
 
             asyncio.run(scenario())
-        finally:
-            root.handlers[:], root.level = saved
         requests = ollama.all_text()
     kafka = settings.kafka
     outputs = asyncio.run(kafka_io.read_all(kafka.output_topic))
