@@ -150,7 +150,7 @@ def bursts(analyses: Sequence[Analysis]) -> list[str]:
                  else "(no culprit)")
         distinct = len(cluster.exception_messages)
         messages = f", {distinct} distinct messages" if distinct > 1 else ""
-        lines.append(f"* {cluster.server}  {cluster.exception_type or '(message only)'}  "
+        lines.append(f"* {cluster.server}  {cluster.exception_type or '(a log message, no exception)'}  "
                      f"x{cluster.count}{messages}  [{analysis.status}] at {(analysis.commit or '?')[:8]}")
         lines.append(f"    culprit     {where}")
         # The heuristic localiser appends its code excerpt to the root cause; the culprit line says where.

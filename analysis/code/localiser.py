@@ -277,6 +277,8 @@ def _root_cause_sentence(event: ErrorEvent, findings: Findings) -> str:
     what = f"{root.type}: {message}" if root else message
     culprit = findings.culprit
     if culprit is None:
+        if not any(exception.frames for exception in event.exceptions):
+            return f"{what} (the log carries no stack trace: no code to locate)."
         return f"{what} (no frame could be located in the repository)."
     where = f"{culprit.path}:{culprit.line}" if culprit.line else culprit.path
     sentence = f"{what} at {where}" + (f" in {culprit.function}" if culprit.function else "") + "."

@@ -33,7 +33,7 @@ __all__ = ["fuse_devices", "read", "safe_directory", "write"]
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _MAX_LINKS = 16  # symbolic links followed on the way (a loop ends there)
-_MAX_BYTES = 64 << 20  # the prefilter's database is ~1 MB
+_MAX_BYTES = 64 << 20  # the prefilter's database is ~1.5 MB
 _STALE_PART_NS = 3600 * 10**9  # a part file this old was left by a process killed mid-write (a write takes ms)
 
 

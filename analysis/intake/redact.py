@@ -114,7 +114,7 @@ def _on_match(rule_id: int, start: int, end: int, flags: int, hits: object) -> N
 
 _FLAGS = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_SINGLEMATCH
 _CACHE_FORMAT = 1  # raise it when what is compiled changes other than by its expressions
-_CACHE_KEPT = 8  # databases kept (~1 MB each): a service's, the CLI's, and those of other rules or versions
+_CACHE_KEPT = 8  # databases kept (~1.5 MB each): a service's, the CLI's, and those of other rules or versions
 _EVERY_RULE_CHARS = 16384  # while the prefilter compiles, a text up to this long goes through every rule
 
 

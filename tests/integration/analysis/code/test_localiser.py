@@ -292,6 +292,9 @@ class TestWithoutFrames:
         assert analysis.culprit is None and analysis.suspects == []
         assert analysis.confidence <= 0.2
         assert any("no stack trace" in n for n in analysis.notes)
+        # Not "no frame could be located", which read as a failed search when there was nothing to search.
+        assert analysis.root_cause == ("payment gateway returned 502 "
+                                       "(the log carries no stack trace: no code to locate).")
 
     def test_in_app_frame_missing_from_the_commit_is_noted(self, go: Service) -> None:
         """A frame the event calls in-app but whose file this commit lacks hints at a wrong commit."""
