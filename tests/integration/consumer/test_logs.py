@@ -94,10 +94,10 @@ class TestServiceLogs:
         assert by_message["from settings"]["logagent"] == {"broker": "10.1.2.3:9092"}
         assert by_message["from settings"]["event.action"] == "service-started"
 
-
     def test_a_line_that_cannot_be_redacted_is_written_without_its_input(self) -> None:
         """When redaction (or the message's own formatting) raises, logging's own report printed the record's
         message and arguments unredacted on stderr (attacker review): one line of the envelope goes instead."""
+
         def broken(value: object) -> object:
             raise RuntimeError("the redaction prefilter did not compile")
 
@@ -109,7 +109,6 @@ class TestServiceLogs:
         assert [line["message"] for line in lines] == ["a log line could not be written: RuntimeError",
                                                        "a log line could not be written: TypeError"]
         assert "hunter2" not in buffer.getvalue() and {*lines[0]} == _ECS
-
 
     def test_capturing_the_logs_leaves_no_logger_enabled_after(self) -> None:
         """Restored by assignment, the root level left every logger asked at DEBUG still logging at DEBUG:
