@@ -28,6 +28,7 @@ from analysis.code.shape import (
     INLINE_CHECK,
     RAISE,
     THROWABLE,
+    Condition,
     branch,
     condition,
     default_case,
@@ -199,11 +200,19 @@ def _raise_at(site: Site, exc_type: str, message: str, deeper: Sequence[Frame], 
         return _Raise("unhandled", unhandled)
     guard = condition(source, method, line)
     if guard is not None:
-        ops = operands(guard)
+        ops = operands(guard.text)
         kept = [op for op in ops if "config" not in operand_roles(site, op, "condition", line)]
         if kept:
-            return _Raise("guard", ", ".join(kept), text=guard.strip() if kept == ops else "")
+            return _Raise("guard", ", ".join(kept), text=_guard_text(guard) if kept == ops else "")
     return _Raise("raise", ", ".join(message_values(_raise_args_raw(site), _raise_args(site, callee) or [])))
+
+
+def _guard_text(guard: Condition) -> str:
+    """The condition as the evidence quotes it ("raises when …"); a `try` body as what fails there
+    (`Integer.parseInt(raw.trim()) fails`, not `return Integer.parseInt(raw.trim());`)."""
+    if not guard.caught:
+        return guard.text.strip()
+    return re.sub(r"^return\s+|;$", "", guard.text.strip()).strip() + " fails"
 
 
 def _fault_operands(statement: str, exc_type: str, message: str) -> list[str]:

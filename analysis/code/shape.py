@@ -5,6 +5,7 @@ it always runs, whether its method returns a value. Pure functions over a `Sourc
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from analysis.code.source import Method, Source
 
@@ -59,28 +60,37 @@ def branch(source: Source, method: Method, line: int) -> str:
     return next((text for _, text in headers(source, method, line) if _BRANCH.match(text)), "")
 
 
-def condition(source: Source, method: Method, line: int) -> str | None:
+class Condition(NamedTuple):
+    """What a statement runs under; `caught`: the body of the `try` whose `catch` holds it, which it runs
+    after when that fails."""
+
+    text: str
+    caught: bool = False
+
+
+def condition(source: Source, method: Method, line: int) -> Condition | None:
     """The condition the statement at `line` runs under (a check's own argument, the enclosing `if`, the
     `try` a `catch` guards, a `switch` subject); None when it always runs."""
     inline = INLINE_CHECK.search(source.statement_text(line))
     if inline:
-        return inline.group(1) or inline.group(2)
+        return Condition(inline.group(1) or inline.group(2))
     for header_line, text in headers(source, method, line):
         if _IF.match(text):
-            return _if_condition(text)
+            return Condition(_if_condition(text))
         if re.match(r"^(?:\}\s*)?else\b", text):
             for n in range(header_line, method.start, -1):
                 row = source.masked(n).strip()
                 if re.match(r"^(?:\}\s*)?(?:if|elif)\b", row):
-                    return _if_condition(row)
+                    return Condition(_if_condition(row))
             return None
         if re.match(r"^(?:\}\s*)?(?:catch|except)\b", text):
             for n in range(header_line - 1, method.start, -1):
                 if re.match(r"^\s*(?:\}\s*)?try\b", source.masked(n)):
-                    return " ".join(source.masked(k).strip() for k in range(n + 1, header_line))
+                    return Condition(" ".join(source.masked(k).strip() for k in range(n + 1, header_line)), True)
             return None
         if re.match(r"^(?:case\b|default\b|switch\b)", text):
-            return _switch_subject(source, method, header_line)
+            subject = _switch_subject(source, method, header_line)
+            return Condition(subject) if subject is not None else None
     return None
 
 

@@ -53,6 +53,22 @@ class TestGuards:
         assert "require_positive() raises when value <= 0, its parameter value" in text
         assert "caller place() passed qty at app/orders.py:3, assigned at app/orders.py:2" in text
 
+    def test_a_raise_in_a_catch_says_what_failed_in_the_try(self) -> None:
+        """The guard of a `catch` is its `try` body: quoted as a statement, it read `parse() raises when return
+        Integer.parseInt(raw.trim());, its parameter raw` (new-user trial on the demo)."""
+        files = {"web/QuantityParser.java": "public class QuantityParser {\n"
+                                            "    public int parse(int line, String raw) {\n"
+                                            "        try {\n            return Integer.parseInt(raw.trim());\n"
+                                            "        } catch (NumberFormatException e) {\n"
+                                            "            throw new IllegalArgumentException(\"bad \" + line, e);\n"
+                                            "        }\n    }\n}\n",
+                 "web/Cart.java": "public class Cart {\n    public void update(int line, String qty) {\n"
+                                  "        save(parser.parse(line, qty));\n    }\n}\n"}
+        verdict = read(files, [("web/QuantityParser.java", "web.QuantityParser.parse", 6),
+                               ("web/Cart.java", "web.Cart.update", 3)], "java.lang.IllegalArgumentException", "bad 3")
+        assert verdict.evidence[0] == ("parse() raises when Integer.parseInt(raw.trim()) fails, its parameter raw "
+                                       "(web/QuantityParser.java:6)")
+
     def test_the_value_is_followed_through_frames_that_pass_it_on(self) -> None:
         """Two frames only pass `amount` on; the frame that computed it, three up, is blamed."""
         files = {"app/validate.py": VALIDATE,
