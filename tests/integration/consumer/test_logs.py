@@ -113,7 +113,7 @@ class TestServiceLogs:
     def test_capturing_the_logs_leaves_no_logger_enabled_after(self) -> None:
         """Restored by assignment, the root level left every logger asked at DEBUG still logging at DEBUG:
         aiokafka's lines filled a later memory test of the same worker (new-user trial)."""
-        probe = logging.getLogger("aiokafka.probe")
+        probe = logging.getLogger("tests.logs.probe")  # a logger no code sets a level of its own on
         assert not probe.isEnabledFor(logging.DEBUG)
         with ecs_logs("DEBUG", lambda value: value):
             assert probe.isEnabledFor(logging.DEBUG)
