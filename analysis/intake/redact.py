@@ -118,17 +118,6 @@ _CACHE_KEPT = 8  # databases kept (~1.5 MB each): a service's, the CLI's, and th
 _EVERY_RULE_CHARS = 16384  # while the prefilter compiles, a text up to this long goes through every rule
 
 
-def _compiled(expressions: list[bytes]) -> Any:
-    """The prefilter database of `expressions`: read back from the user's cache directory, or compiled and
-    left there."""
-    name = _cache_name(expressions)
-    database = _read_back(name)
-    if database is None:
-        database = _compile(expressions)
-        _keep(name, database)
-    return database
-
-
 def _cache_name(expressions: list[bytes]) -> str:
     """The cached database's file name: a digest of the expressions, the flags, the Hyperscan version and the
     machine (Hyperscan refuses a database of another version or platform)."""
