@@ -587,6 +587,17 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     add("secret", f"ERROR: duplicate key value violates unique constraint \"users_api_token_key\"\n"
                   f"DETAIL: Key (tenant_id, api_token)=(7, {column}) already exists.", column,
         source="PostgreSQL's unique-violation detail (errdetail of _bt_check_unique)")
+    for statement, source in (
+            ("INSERT INTO users (email, password_hash, api_key) VALUES (?, ?, ?)]\n[parameters: (7, '{h}', '{v}')",
+             "SQLAlchemy's IntegrityError: an INSERT's positional parameters (sqlite3)"),
+            ("UPDATE accounts SET api_token=%s, updated_at=now() WHERE accounts.id = %s]\n[parameters: ('{v}', 42)",
+             "SQLAlchemy's DataError: an UPDATE's parameters (psycopg2)"),
+            ("SELECT users.id FROM users WHERE users.name = $1 AND users.password = crypt($2, users.password)]\n"
+             "[parameters: ('bob', '{v}')", "SQLAlchemy's DBAPIError: a parameter bound inside a call (asyncpg)")):
+        value, hashed = _fill(rng, "{b62:14}"), _fill(rng, "{hex:40}")
+        add("secret", f"sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) constraint failed\n"
+                      f"[SQL: {statement.format(v=value, h=hashed)}]\n(Background on this error at: "
+                      f"https://sqlalche.me/e/20/gkpj)", value, source=source)
     for spelling, source in (("redis-cli -h cache -a {v} ping", "redis-cli's -a"),
                              ("sshpass -p {v} ssh deploy@bastion", "sshpass's -p"),
                              ("docker login -u ci -p {v} registry.example.com", "docker login's -p"),
@@ -720,6 +731,11 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "count=4111111111111111111 bytes (over limit)"),
     Negative("ordinary log text", "Caused by: javax.crypto.BadPaddingException: Given final block not properly padded"),
     Negative("ordinary log text", "[REDACTED:secret] was already hidden upstream"),
+    Negative("ordinary log text", "sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) NOT NULL constraint failed: "
+                                  "users.password\n[SQL: INSERT INTO users (name, password) VALUES (?, ?)]\n"
+                                  "[parameters: ('bob', None)]"),
+    Negative("ordinary log text", "[SQL: SELECT orders.id FROM orders WHERE orders.customer_id = ? "
+                                  "AND orders.status = ?]\n[parameters: (34227, 'pending')]"),
     Negative("type reprs", "settings: Settings(db_password=SecretStr('**********'), debug=False)"),
     Negative("type reprs", "refresh failed: token=AccessToken(expiresAt=2024-01-15T10:22:33Z, scope=read)"),
     Negative("type reprs", "login with credentials=Credentials[username=bob, realm=prod]"),

@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from analysis.intake.sql_parameters import PATTERN as SQL_PARAMETERS
+from analysis.intake.sql_parameters import redact_parameters
 from analysis.intake.template import TLDS
 from analysis.intake.token_formats import START, TOKEN_FORMATS
 
@@ -722,6 +724,9 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", rf"(<[\w:.-]{{1,40}}[ \t][^<>\r\n]{{0,256}}?(?<![\w-])(?i:key|name)=\\?[\"'][\w.-]{{0,64}}"
                     rf"{_STRONG_KEY}\\?[\"'][^<>\r\n]{{0,256}}>)(?!\[REDACTED)[^<\r\n]++(?=</)",
           r"\1[REDACTED:secret]"),
+    # SQLAlchemy's errors: a statement, then its positional parameters (`analysis.intake.sql_parameters`).
+    _rule("secret", SQL_PARAMETERS,
+          lambda match: redact_parameters(match, secret_key, looks_generated, placeholder("secret")), spans_lines=True),
     # PostgreSQL's constraint errors: the values of secret-named columns.
     # (Names and values hold no bracket but a pair, one deep: `Key (a)=(` repeated a megabyte over stays linear.)
     _rule("secret", r"(?P<head>(?<![A-Za-z])(?i:key) \((?P<names>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){1,512})\)=\()"
