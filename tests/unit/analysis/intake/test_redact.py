@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import re
 import time
 import uuid
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -959,6 +961,23 @@ class TestPrefilter:
         expected = REDACTOR.every_rule(text)
         assert Redactor().redact(text) == expected
         assert _WARM.redact(text) == expected
+
+    def test_each_rule_is_named_on_lengthened_corpus_texts(self) -> None:
+        """The prefilter names a rule wherever the rule matches, also once its runs are lengthened: Hyperscan
+        missed `S.+x *\\n? *p` on texts whose first run passed 63 characters (the first form of the SQL
+        parameters rule). Runs inside each match of each rule, repeated up to 130 times, some after padding."""
+        rng = random.Random(7)
+        texts = [case.text for case in positives()]
+        rules = REDACTOR._rules
+        for index, rule in enumerate(rules):
+            for text in [text for text in texts if rule.pattern.search(text)][:25]:
+                start, end = cast("re.Match[str]", rule.pattern.search(text)).span()
+                for _ in range(40):
+                    at = rng.randrange(start, max(start + 1, end))
+                    grown = "x" * rng.choice([0, 0, 30, 63, 64, 65, 100]) + text[:at] + \
+                        text[at : at + 1] * rng.choice([1, 5, 20, 40, 70, 130]) + text[at:]
+                    if rule.pattern.search(grown):
+                        assert index in REDACTOR._prefilter.hits(grown), (rule.kind, grown[:120])
 
     def test_a_long_trace_with_one_secret_goes_line_by_line(self) -> None:
         """A trace repeated under new first lines reuses its redacted lines; the new line is redacted."""
