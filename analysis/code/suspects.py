@@ -197,15 +197,29 @@ def candidates_from(verdict: Blame, sites: Sequence[Site], weight: float, where:
         out.append(Candidate(raiser.path, raiser.line, raiser.frame.function, top * 0.2,
                              [f"raised here ({frame_name(raiser.frame)}), on behalf of {blamed.name}()",
                               *_unverified(raiser)]))
-    for rank, site in enumerate(above, 1):
+    name = blamed.name
+    for rank, site in _by_line(above):
+        why = f"calls {name}()" if rank == 1 else f"leads to {name}(), {rank} frames up the stack"
         out.append(Candidate(site.path, site.line, site.frame.function, top * 0.5 * _DEPTH_DECAY ** (rank - 1),
-                             [f"caller of the blamed frame, {rank} up", *_unverified(site)]))
-    below = [s for s in reversed(sites[:position]) if s is not raiser]
-    for rank, site in enumerate(below, 1):
+                             [why, *_unverified(site)]))
+    for rank, site in _by_line([s for s in reversed(sites[:position]) if s is not raiser]):
         reported = site in verdict.passed
         score = top * (0.02 if reported else 0.3 * _DEPTH_DECAY ** (rank - 1))
-        why = "only passed the value on, or reported" if reported else f"called by the blamed frame, {rank} down"
+        why = "only passed the value on, or reported" if reported else \
+            f"called by {name}()" if rank == 1 else f"runs under {name}(), {rank} frames down the stack"
         out.append(Candidate(site.path, site.line, site.frame.function, score, [why, *_unverified(site)]))
+    return out
+
+
+def _by_line(sites: Sequence[Site]) -> list[tuple[int, Site]]:
+    """The sites with their distance from the blamed frame (1: next to it), the nearest of each line only: a
+    generator expression runs on the line of the call that consumes it, and one line is one suspect."""
+    seen: set[tuple[str, int | None]] = set()
+    out = []
+    for rank, site in enumerate(sites, 1):
+        if (site.path, site.line) not in seen:
+            seen.add((site.path, site.line))
+            out.append((rank, site))
     return out
 
 

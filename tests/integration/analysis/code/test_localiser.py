@@ -396,6 +396,35 @@ class TestReadingTheCode:
         assert f"caller report() passed prices at stats/core.py:{mean_call}, assigned at stats/core.py:8" in reason
         assert "caller report() passed prices" in analysis.root_cause
 
+    def test_callers_say_whom_they_call_and_a_line_is_one_suspect(self, tmp_path: Path) -> None:
+        """checkout() sums a generator expression on one line: its two frames make one suspect, which
+        calls line_total(); the caller further up says how far up it is."""
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("initial", "Cart", {"shop/__init__.py": "", "shop/cart.py": _CART})
+        deployed = deploy_copy(service.path, tmp_path / "image")
+        analysis = analyse(service, run_python(deployed, "shop.cart", "report", {"plum": 2}))
+        summed = analysis.suspects[suspect_at(analysis, "shop/cart.py", service.line("shop/cart.py", "MARK:sum"))]
+        assert summed.reason.startswith("calls line_total()") and "frames up" not in summed.reason
+        report = analysis.suspects[suspect_at(analysis, "shop/cart.py", service.line("shop/cart.py", "MARK:report"))]
+        assert report.reason.startswith("leads to line_total(), 3 frames up the stack")
+
+
+_CART = """\
+PRICES = {"apple": 1.0}
+
+
+def line_total(item, n):
+    return PRICES[item] * n  # MARK:raise
+
+
+def checkout(basket):
+    return sum(line_total(item, n) for item, n in basket.items())  # MARK:sum
+
+
+def report(basket):
+    return checkout(basket)  # MARK:report
+"""
+
 
 class TestWithoutApplicationFrames:
     """No frame is application code: the message and the history are searched instead."""
