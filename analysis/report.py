@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Status = Literal["analyzed", "recurrence", "heuristic", "failed"]
 
+NO_TRACE_NOTE = "no stack trace: nothing to map to the code"
+"""The note of an analysis whose events carried no stack trace (a log message alone)."""
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")

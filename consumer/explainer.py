@@ -395,7 +395,8 @@ def _error_text(cluster: Cluster) -> str:
     """The text memory embeds: type, message and the root cause's frames (the caller redacts it again)."""
     event = cluster.representative
     root = event.root_cause
-    lines = [f"{cluster.exception_type}: {root.value if root else event.message}"]
+    message = root.value if root else event.message
+    lines = [f"{cluster.exception_type}: {message}" if cluster.exception_type else message]
     if root:
         lines += [f"at {f.module or f.filename}.{f.function}" for f in root.frames[:20]]
     return "\n".join(lines)

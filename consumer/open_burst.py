@@ -15,7 +15,7 @@ from typing import Any
 from analysis.cache import OBJECT_BYTES
 from analysis.event import MessageTally
 from analysis.intake.quick_key import EventKey
-from analysis.intake.tally import message_template, tally_messages
+from analysis.intake.tally import count_key, tally_messages
 
 __all__ = ["TALLY_CHARS", "OpenBurst", "PartitionKey", "Position", "RawSample", "sample_charge"]
 
@@ -95,11 +95,11 @@ class OpenBurst:
         return 0
 
     def _count_by_template(self, message: str, times: int) -> int:
-        """Count `message` under its template, a cheap stand-in for its masked form (no regex per event);
-        returns the bytes a new template holds."""
+        """Count `message` under its template (`count_key`), a cheap stand-in for its masked form (no regex
+        per event); returns the bytes a new template holds."""
         if self.templates is None:
             self.templates = {}
-        key = message_template(message)
+        key = count_key(message)
         entry = self.templates.get(key)
         if entry is not None:
             entry[0] += times

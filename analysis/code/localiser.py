@@ -42,6 +42,7 @@ from analysis.code.validate import validate_citations
 from analysis.event import Cluster, ErrorEvent, ExceptionInfo, Frame
 from analysis.intake.signature import is_in_app
 from analysis.report import (
+    NO_TRACE_NOTE,
     Analysis,
     CitationRef,
     Location,
@@ -111,7 +112,7 @@ def find_suspects(
             notes += _unmapped_in_app(exc.frames, index, in_app_prefixes)
     clues = _clues(event, tools, index, reader, changed, verdict, bool(candidates))
     if not event.exceptions:
-        notes.append("no stack trace: nothing to map to the code")
+        notes.append(NO_TRACE_NOTE)
     elif not candidates:
         notes.append("no frame of the trace maps to a file of the repository at this commit")
     if clues and not candidates:

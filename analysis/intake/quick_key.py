@@ -30,20 +30,19 @@ otherwise; no text is keyed on before its redaction is established). Anything el
 stack signature that reads the message, a type without a message over a trace field that is no trace, a
 wrong type, a skeleton nested too deep to write) runs the full path, which also fills the cache.
 
-Messages. The window's tally counts each event's root-cause message, and the repartition headers carry
-it, so it must be redacted, and redacting a message with a fresh id costs 2-5 µs, as much as all the
-rest. So a message is redacted once per template (`tally.message_template`: digits to 0, hex letters to
-a/A, the key under which the window already counts messages past its first 16): every later message of
-the template in the same burst (redacted server, tenant and fingerprint, as the window groups them)
-carries the first one's redacted text, which never crosses from one tenant, server or failure to
-another. What the tally counts changes in one way: messages that differ only in digits and hex letters
+Messages. The window's tally counts each event's root-cause message, and the repartition headers carry it,
+so it must be redacted, and redacting a message with a fresh id costs 2-5 µs, as much as all the rest. So a
+message is redacted once per template (`tally.message_template`: digits to 0, hex letters to a/A): every
+later message of the template in the same burst (redacted server, tenant and fingerprint, as the window
+groups them) carries the first one's redacted text, which never crosses from one tenant, server or failure
+to another. What the tally counts changes in one way: messages that differ only in digits and hex letters
 count as one message as logged (the first), where before they counted apart and then merged under
 `mask_variable` at the close, which gives the same line unless their masks differ. They differ when a word
-is made of hex letters (`bad` and `dab`), or when redaction depends on the digits themselves (a card
-number that passes the Luhn check and one that does not): the later message is then counted under the
-first one's line. Nothing unredacted leaves: the text carried is always a redacted message, and a secret
-in a later message is never carried (its template's first message stands for it). Messages over 512
-characters are redacted each time.
+is made of hex letters (`bad` and `dab`), or when redaction depends on the digits themselves (a card number
+that passes the Luhn check and one that does not): the later message is then counted under the first one's
+line. Nothing unredacted leaves: the text carried is always a redacted message, and a secret in a later
+message is never carried (its template's first message stands for it). Messages over 512 characters are
+redacted each time.
 """
 
 from __future__ import annotations

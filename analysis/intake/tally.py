@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 
 from analysis.event import ErrorEvent, MessageTally
 
-__all__ = ["MAX_DISTINCT_MESSAGES", "count_messages", "mask_variable", "message_template", "tally_messages"]
+__all__ = ["MAX_DISTINCT_MESSAGES", "count_key", "count_messages", "mask_variable", "message_template",
+           "tally_messages"]
 
 MAX_DISTINCT_MESSAGES = 10
 """Distinct messages a tally keeps, the most frequent ones."""
@@ -32,7 +33,8 @@ _VARIABLE = re.compile("|".join((
 )))
 # Digits to 0 and hex letters to a/A: messages that differ only in ids share this template. A byte table
 # is several times cheaper than str.translate, and the UTF-8 encoding is one-to-one.
-_TEMPLATE = bytes.maketrans(b"0123456789abcdefABCDEF", b"0000000000aaaaaaAAAAAA")
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
+_TEMPLATE = bytes.maketrans(_HEX_DIGITS, b"0000000000aaaaaaAAAAAA")
 
 
 def mask_variable(text: str) -> str:
@@ -45,6 +47,13 @@ def mask_variable(text: str) -> str:
 def message_template(text: str) -> bytes:
     """A cheap key under which messages that differ only in digits and hex letters meet (no regex)."""
     return text[:_INPUT_CHARS].encode("utf-8", "surrogatepass").translate(_TEMPLATE)
+
+
+def count_key(text: str) -> bytes:
+    """A coarser key than `message_template`, for counting alone: digits and hex letters dropped, so that
+    numbers of any length and ids of any spelling (a UUID's letters and digits interleave differently in
+    each) meet. Words of hex letters alone meet too (`bad`, `dead`): the count goes to the first one seen."""
+    return text[:_INPUT_CHARS].encode("utf-8", "surrogatepass").translate(None, _HEX_DIGITS)
 
 
 def tally_messages(counts: Mapping[str, int], limit: int = MAX_DISTINCT_MESSAGES) -> tuple[MessageTally, ...]:

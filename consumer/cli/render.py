@@ -20,7 +20,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from analysis.report import Analysis, Fix, PastCaseRef
+from analysis.report import NO_TRACE_NOTE, Analysis, Fix, PastCaseRef
 from store import CaseDetail, CaseSummary, ServerSummary
 
 __all__ = ["CodeLines", "excerpt_of", "print_analysis", "print_case", "print_cases", "print_servers"]
@@ -160,7 +160,7 @@ def _header(analysis: Analysis) -> list[RenderableType]:
                    (analysis.analysis_id, "dim"))
     lines: list[RenderableType] = [first, second, Text()]
     messages = cluster.exception_messages
-    exception = _line((cluster.exception_type or "(message only)", "bold red"))
+    exception = _line((cluster.exception_type or "(a log message, no exception)", "bold red"))
     if messages and cluster.count == 1:
         exception.append(_clean(f": {messages[0].example or messages[0].message}"))
     elif messages:  # the masked form speaks for all its events; the first as logged shows a real value
@@ -180,7 +180,9 @@ def _header(analysis: Analysis) -> list[RenderableType]:
 def _culprit(analysis: Analysis, code: CodeLines | None) -> list[RenderableType]:
     culprit = analysis.culprit
     if culprit is None:
-        return [_line(("Culprit", "bold underline"), "  none: no frame of the trace maps to this repository")]
+        why = "the log carries no stack trace" if NO_TRACE_NOTE in analysis.notes else \
+            "no frame of the trace maps to this repository"
+        return [_line(("Culprit", "bold underline"), f"  none: {why}")]
     where = f"{culprit.path}:{culprit.line}" if culprit.line else culprit.path
     lines: list[RenderableType] = [_line(("Culprit", "bold underline"), "  ", (where, "bold magenta"), " ",
                                          culprit.function)]

@@ -63,12 +63,13 @@ def answer(root_cause: str = ROOT_CAUSE, line: int = TOTAL_LINE) -> dict[str, An
 
 
 def burst(commit: str | None, first_seen: float, *, tenant: str = "acme", message: str = "'price'",
-          count: int = 3, redact: bool = True) -> Cluster:
-    """A closed burst of KeyErrors raised in `total`, decoded, redacted and fingerprinted like the pipeline."""
+          count: int = 3, redact: bool = True, exception: bool = True) -> Cluster:
+    """A closed burst of KeyErrors raised in `total` (or of their log message alone, without `exception`),
+    decoded, redacted and fingerprinted like the pipeline."""
     redactor = Redactor()
     events = []
     for i in range(count):
-        raw = orjson.dumps({
+        record = {
             "server_id": SERVER, "tenant": tenant, "timestamp": first_seen + i, "level": "error",
             "logger": "app.shop", "message": f"KeyError: {message}", "commit": commit,
             "exception": {"type": "KeyError", "value": message, "stacktrace": [
@@ -77,7 +78,10 @@ def burst(commit: str | None, first_seen: float, *, tenant: str = "acme", messag
                 {"filename": "app/shop.py", "module": "app.shop", "function": "total", "lineno": TOTAL_LINE,
                  "in_app": True},
             ]},
-        })
+        }
+        if not exception:
+            record.update(message=f"price lookup failed: {message}", exception=None)
+        raw = orjson.dumps(record)
         (event,) = decode_message(raw, DecodeConfig())
         events.append(redact_event(event, redactor) if redact else event)
     signature = fingerprint_event(events[0])
@@ -516,6 +520,19 @@ class TestIndexLag:
         rig.run(burst(readme, T0 + 1200))
         assert sample(rig.metrics, count, index="repo") == 2
         assert sample(rig.metrics, count, index="memory") == 2
+
+
+class TestRemembered:
+    def test_a_log_message_is_remembered_as_itself(self, rig_factory: RigFactory) -> None:
+        """A burst without an exception is remembered (and embedded) as its message, not as `: message`."""
+        rig = rig_factory()
+        assert rig.ollama is not None
+        rig.ollama.add(Reply.json(answer()))
+
+        rig.run(burst(rig.commits["base"], T0, exception=False))
+
+        (row,) = rig.rows()
+        assert row["error_text"] == "price lookup failed: 'price'"
 
 
 class TestSecrets:

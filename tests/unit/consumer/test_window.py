@@ -3,6 +3,7 @@ open-burst cap and bounded samples."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 import orjson
@@ -299,6 +300,17 @@ class TestDistinctMessages:
             _add(window, _event(100.0 + i * 0.01, message=f"order {i} not found"), offset=i)
         (closed,) = window.flush()
         assert [(m.message, m.count) for m in closed.cluster.messages] == [("order <*> not found", 300)]
+
+    def test_numbers_of_any_length_and_uuids_still_count_every_event(self) -> None:
+        """Durations of 3 to 5 digits and a request UUID in every message: each UUID spelled its hex letters
+        and digits in another order, so 57 of the demo's 89 timeouts went uncounted."""
+        window = _window(FakeClock(), length=10_000.0)
+        for i in range(300):
+            message = f"Timeout after {137 * i + 100} ms (request {uuid.UUID(int=i * 7919 ** 5)})"
+            _add(window, _event(100.0 + i * 0.01, message=message), offset=i)
+        (closed,) = window.flush()
+        assert [(m.message, m.count) for m in closed.cluster.messages] == \
+            [("Timeout after <*> ms (request <*>-<*>)", 300)]
 
 
 class TestByteBudget:

@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from analysis.report import (
+    NO_TRACE_NOTE,
     Analysis,
     ClusterInfo,
     ExceptionMessage,
@@ -99,6 +100,15 @@ class TestAnalysisView:
         assert text.count("Code at app.py") == 0
         excerpt = excerpt_of(root_cause)
         assert excerpt is not None and (excerpt.first, len(excerpt.lines)) == (2, 2)
+
+    def test_a_log_message_without_a_trace_says_so(self) -> None:
+        """No exception type: the headline names the burst a log message, and the missing culprit is for
+        want of a trace, not of a frame in the repository (which a trace whose frames map nowhere gets)."""
+        cluster = _analysis().cluster.model_copy(update={"exception_type": ""})
+        text = _render(_analysis(cluster=cluster, culprit=None, notes=[NO_TRACE_NOTE]))
+        assert "(a log message, no exception): customer <*> is null" in text
+        assert "Culprit  none: the log carries no stack trace" in text
+        assert "Culprit  none: no frame of the trace maps to this repository" in _render(_analysis(culprit=None))
 
 
 def _case(*, cited: tuple[CitedRange, ...], commit: str | None, checked_against: str | None) -> CaseDetail:
