@@ -168,10 +168,16 @@ def _type_repr(bare: str, match: re.Match[str]) -> bool:
             and _REPR_BODY.match(match.string, match.end()) is not None)
 
 
+# A statement's bind parameter (`password = ?`, `%s`, `$1`, `:1`, `%(password)s`) names no value: the value is
+# among the parameters (`analysis.intake.sql_parameters`).
+_BIND_MARK = re.compile(r"(?:\?|%s|\$[0-9]{1,4}|:[0-9]{1,4}|%\([A-Za-z_][A-Za-z0-9_]{0,63}\)s)(?![^\s,;)\]}])")
+
+
 def _keyed(match: re.Match[str]) -> str:
     groups = match.groupdict()
     bare = groups.get("bv")
-    if bare is not None and (_OBJECT_REF.fullmatch(bare) or _type_repr(bare, match)):
+    if bare is not None and (_OBJECT_REF.fullmatch(bare) or _type_repr(bare, match)
+                             or _bind_mark(match)):
         return match.group()
     quote = groups.get("q") or groups.get("eq")
     if quote is not None:
@@ -180,6 +186,12 @@ def _keyed(match: re.Match[str]) -> str:
         opened = f"{groups.get('upre') or ''}{groups['uq']}" if groups.get("uq") is not None else groups["ueq"]
         return f"{match.group('head')}{opened}{placeholder('secret')}"
     return f"{match.group('head')}{placeholder('secret')}"
+
+
+def _bind_mark(match: re.Match[str]) -> bool:
+    """Whether the bare value a key/value match found is a bind parameter (its mark may run past it: `%(`)."""
+    mark = _BIND_MARK.match(match.string, match.start("bv"))
+    return mark is not None and mark.end() >= match.end("bv")
 
 
 def shannon_bits(value: str) -> float:

@@ -64,6 +64,21 @@ class TestColumns:
                          "(34227, 'pending')") == "(34227, 'pending')"
 
 
+class TestTheStatement:
+    @pytest.mark.parametrize("mark", ["?", "%s", "$1", ":1", "%(password)s"])
+    def test_a_bind_mark_after_a_secret_name_stays(self, mark: str) -> None:
+        """`password = ?` names no value (the keyed rules once made it `password = [REDACTED:secret]`); the
+        value bound to it is the parameters', and goes."""
+        statement = "UPDATE users SET password = " + mark + ", name = ? WHERE id = ?"  # noqa: S608 - log text, not a query
+        text = _error(statement, "('hunter2xyz', 'bob', 7)")
+        redacted = REDACTOR.redact(text)
+        assert f"SET password = {mark}, name" in redacted and "hunter2xyz" not in redacted
+
+    @pytest.mark.parametrize("value", ["?abc", "%secret", "%(x)sy", "$1a"])
+    def test_a_value_that_only_starts_like_a_mark_goes(self, value: str) -> None:
+        assert REDACTOR.redact(f"password={value} rejected").startswith("password=[REDACTED:secret]")
+
+
 class TestWhenInDoubt:
     def test_a_secret_column_no_placeholder_is_tied_to_takes_the_untied_ones(self) -> None:
         """`password = crypt(?, …)`: the placeholder sits inside a call."""
