@@ -620,6 +620,10 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     area = rng.choice([n for n in range(1, 900) if n != 666])
     plain = f"{area:03d}{rng.randint(1, 99):02d}{rng.randint(1, 9999):04d}"
     add("ssn", f"KYC rejected: ssn={plain}", plain, source="SSA number without separators after its name")
+    area = rng.choice([n for n in range(1, 900) if n != 666])
+    second = f"{area:03d}{rng.randint(1, 99):02d}{rng.randint(1, 9999):04d}"
+    add("ssn", f"batch KYC rejected: ssns=[{plain}, {second}]", second,
+        source="SSA numbers without separators, listed after their name")
     return out
 
 

@@ -74,20 +74,31 @@ _SPACE = "(?:[ \t+]{1,2}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
 def _taxpayer_number(area: str, group: str, name: str | None = None, gap: str = _SPACE) -> str:
     """A US taxpayer number printed `AAA-GG-SSSS`, or after its `name`, `AAA GG SSSS` (`gap` between the
     groups; the name is kept, `head`), never serial 0000, and not inside a longer run of digits, dashes or
-    dots (a version, a part number)."""
-    start = rf"(?P<head>(?:{name})[^0-9A-Za-z\r\n]{{1,10}}){area}{gap}{group}{gap}" if name \
-        else rf"(?<![A-Za-z0-9.-]){area}-{group}-"
-    return rf"{start}(?!0000)[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
+    dots (a version, a part number). After a name, the numbers listed after the first (`ssns=[…, …]`,
+    `more`) are taken too."""
+    end = "(?![A-Za-z0-9]|[.-][0-9])"
+    if not name:
+        return rf"(?<![A-Za-z0-9.-]){area}-{group}-(?!0000)[0-9]{{4}}{end}"
+    listed = rf"[\"']?[ \t]{{0,3}}[,;][ \t]{{0,3}}[\"']?{_listed_number(gap)}"
+    return (rf"(?P<head>(?:{name})[^0-9A-Za-z\r\n]{{1,10}}){area}{gap}{group}{gap}(?!0000)[0-9]{{4}}{end}"
+            rf"(?P<more>(?:{listed}){{0,32}})")
+
+
+def _listed_number(gap: str) -> str:
+    """A number of a taxpayer list after its first (the list's name said what they are: any area and group)."""
+    return rf"[0-9]{{3}}{gap}[0-9]{{2}}{gap}[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
 
 
 _SSN_AREA, _SSN_GROUP = r"(?!000|666|9)[0-9]{3}", r"(?!00)[0-9]{2}"
 _ITIN_GROUP = r"(?:5[0-9]|6[0-5]|7[0-9]|8[0-8]|9[0-24-9])"
 
 
-def _named_taxpayer(kind: str) -> Replacement:
-    """The replacement of a spaced number: its name stays."""
+def _named_taxpayer(kind: str, gap: str = _SPACE) -> Replacement:
+    """The replacement of a number after its name: the name stays, and so do the separators of a list."""
+    listed = re.compile(_listed_number(gap), re.ASCII)
+
     def replace(match: re.Match[str]) -> str:
-        return match.group("head") + placeholder(kind)
+        return match.group("head") + placeholder(kind) + listed.sub(placeholder(kind), match.group("more"))
     return replace
 
 
@@ -785,12 +796,12 @@ _CONTEXT: tuple[Rule, ...] = (
     # A US Social Security number as printed: never area 000, 666 or 9xx, group 00 or serial 0000 (SSA).
     _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP)),
     _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP, _TAXPAYER_NAME), _named_taxpayer("ssn")),
-    _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP, _JOINED_NAME, gap=""), _named_taxpayer("ssn")),
+    _rule("ssn", _taxpayer_number(_SSN_AREA, _SSN_GROUP, _JOINED_NAME, gap=""), _named_taxpayer("ssn", gap="")),
     # A US Individual Taxpayer Identification Number: 9xx, then a group the IRS issues (50-65, 70-88, 90-92,
     # 94-99), in the SSN's print.
     _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP)),
     _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP, _TAXPAYER_NAME), _named_taxpayer("itin")),
-    _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP, _JOINED_NAME, gap=""), _named_taxpayer("itin")),
+    _rule("itin", _taxpayer_number(r"9[0-9]{2}", _ITIN_GROUP, _JOINED_NAME, gap=""), _named_taxpayer("itin", gap="")),
     _rule("ipv4", rf"(?<![A-Za-z0-9_.-])(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9_]|\.[0-9])", _ipv4),
     # A host named by its public address, as ISPs name their clients' (`adsl-63-197-98-106.dsl.pacbell.net`,
     # `dsl-082-083-227-067.arcor-ip.net`) and clouds their public hosts (`ec2-54-12-34-56.compute-1…`): a

@@ -851,6 +851,12 @@ class TestRedactor:
         # The fifth: a name in a URL's path before an access log's status, size and time; a table's columns.
         ('"GET /customers/ss_number" 200 45 6789; GET /v1/accounts/tin 200 45 6789; Tin   123   45   6789', None),
         ("itin 912 49 1234; SSN lookup 200 45 6789; ssn 123 45 67890; ssn 123 45 6789-1; lessn 123 45 6789", None),
+        # A list under the name: every number of it (only the first went), and only the list.
+        ('ssns=[123456789, 987654321]; ssns: ["123 45 6789", "078 05 1120"]; taxId: 912701234; 913701235',
+         'ssns=[[REDACTED:ssn], [REDACTED:ssn]]; ssns: ["[REDACTED:ssn]", "[REDACTED:ssn]"]; '
+         'taxId: [REDACTED:itin]; [REDACTED:itin]'),
+        ("ssn=123456789, status 200, 12 ms; ssn=123456789, 200 45 6789, 1234567890",
+         "ssn=[REDACTED:ssn], status 200, 12 ms; ssn=[REDACTED:ssn], 200 45 6789, 1234567890"),
     ])  # fmt: skip
     def test_a_social_security_number(self, text: str, expected: str | None) -> None:
         """The printed form `AAA-GG-SSSS`, or spaced after its name; numbers the SSA never issues (area 000,
@@ -1013,7 +1019,8 @@ class TestHostileInput:
         """Runs of the characters a rule accepts, repeated openers and separators: 1 MB in under 1 s."""
         hostile = ["a" * 1_000_000, "1 " * 500_000, "@a." * 333_333, "a:" * 500_000, "password=" * 111_111,
                    "eyJ" + "a" * 999_990 + "..", "-----BEGIN " * 90_000, "x://" + "a@" * 499_990, "4" * 1_000_000,
-                   "\\\"" * 500_000, "Bearer " * 142_000, "DE89" * 250_000, "+1 " * 333_333]
+                   "\\\"" * 500_000, "Bearer " * 142_000, "DE89" * 250_000, "+1 " * 333_333,
+                   "ssn 123 45 6789, " * 60_000]
         assert isinstance(rule, type(RULES[0]))
         for text in hostile:
             # CPU time of this process: the bound holds on a loaded machine, where wall time would not.
