@@ -587,6 +587,14 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     add("secret", f"ERROR: duplicate key value violates unique constraint \"users_api_token_key\"\n"
                   f"DETAIL: Key (tenant_id, api_token)=(7, {column}) already exists.", column,
         source="PostgreSQL's unique-violation detail (errdetail of _bt_check_unique)")
+    for language, detail in (("German", "Schlüssel »(tenant_id, api_token)=(7, {v})« existiert bereits."),
+                             ("French", "La clé « (tenant_id, api_token)=(7, {v}) » existe déjà."),
+                             ("Japanese", "キー (tenant_id, api_token)=(7, {v}) はすでに存在します。"),
+                             ("Chinese", '键值"(tenant_id, api_token)=(7, {v})" 已经存在'),
+                             ("Korean", "(tenant_id, api_token)=(7, {v}) 키가 이미 있습니다.")):
+        column = _fill(rng, "{b62:16}")
+        add("secret", f"DETAIL:  {detail.format(v=column)}", column,
+            source=f"PostgreSQL's unique-violation detail in its {language} catalogue (postgres-15.mo)")
     for statement, source in (
             ("INSERT INTO users (email, password_hash, api_key) VALUES (?, ?, ?)]\n[parameters: (7, '{h}', '{v}')",
              "SQLAlchemy's IntegrityError: an INSERT's positional parameters (sqlite3)"),

@@ -281,6 +281,16 @@ def _pg_key(match: re.Match[str]) -> str:
 
 
 _PG_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_PG_NAMES = r"(?P<names>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){1,512})"
+_PG_VALUES = r"(?P<values>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){0,1024}?)"
+# `Key` in PostgreSQL's message catalogues, and what follows the values there (the English phrases, a closing
+# quote, a word of the translation). No character class or quantifier takes a non-ASCII character alone: the
+# prefilter reads UTF-8 bytes, where `[Кк]` is a byte of two and `对?` makes the last byte of three optional.
+_PG_KEY_WORDS = (r"(?<![A-Za-z])(?i:key|llave|clé|chiave|nyckeln?)|Schlüssel|キー|(?:К|к)люч|键值(?:对)?"
+                 r"|გასაღები უკვე არსებობს:")
+_PG_TAILS = (r" already exists| is not present| is still referenced| conflicts with| is duplicated|\.(?![^\s\\\"])"
+             r"|[ \t]{0,2}(?:»|«|\"|”)|[ \t]?(?:ist|wird|no|todavía|n'est|est|non|esiste|è|existerar|finns|refereras"
+             r"|отсутствует|всё|вже|не|все)(?![A-Za-z])|[ \t]?(?:が|は|没有|仍然)")
 _PG_STRENGTH = ("", "weak", "strong")
 _BASE64_PAD = "=" * 3
 
@@ -750,13 +760,13 @@ _CONTEXT: tuple[Rule, ...] = (
     # SQLAlchemy's errors: a statement, then its positional parameters (`analysis.intake.sql_parameters`).
     _rule("secret", SQL_PARAMETERS,
           lambda match: redact_parameters(match, secret_key, looks_generated, placeholder("secret")), spans_lines=True),
-    # PostgreSQL's constraint errors: the values of secret-named columns.
+    # PostgreSQL's constraint errors: the values of secret-named columns, in English and in the server's
+    # translations (`lc_messages`): `Schlüssel »(…)=(…)« existiert bereits`, `La clé « (…)=(…) » existe déjà`,
+    # `キー(…)=(…)がありません`, `(…)=(…) 키가 …`.
     # (Names and values hold no bracket but a pair, one deep: `Key (a)=(` repeated a megabyte over stays linear.)
-    _rule("secret", r"(?P<head>(?<![A-Za-z])(?i:key) \((?P<names>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){1,512})\)=\()"
-                    r"(?P<values>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){0,1024}?)"
-                    r"(?P<tail>\)(?: already exists| is not present| is still referenced| conflicts with| is duplicated"
-                    r"|\.(?![^\s\\\"])))",
-          _pg_key),
+    _rule("secret", rf"(?P<head>(?:{_PG_KEY_WORDS})[ \t]{{0,2}}(?:»|«|\"|“)?[ \t]{{0,2}}\({_PG_NAMES}\)=\()"
+                    rf"{_PG_VALUES}(?P<tail>\)(?:{_PG_TAILS}))", _pg_key),
+    _rule("secret", rf"(?P<head>(?<![^\s:])\({_PG_NAMES}\)=\(){_PG_VALUES}(?P<tail>\) 키가)", _pg_key),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:[ \t][^<>\r\n]{{0,512}})?>)"
                     r"(?!\[REDACTED)[^<\r\n]++(?=</)", r"\1[REDACTED:secret]"),

@@ -1013,6 +1013,47 @@ class TestPrefilter:
         assert len(redactor._lines) > 1000  # the budget holds thousands of lines: the test reaches it
 
 
+# PostgreSQL 15's message catalogues (`postgres-15.mo` of each language): "Key %s already exists." and "Key
+# (%s)=(%s) is not present in table \"%s\"." as the server prints them with `lc_messages` set.
+_PG_DETAILS = [
+    ("de", "Schlüssel »{key}« existiert bereits."),
+    ("de", "Schlüssel ({names})=({values}) ist nicht in Tabelle »accounts« vorhanden."),
+    ("de", "Auf Schlüssel ({names})=({values}) wird noch aus Tabelle »accounts« verwiesen."),
+    ("es", "Ya existe la llave {key}."),
+    ("es", "La llave ({names})=({values}) no está presente en la tabla «accounts»."),
+    ("fr", "La clé « {key} » existe déjà."),
+    ("fr", "La clé ({names})=({values}) n'est pas présente dans la table « accounts »."),
+    ("it", "La chiave ({names})=({values}) è ancora referenziata dalla tabella \"accounts\"."),
+    ("ja", "キー {key} はすでに存在します。"),
+    ("ja", "テーブル\"accounts\"にキー({names})=({values})がありません"),
+    ("ka", "გასაღები უკვე არსებობს: {key}."),
+    ("ko", "{key} 키가 이미 있습니다."),
+    ("ru", "Ключ \"{key}\" уже существует."),
+    ("ru", "На ключ ({names})=({values}) всё ещё есть ссылки в таблице \"accounts\"."),
+    ("sv", "Nyckeln ({names})=({values}) refereras fortfarande till från tabell \"accounts\"."),
+    ("uk", "Ключ ({names})=({values}) не присутній в таблиці \"accounts\"."),
+    ("zh_CN", "键值\"{key}\" 已经存在"),
+    ("zh_CN", "键值对({names})=({values})仍然是从表\"accounts\"引用的."),
+]
+
+
+class TestTranslatedPostgresDetails:
+    @pytest.mark.parametrize(("language", "detail"), _PG_DETAILS, ids=[f"{lang}-{i}" for i, (lang, _) in
+                                                                      enumerate(_PG_DETAILS)])
+    def test_the_secret_column_goes_in_every_translation(self, language: str, detail: str) -> None:
+        """A server with `lc_messages` set prints the key in its language: the secret column's value goes, the
+        tenant's stays (only the English spelling was read)."""
+        names, values = "tenant_id, api_token", "7, hunter2SECRETx"
+        text = "DETAIL:  " + detail.format(key=f"({names})=({values})", names=names, values=values)
+        redacted = REDACTOR.redact(text)
+        assert redacted == REDACTOR.every_rule(text)
+        assert "hunter2SECRETx" not in redacted and "=(7, [REDACTED:secret])" in redacted, language
+
+    def test_columns_without_secrets_stay_in_any_language(self) -> None:
+        text = "DETAIL:  Schlüssel »(tenant_id, email_domain)=(7, example)« existiert bereits."
+        assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
+
+
 class TestHostileInput:
     @pytest.mark.parametrize("rule", RULES, ids=[f"{i}-{rule.kind}" for i, rule in enumerate(RULES)])
     def test_each_rule_is_linear_on_a_megabyte(self, rule: object) -> None:
