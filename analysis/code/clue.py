@@ -132,7 +132,8 @@ class ClueFinder:
         line = next((n for n, text in enumerate(source.code, 1) if defining.search(text)), None) if source else None
         if line is None:
             return clue
-        return Clue(clue.path, line, clue.score, [*clue.reasons, f"which defines {name} ({clue.path}:{line})"])
+        *others, named = clue.reasons
+        return Clue(clue.path, line, clue.score, [*others, f"{named}, defined at {clue.path}:{line}"])
 
     def constant(self, name: str, strength: float, why: str) -> list[Clue]:
         """Where a constant is defined, and the data file it is loaded from when its definition names one."""

@@ -96,7 +96,7 @@ def find_suspects(
     """Rank suspects for the event in `tools.root`: the root cause's frames read in their code first, then
     the chain, then files the message, the test frames or the history point at.
 
-    `changed` is (last good commit, {path: first changed lines}) since the last good deploy, if known.
+    `changed` is (the reason given, {path: first changed lines}) of the history prior (`_changes`).
     """
     index = index or FileIndex.build(tools.root, tools.limits.skip_dirs)
     reader = SourceReader(tools)
@@ -173,11 +173,11 @@ def _clues(
 def _with_history(ranked: list[Candidate], changed: tuple[str, Mapping[str, Sequence[int]]]) -> list[Candidate]:
     """The history prior: suspects in files changed since the last good deploy rank a little higher, and
     say so. A changed file no other evidence points at is not a suspect (a release touches many files)."""
-    base, files = changed
+    why, files = changed
     for cand in ranked:
-        if cand.path in files and not any("last good deploy" in r for r in cand.reasons):
+        if cand.path in files and why not in cand.reasons:
             cand.score = min(1.0, cand.score + _HISTORY_BONUS)
-            cand.reasons.append(f"changed since {base[:12]}, the last good deploy")
+            cand.reasons.append(why)
     return sorted(ranked, key=lambda c: -c.score)
 
 
@@ -307,11 +307,16 @@ def _confidence(findings: Findings) -> float:
 
 
 def _changes(checkout: Checkout, tools: FileTools, last_good: str | None) -> tuple[str, dict[str, list[int]]]:
-    """(base, {path: first changed lines}) since the last good deploy; empty without history."""
+    """(what a suspect in a changed file is told, {path: first changed lines}) since the last good deploy,
+    or in the analysed commit when that is not known (its parent is no known good deploy: a failure logged
+    there too would be blamed on a change it already had); empty without history."""
     try:
-        return changed_lines(checkout.repo_dir, last_good, checkout.commit, tools.limits.git_timeout_s)
+        base, files = changed_lines(checkout.repo_dir, last_good, checkout.commit, tools.limits.git_timeout_s)
     except (git.GitCommandError, ValueError, OSError):
         return "", {}
+    why = f"its file changed since {base[:12]}, the last good deploy" if last_good else \
+        f"its file changed in the analysed commit {checkout.commit[:12]}"
+    return why, files
 
 
 def _suspect_commits(tools: FileTools, findings: Findings) -> list[SuspectCommit]:

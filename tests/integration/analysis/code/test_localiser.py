@@ -448,3 +448,10 @@ class TestWithoutApplicationFrames:
         assert f"changed since {good[:12]}, the last good deploy" in analysis.suspects[0].reason
         assert "uses 47393, which the message names" in analysis.suspects[0].reason
         assert any("not from a frame" in n for n in analysis.notes)
+
+        # Without a last good deploy the prior is the analysed commit's own change, and says so: its parent
+        # is no known good deploy (the new-user trial saw a failure's own commit called that).
+        unknown = localise(cluster_of(event), checkout, tools)
+        reason = unknown.suspects[0].reason
+        assert f"its file changed in the analysed commit {checkout.commit[:12]}" in reason
+        assert "last good deploy" not in reason

@@ -77,6 +77,13 @@ class TestFinder:
         assert clues[0].path == "app/rates.py"
         assert all(not c.path.startswith("tests/") for c in clues)
 
+    def test_a_member_of_a_named_module_is_one_reason_with_its_line(self, finder: ClueFinder) -> None:
+        """`app.pricing.total` is the module's file, cited where it defines total(): one reason says both
+        (it read `the message names app.pricing.total; which defines total (…)`, a sentence cut in two)."""
+        (clue,) = finder.from_message("failed in 'app.pricing.total'", 0.5, distinctive=True)
+        assert (clue.path, clue.line) == ("app/pricing.py", 4)
+        assert clue.reasons == ["the message names app.pricing.total, defined at app/pricing.py:4"]
+
     def test_port_in_a_message_finds_the_configuration(self, finder: ClueFinder) -> None:
         clues = finder.from_message("connect ECONNREFUSED 127.0.0.1:47392", 0.5, distinctive=False)
         assert [(c.path, c.line) for c in clues] == [("src/config.js", 1)]
