@@ -147,7 +147,7 @@ def bursts(analyses: Sequence[Analysis]) -> list[str]:
         cluster = analysis.cluster
         culprit = analysis.culprit
         where = (f"{culprit.path}:{culprit.line or '?'} {culprit.function}".rstrip() if culprit
-                 else "(no culprit)")
+                 else "none")
         distinct = len(cluster.exception_messages)
         messages = f", {distinct} distinct messages" if distinct > 1 else ""
         lines.append(f"* {cluster.server}  {cluster.exception_type or '(a log message, no exception)'}  "

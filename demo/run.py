@@ -246,7 +246,8 @@ def run_demo(
                                                                  timeout_s=timeout_s, progress=progress)))
     except KeyboardInterrupt:
         progress.close()
-        kept = f"; what was built so far is in {keep}" if keep is not None else ""
+        kept = (f"; what was built so far is in {keep} (remove it, or keep another directory, to run again)"
+                if keep is not None else "")
         print(f"logagent: demo interrupted (Ctrl-C): the service and the broker are stopped{kept}", file=sys.stderr)
         return 130
     finally:

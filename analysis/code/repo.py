@@ -523,9 +523,18 @@ def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = N
     try:
         repo = open_repo(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-        raise RepoError(f"not a git repository: {path}") from exc
+        raise RepoError(_not_a_repository(path)) from exc
     with repo:
         return _open_local(repo, path, commit, cache_dir)
+
+
+def _not_a_repository(path: Path) -> str:
+    """Why `path` opens no repository, and where the repository is when `path` is a folder inside one."""
+    if not path.is_dir():
+        return f"no such repository directory: {path}"
+    top = next((folder for folder in path.resolve().parents if (folder / ".git").exists()), None)
+    inside = f" (it is a folder of the repository at {top}: give that)" if top is not None else ""
+    return f"not a git repository: {path}{inside}"
 
 
 def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path | None) -> Checkout:

@@ -56,11 +56,13 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
     try:
         events = decode_message(raw.strip(), config, received_at=_NO_TIME)
     except BadInput as bad:
+        source = "stdin" if name == "-" else name
         lines = [line for line in raw.splitlines() if line.strip()]
         if bad.reason == "not_json" and len(lines) > 1 and _all_json(lines):
-            raise UsageError(f"{'stdin' if name == '-' else name} holds {len(lines)} JSON lines: analyze reads one "
-                             "event (pick one line, e.g. with sed -n 1p)") from bad
-        raise UsageError(f"not a valid event ({bad})") from bad
+            raise UsageError(f"{source} holds {len(lines)} JSON lines: analyze reads one event (pick one line, e.g. "
+                             "with sed -n 1p)") from bad
+        raise UsageError(f"{source} is not a valid event ({bad}): give one JSON log record with a message or an "
+                         "exception, in a shape the README's Input section lists") from bad
     if not events:
         raise UsageError("the event carries no log record")
     notes = []

@@ -291,7 +291,7 @@ def print_cases(console: Console, cases: Sequence[CaseSummary]) -> None:
             ("trust", verdict)]
         if case.score is not None:
             rows.append(("similarity", _line(f"{case.score:.2f}")))
-        rows += [("culprit", _line((case.culprit or "(none)", "magenta"))),
+        rows += [("culprit", _line((case.culprit or "none", "magenta"))),
                  ("root cause", _line(case.root_cause or "(none recorded)"))]
         head = _line((case.memory_id, "bold"), f"  {case.server} / {case.tenant}  {case.status}")
         parts += [*([Text()] if parts else []), head, _indented(_fields(rows))]

@@ -202,11 +202,18 @@ class TestAnalyze:
         analysis = self._analyze(message.value, "--repo", str(orders.repo), "--commit", older)
         assert analysis.commit == older
 
-    def test_bad_event_is_a_user_error(self, services: dict[str, SampleService]) -> None:
-        """An event that does not decode ends with one line naming the reason, exit code 2."""
+    def test_bad_event_is_a_user_error(self, services: dict[str, SampleService], tmp_path: Path) -> None:
+        """An event that does not decode ends with one line naming the file, the reason and what to give
+        instead, exit code 2."""
         repo = str(services["orders-service"].repo)
         line = _one_error_line(logagent("analyze", "--repo", repo, "--offline", stdin=b"{not json"))
-        assert "not_json" in line
+        assert line.startswith("logagent: stdin is not a valid event (not_json: ")
+        assert line.endswith("give one JSON log record with a message or an exception, in a shape the README's "
+                             "Input section lists")
+        other = tmp_path / "other.json"
+        other.write_bytes(b'{"a": 1}')
+        line = _one_error_line(logagent("analyze", "--repo", repo, "--offline", "--event", str(other)))
+        assert line.startswith(f"logagent: {other} is not a valid event (no_error: ")
 
     def test_several_events_are_named_as_such(self, services: dict[str, SampleService]) -> None:
         """JSON lines (what `fingerprint` reads) are not one event: the line says how many and how to pick one

@@ -163,11 +163,14 @@ class TestDemoCommand:
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
         assert "empty directory" in proc.stderr and (tmp_path / "precious.txt").read_text() == "mine"
 
-    def test_ctrl_c_stops_the_broker(self) -> None:
-        """SIGINT in the middle of the demo still terminates the broker it started; exit code 130."""
+    def test_ctrl_c_stops_the_broker(self, tmp_path: Path) -> None:
+        """SIGINT in the middle of the demo still terminates the broker it started; exit code 130; the line
+        says where what was kept is, and that a second run needs that directory gone (or another)."""
         # As from a shell: SIGINT at its default, whatever this test process inherited or was left with
         # (a child started with SIGINT ignored keeps it ignored, and Ctrl-C would never reach it).
-        demo = subprocess.Popen([*_logagent_argv(), "demo", "--events", "3000"], cwd=_ROOT, env=_clean_env(),
+        kept = tmp_path / "kept"
+        demo = subprocess.Popen([*_logagent_argv(), "demo", "--events", "3000", "--keep", str(kept)], cwd=_ROOT,
+                                env=_clean_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 preexec_fn=_default_sigint)
         try:
@@ -180,6 +183,7 @@ class TestDemoCommand:
                 demo.kill()
         assert demo.returncode == 130, stderr.decode()[-2000:]
         assert "demo interrupted (Ctrl-C): the service and the broker are stopped" in stderr.decode()
+        assert f"built so far is in {kept} (remove it, or keep another directory, to run again)" in stderr.decode()
         deadline = time.monotonic() + 10
         while not _gone(broker) and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -430,10 +431,17 @@ class TestOpenLocal:
         assert (checkout.root / "app.py").read_text() == "VERSION = 1\n"
         assert (upstream.path / "app.py").read_text() == "VERSION = 2\n"
 
-    def test_not_a_repository(self, tmp_path: Path) -> None:
-        """A directory that is not a git repository is a clear error."""
-        with pytest.raises(RepoError):
+    def test_not_a_repository(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A directory that is not a git repository, one that does not exist, and a folder inside a repository
+        (which names the repository's top folder) are each a clear error."""
+        with pytest.raises(RepoError, match=f"^not a git repository: {re.escape(str(tmp_path))}$"):
             open_local(tmp_path)
+        with pytest.raises(RepoError, match=r"^no such repository directory: "):
+            open_local(tmp_path / "missing")
+        (upstream.path / "pkg").mkdir()
+        top = upstream.path.resolve()
+        with pytest.raises(RepoError, match=re.escape(f"a folder of the repository at {top}: give")):
+            open_local(upstream.path / "pkg")
 
     def test_unknown_commit(self, upstream: GitRepo) -> None:
         """An unknown commit is a clear error for the CLI."""
