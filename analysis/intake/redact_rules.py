@@ -179,9 +179,13 @@ def _type_repr(bare: str, match: re.Match[str]) -> bool:
             and _REPR_BODY.match(match.string, match.end()) is not None)
 
 
-# A statement's bind parameter (`password = ?`, `%s`, `$1`, `:1`, `%(password)s`) names no value: the value is
-# among the parameters (`analysis.intake.sql_parameters`).
-_BIND_MARK = re.compile(r"(?:\?|%s|\$[0-9]{1,4}|:[0-9]{1,4}|%\([A-Za-z_][A-Za-z0-9_]{0,63}\)s)(?![^\s,;)\]}])")
+# A statement's bind parameter (`SET password = ?`, `%s`, `$1`, `:1`, `?1`, `%(password)s`, `$1::text`) names no
+# value: the value is among the parameters (`analysis.intake.sql_parameters`). Only in a statement: right after
+# `SET`, `WHERE`, `AND`, `OR`, `ON`, a comma or `(` (`pin=$1234` in prose is a value).
+_BIND_MARK = re.compile(r"(?:\?[0-9]{0,4}|%s|\$[0-9]{1,4}|:[0-9]{1,4}|%\([A-Za-z_][A-Za-z0-9_]{0,63}\)s)"
+                        r"(?:::[A-Za-z_][A-Za-z0-9_]{0,63})?(?![^\s,;)\]}])")
+_BIND_CONTEXT = re.compile(r"(?:(?<![A-Za-z0-9_])(?i:set|where|and|or|on|when)[ \t\r\n]+|[(,][ \t\r\n]*)"
+                           r"(?:[A-Za-z_][A-Za-z0-9_]{0,63}\.)?[\"`\[]?\Z", re.ASCII)
 
 
 def _keyed(match: re.Match[str]) -> str:
@@ -200,9 +204,11 @@ def _keyed(match: re.Match[str]) -> str:
 
 
 def _bind_mark(match: re.Match[str]) -> bool:
-    """Whether the bare value a key/value match found is a bind parameter (its mark may run past it: `%(`)."""
+    """Whether the bare value a key/value match found is a statement's bind parameter (its mark may run past
+    it: `%(`)."""
     mark = _BIND_MARK.match(match.string, match.start("bv"))
-    return mark is not None and mark.end() >= match.end("bv")
+    return mark is not None and mark.end() >= match.end("bv") and \
+        _BIND_CONTEXT.search(match.string, max(0, match.start() - 80), match.start()) is not None
 
 
 def shannon_bits(value: str) -> float:

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, create_engine, text
+from sqlalchemy import CheckConstraint, Column, Connection, MetaData, Table, Text, create_engine, insert, text, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError
 
 from analysis.intake.redact import Redactor
@@ -77,3 +78,46 @@ class TestRealErrors:
         trace = _trace_of(lambda: connection.execute(
             text("INSERT INTO users (name, password) VALUES (:n, :p)"), {"n": "carol", "p": None}))
         assert "[parameters: ('carol', None)]" in _redacted(trace)
+
+
+class TestWhatTheReviewRan:
+    """Errors an attacker review of the first form raised for real: each kept a password."""
+
+    def test_inside_an_exception_group(self, connection: Connection) -> None:
+        """Python 3.11 prints each line of a grouped exception after `  | `."""
+        try:
+            connection.exec_driver_sql("UPDATE users SET password = ? WHERE id = ?",
+                                       ("short7", 1))  # on a line of its own: the trace quotes the first
+        except DBAPIError as error:
+            group = ExceptionGroup("unhandled errors in a TaskGroup", [error])
+            trace = "".join(traceback.format_exception(group))
+        assert "  | [parameters: ('short7', 1)]" in trace
+        assert "[parameters: ([REDACTED:secret], 1)]" in _redacted(trace, "short7")
+
+    def test_an_upsert_sets_the_password_after_its_values(self, connection: Connection) -> None:
+        statement = sqlite_insert(_users(connection)).values(name="bob", password="Hunter2Hunter2")
+        upsert = statement.on_conflict_do_update(index_elements=["name"], set_={"password": "short7"})
+        trace = _trace_of(lambda: connection.execute(upsert))
+        _redacted(trace, "Hunter2Hunter2", "short7")
+
+    def test_a_long_in_list_and_a_batch_cut_short(self, connection: Connection) -> None:
+        """A statement over 16 kB, and SQLAlchemy's bulk insert, whose statement it prints cut to 250
+        characters on a wide table (the password column in the part cut out): every value goes."""
+        users = _users(connection)
+        trace = _trace_of(lambda: connection.execute(
+            update(users).where(users.c.id.in_(range(6000))).values(password="short7")))
+        assert len(trace) > 16_384
+        _redacted(trace, "short7")
+        wide = Table("wide", MetaData(), *(Column(f"column_{i:02d}", Text) for i in range(20)),
+                     Column("password", Text, CheckConstraint("length(password) >= 8")))
+        wide.create(connection)
+        rows = [{**{f"column_{i:02d}": f"v{i}" for i in range(20)}, "password": f"Pa55word-{n:04d}"} for n in range(20)]
+        rows[-1]["password"] = "short7"
+        trace = _trace_of(lambda: connection.execute(insert(wide).returning(wide.c.password), rows))
+        assert "characters truncated" in trace
+        _redacted(trace, "short7")
+        assert "Pa55word" not in REDACTOR.redact(trace)
+
+
+def _users(connection: Connection) -> Table:
+    return Table("users", MetaData(), autoload_with=connection)

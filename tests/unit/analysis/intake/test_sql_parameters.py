@@ -99,11 +99,20 @@ class TestWhenInDoubt:
         assert _redacted("INSERT INTO t (a, token) VALUES (?, ?)", "('x, (y', 'to\\'k, ]')") == \
             "('x, (y', [REDACTED:secret])"
 
-    def test_named_parameters_are_the_keyed_rules(self) -> None:
-        """A dict names each value: `'password': …` is read as any key and value."""
+    def test_named_parameters_are_read_by_their_marks(self) -> None:
+        """A dict's keys are the statement's marks: `%(password)s`, SQLAlchemy's `:password__0` of a batch,
+        a generic name bound through a call (`password = upper(:upper_1)`; the second attacker review)."""
         assert _redacted("INSERT INTO users (name, password) VALUES (%(name)s, %(password)s)",
                          "{'name': 'bob', 'password': 'hunter2xyz'}") == \
-            "{'name': 'bob', 'password': '[REDACTED:secret]'}"
+            "{'name': 'bob', 'password': [REDACTED:secret]}"
+        assert _redacted("INSERT INTO users (name, password) VALUES (:name__0, :password__0), (:name__1, "
+                         ":password__1)", "{'name__0': 'a', 'password__0': 'Pa55word-0', 'name__1': 'b', "
+                         "'password__1': 'Pa55word-1'}") == \
+            "{'name__0': 'a', 'password__0': [REDACTED:secret], 'name__1': 'b', 'password__1': [REDACTED:secret]}"
+        assert _redacted("UPDATE users SET password=upper(:upper_1) WHERE users.id = :id_1",
+                         "{'upper_1': 'short7', 'id_1': 3}") == "{'upper_1': [REDACTED:secret], 'id_1': 3}"
+        assert _redacted("SELECT 1 FROM users WHERE users.token = :param_1", "[{'param_1': 'abc'}, {'param_1': 'd'}]") \
+            == "[{'param_1': [REDACTED:secret]}, {'param_1': [REDACTED:secret]}]"
 
     def test_on_one_line(self) -> None:
         """A log that writes the error on one line: spaces or an escaped newline between the two parts."""
@@ -114,6 +123,68 @@ class TestWhenInDoubt:
             assert "'x'" in REDACTOR.redact(text)
 
 
+class TestTheSecondReview:
+    """An attacker review of the first form found values kept wherever the reader lost its way; it now fails
+    closed: a value tied to no column goes when the statement names a secret."""
+
+    @pytest.mark.parametrize("between", [
+        "\n  | ", "\n2024-06-01T12:00:00.000Z stderr F ", "\\r\\n", "\r", "#012", " | ", "\n    ",
+    ], ids=["exception-group", "cri", "escaped-crlf", "cr", "rsyslog", "joined", "indented"])
+    def test_a_line_prefix_between_statement_and_parameters(self, between: str) -> None:
+        """Python 3.11's exception groups prefix each line with `  | `; container runtimes with a time. Where
+        the two parts are joined otherwise (` | `), the parameters stand alone and every value goes."""
+        statement = "  | [SQL: INSERT INTO users (name, password) VALUES (?, ?)]"
+        text = f"{statement}{between}[parameters: ('bob', 'short7')]"
+        redacted = REDACTOR.redact(text)
+        assert "short7" not in redacted and ("'bob'" in redacted) == (between != " | ")
+        assert redacted == REDACTOR.every_rule(text)
+
+    @pytest.mark.parametrize(("statement", "parameters", "expected"), [
+        ("INSERT INTO users (name, password) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET password = ?",
+         "('bob', 'Hunter2Hunter2', 'short7')", "('bob', [REDACTED:secret], [REDACTED:secret])"),
+        ("UPDATE users SET password=? WHERE users.password = trim(?)", "('short7', '0riginalPass')",
+         "([REDACTED:secret], [REDACTED:secret])"),
+        ("SELECT 1 FROM users WHERE ? = password AND id = ?", "('short7', 7)", "([REDACTED:secret], 7)"),
+        ("SELECT 1 FROM users WHERE (password) = ? AND id = ?", "('short7', 7)", "([REDACTED:secret], 7)"),
+        ("SELECT 1 FROM users WHERE password IN (?, ?) AND id = ?", "('a1', 'b2', 7)",
+         "([REDACTED:secret], [REDACTED:secret], 7)"),
+        ("SELECT 1 FROM users WHERE password BETWEEN ? AND ?", "('a1', 'b2')",
+         "([REDACTED:secret], [REDACTED:secret])"),
+        ("UPDATE users SET name = ?2, password = ?1 WHERE id = ?3", "('short7', 'carol', 1)",
+         "([REDACTED:secret], 'carol', 1)"),
+        ("INSERT INTO users (role, name, password) VALUES ('admin, ops', ?, ?)", "('bob', 'short7')",
+         "('bob', [REDACTED:secret])"),
+        ("INSERT INTO users (role, name, password) VALUES (':-(', ?, ?)", "('bob', 'short7')",
+         "('bob', [REDACTED:secret])"),
+        ("INSERT OR REPLACE INTO users (name, password) VALUES (?, ?)", "('bob', 'short7')",
+         "('bob', [REDACTED:secret])"),
+        ("INSERT INTO users (name, password) VALUES (?, ?) RETURNING users.id", "('bob', 'short7')",
+         "('bob', [REDACTED:secret])"),
+    ], ids=["on-conflict", "old-password", "reversed", "bracketed", "in-list", "between", "numbered",
+            "comma-literal", "paren-literal", "or-replace", "returning"])
+    def test_values_the_first_form_kept(self, statement: str, parameters: str, expected: str) -> None:
+        assert _redacted(statement, parameters) == expected
+
+    def test_quoted_names_in_json(self) -> None:
+        """A traceback written into JSON: the statement's quoted names are escaped."""
+        text = ('{"exc": "[SQL: INSERT INTO accounts (\\"userName\\", \\"passwordHash\\") VALUES (?, ?)]\\n'
+                '[parameters: (\'bob\', \'short7\')]"}')
+        assert "short7" not in REDACTOR.redact(text) and "'bob'" in REDACTOR.redact(text)
+
+    @pytest.mark.parametrize("statement", [
+        "UPDATE users SET password = ? WHERE users.id IN (" + ", ".join(["?"] * 6000) + ")",  # noqa: S608 - log text
+        "INSERT INTO users (a, b, c) VALUES (?, ?, ?) ... (3120 characters truncated) ... assword) VALUES (?, ?)",
+    ], ids=["over-16-kB", "cut-by-sqlalchemy"])
+    def test_a_statement_not_read_whole_loses_every_value(self, statement: str) -> None:
+        text = _error(statement, "('short7', 'a', None)")
+        redacted = REDACTOR.redact(text)
+        assert "short7" not in redacted and "'a'" not in redacted and "None" in redacted
+
+    def test_parameters_without_their_statement_lose_every_value(self) -> None:
+        assert REDACTOR.redact("[parameters: ('bob', 'short7', None, 3)]") == \
+            "[parameters: ([REDACTED:secret], [REDACTED:secret], None, [REDACTED:secret])]"
+
+
 class TestHostileInput:
     @pytest.mark.parametrize("text", [
         "[SQL: INSERT INTO t (a, password) VALUES " + "(?, ?), " * 2000 + "]\n[parameters: (" + "'a', " * 30000 + ")]",
@@ -122,8 +193,11 @@ class TestHostileInput:
         "[SQL: " + "a = ? AND " * 1600 + "password = ?]\n[parameters: [" + "('a', 'b'), " * 5000 + "]]",
         ("[SQL: x]\n[parameters: " * 4000),
         "[SQL: x" * 150_000, "[SQL: x] " * 100_000,
+        ("[SQL: password " + "_$1" * 5400 + "]\n[parameters: ('x')]\n") * 61,
+        ("[SQL: code " + ("a" * 250 + "?") * 64 + "]\n[parameters: ('x')]\n") * 61,
+        "[SQL: password = ?]\n  | " * 40_000, "]\n[parameters: " * 70_000,
     ], ids=["many-rows", "deep-brackets", "backslashes", "many-placeholders", "repeated-heads", "heads-alone",
-            "heads-closed"])
+            "heads-closed", "dollar-names", "long-names", "prefixes", "closers"])
     def test_cpu_bounded(self, text: str) -> None:
         """Statements of thousands of placeholders, brackets 60,000 deep, runs of backslashes, a megabyte of
         statements that no parameters follow (each read to the end of the text once took 18-23 s): under 1 s."""
