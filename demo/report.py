@@ -179,7 +179,7 @@ def kept_lines(keep: Path, events: Mapping[str, Path]) -> list[str]:
 
 
 _KEPT = (("samples", "the sample repositories (samples/)"), ("cache", "their checkouts (cache/)"),
-         ("events", "one event per bug (events/)"),
+         ("events", "one event per failure (events/)"),
          ("events.jsonl", "every well-formed message produced, one per line (events.jsonl)"),
          ("memory", "the memory (memory/)"))
 

@@ -147,14 +147,15 @@ async def execute_demo(
 
 def write_events(workdir: Path, stream: SampleStream) -> dict[str, Path]:
     """`events.jsonl` (every well-formed message, in produce order) and, under `events/`, one event per bug
-    named `<server>--<bug>.json` (a native one where there is one), for `logagent fingerprint|analyze`."""
+    named `<server>--<bug>.json` (a native one where there is one), and per message-only burst
+    (`<server>--noise-<name>.json`), for `logagent fingerprint|analyze`."""
     folder = workdir / "events"
     folder.mkdir(parents=True, exist_ok=True)
     valid = [m for m in stream.messages if m.kind != "malformed"]
     (workdir / "events.jsonl").write_bytes(b"".join(m.value + b"\n" for m in valid))
     files: dict[str, Path] = {}
-    for message in sorted((m for m in valid if ":" not in m.bug), key=lambda m: m.shape != "native"):
-        name = f"{decode_message(message.value, DecodeConfig())[0].server_id}--{message.bug}"
+    for message in sorted(valid, key=lambda m: m.shape != "native"):
+        name = f"{decode_message(message.value, DecodeConfig())[0].server_id}--{message.bug.replace(':', '-')}"
         if name not in files:
             files[name] = folder / f"{name}.json"
             files[name].write_bytes(message.value + b"\n")

@@ -149,6 +149,14 @@ class TestDemoCommand:
                                  env=_clean_env(), timeout=60, check=False)
         culprit = Analysis.model_validate_json(analyze.stdout).culprit
         assert culprit is not None and culprit.path == "orders/pricing.py"
+        # A message-only burst has its event too (the new-user trial found none to analyse).
+        noise = sorted((keep / "events").glob("*--noise-*.json"))
+        assert noise, sorted(p.name for p in (keep / "events").iterdir())
+        repo = keep / "samples" / noise[0].name.split("--")[0]
+        analyze = subprocess.run([*_logagent_argv(), "analyze", "--repo", str(repo), "--event", str(noise[0]),
+                                  "--offline"], capture_output=True, text=True, cwd=_ROOT, env=_clean_env(),
+                                 timeout=60, check=False)
+        assert Analysis.model_validate_json(analyze.stdout).culprit is None
         servers = subprocess.run([*_logagent_argv(), "memory", "servers"], capture_output=True, text=True,
                                  cwd=_ROOT, env={**_clean_env(), "LOGAGENT_DATA_DIR": str(keep)}, timeout=60,
                                  check=False)

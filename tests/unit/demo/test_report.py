@@ -23,7 +23,7 @@ class TestKeptLines:
         event = keep / "events" / "orders-service--unknown-coupon.json"
         lines = kept_lines(keep, {"orders-service--unknown-coupon": event})
         assert lines[1] == (f"Kept in {keep}: the sample repositories (samples/), their checkouts (cache/), one event "
-                            "per bug (events/), every well-formed message produced, one per line (events.jsonl), "
+                            "per failure (events/), every well-formed message produced, one per line (events.jsonl), "
                             "and the memory (memory/). Next:")
         assert lines[2:] == [f"  logagent analyze --repo {keep / 'samples' / 'orders-service'} --event {event}",
                              f"  LOGAGENT_DATA_DIR={keep} logagent memory servers",
@@ -40,4 +40,5 @@ class TestKeptLines:
 
     def test_nothing_kept_says_nothing(self, tmp_path: Path) -> None:
         assert kept_lines(tmp_path, {}) == []
-        assert kept_lines(_keep(tmp_path, "events"), {}) == ["", f"Kept in {tmp_path}: one event per bug (events/)."]
+        assert kept_lines(_keep(tmp_path, "events"), {}) == ["",
+                                                            f"Kept in {tmp_path}: one event per failure (events/)."]
