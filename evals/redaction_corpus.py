@@ -591,10 +591,15 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                              ("French", "La clé « (tenant_id, api_token)=(7, {v}) » existe déjà."),
                              ("Japanese", "キー (tenant_id, api_token)=(7, {v}) はすでに存在します。"),
                              ("Chinese", '键值"(tenant_id, api_token)=(7, {v})" 已经存在'),
-                             ("Korean", "(tenant_id, api_token)=(7, {v}) 키가 이미 있습니다.")):
+                             ("Korean", "(tenant_id, api_token)=(7, {v}) 키가 이미 있습니다."),
+                             ("English, a partition key",
+                              "Partition key of the failing row contains (tenant_id, api_token)=(7, {v})."),
+                             ("Chinese, conflicting keys",
+                              "键(tenant_id, api_token)=(7, {v})与已存在的键(tenant_id, api_token)=(8, {v})冲突"),
+                             ("Swedish, a duplicated key", "Nyckeln (tenant_id, api_token)=(7, {v}) är duplicerad.")):
         column = _fill(rng, "{b62:16}")
         add("secret", f"DETAIL:  {detail.format(v=column)}", column,
-            source=f"PostgreSQL's unique-violation detail in its {language} catalogue (postgres-15.mo)")
+            source=f"PostgreSQL's key detail as its catalogue prints it: {language} (postgres-15.mo)")
     for statement, source in (
             ("INSERT INTO users (email, password_hash, api_key) VALUES (?, ?, ?)]\n[parameters: (7, '{h}', '{v}')",
              "SQLAlchemy's IntegrityError: an INSERT's positional parameters (sqlite3)"),

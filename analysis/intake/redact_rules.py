@@ -56,16 +56,17 @@ def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans
 # just before it: spaced, three digit groups are as often a status, a size and a time (`200 45 6789` in an
 # access log). Never the name in a placeholder (`[REDACTED:ssn] 200 45 6789`) or a URL's path
 # (`GET /v1/accounts/tin 200 45 6789`).
-_TAXPAYER_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tin|tax[ _-]{0,2}id(?:entification)?"
+_TAXPAYER_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itins?|tin|tax[ _-]{0,2}id(?:s|entification)?"
                   r"|ss(?=[ _-]{0,2}(?:number|num|no\b|#))|social[ _-]{0,2}sec(?:urity)?"
-                  r"|taxpayer(?:[ _-]{0,2}id(?:entification)?)?)"
-                  r"|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|Tin|TIN|Tax(?:payer)?Id(?:entification)?|SocialSecurity))"
-                  r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?|(?<![A-Za-z/])(?i:ss#)")
+                  r"|taxpayer(?:[ _-]{0,2}id(?:s|entification)?)?)"
+                  r"|(?<=[a-z])(?:Ssns?|SSNS?|Itins?|ITINS?|Tin|TIN|Tax(?:payer)?Id(?:s|entification)?|SocialSecurity))"
+                  r"(?i:[ _-]{0,2}(?:number|num|no\.?|#|list))?|(?<![A-Za-z/])(?i:ss#)")
 # Nine digits with no separator are an id as often (`order tin 123456789`, `ss #123456789`): only the names
 # that say a taxpayer number (`ssn=123456789`, `taxId: …`).
-_JOINED_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itin|tax[ _-]{0,2}id|taxpayer[ _-]{0,2}id"
-                r"|social[ _-]{0,2}security)|(?<=[a-z])(?:Ssn|SSN|Itin|ITIN|TaxId|TaxpayerId|SocialSecurity))"
-                r"(?i:[ _-]{0,2}(?:number|num|no\.?|#))?(?:[_-]?[0-9]{1,2})?")
+_JOINED_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itins?|tax[ _-]{0,2}ids?"
+                r"|taxpayer[ _-]{0,2}ids?|social[ _-]{0,2}security)"
+                r"|(?<=[a-z])(?:Ssns?|SSNS?|Itins?|ITINS?|TaxIds?|TaxpayerIds?|SocialSecurity))"
+                r"(?i:[ _-]{0,2}(?:number|num|no\.?|#|list))?(?:[_-]?[0-9]{1,2})?")
 # Between the groups of a spaced number: one or two spaces, a tab (or `\t` as JSON escapes one), a no-break
 # space (or `\u00a0`), or as a form encodes a space.
 _SPACE = "(?:[ \t+]{1,2}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
@@ -79,9 +80,11 @@ def _taxpayer_number(area: str, group: str, name: str | None = None, gap: str = 
     end = "(?![A-Za-z0-9]|[.-][0-9])"
     if not name:
         return rf"(?<![A-Za-z0-9.-]){area}-{group}-(?!0000)[0-9]{{4}}{end}"
-    listed = rf"[\"']?[ \t]{{0,3}}[,;][ \t]{{0,3}}[\"']?{_listed_number(gap)}"
+    # Items after the first: numbers, and empty ones between them (`null`, `''`).
+    listed = (rf"[\"']?[ \t]{{0,3}}[,;](?:[ \t]{{0,3}}(?:null|None|''|\"\")[ \t]{{0,3}}[,;]){{0,8}}[ \t]{{0,3}}[\"']?"
+              rf"{_listed_number(gap)}")
     return (rf"(?P<head>(?:{name})[^0-9A-Za-z\r\n]{{1,10}}){area}{gap}{group}{gap}(?!0000)[0-9]{{4}}{end}"
-            rf"(?P<more>(?:{listed}){{0,32}})")
+            rf"(?P<more>(?:{listed}){{0,256}})")
 
 
 def _listed_number(gap: str) -> str:
@@ -179,11 +182,14 @@ def _type_repr(bare: str, match: re.Match[str]) -> bool:
             and _REPR_BODY.match(match.string, match.end()) is not None)
 
 
-# A statement's bind parameter (`SET password = ?`, `%s`, `$1`, `:1`, `?1`, `%(password)s`, `$1::text`) names no
-# value: the value is among the parameters (`analysis.intake.sql_parameters`). Only in a statement: right after
-# `SET`, `WHERE`, `AND`, `OR`, `ON`, a comma or `(` (`pin=$1234` in prose is a value).
-_BIND_MARK = re.compile(r"(?:\?[0-9]{0,4}|%s|\$[0-9]{1,4}|:[0-9]{1,4}|%\([A-Za-z_][A-Za-z0-9_]{0,63}\)s)"
-                        r"(?:::[A-Za-z_][A-Za-z0-9_]{0,63})?(?![^\s,;)\]}])")
+# A statement's bind parameter (`SET password = ?`, `%s`, `$1`, `:1`, `?1`, `:pw`, `%(password)s`, `$1::text`;
+# numbers of up to three digits: a PIN is longer) names no value: the value is among the parameters
+# (`analysis.intake.sql_parameters`). Only in a statement: right after `SET`, `WHERE`, `AND`, `OR`, `ON`, a comma
+# or `(` (`pin=$1234` in prose is a value).
+_BIND_MARK = re.compile(r"(?:\?[0-9]{0,3}|%s|\$[0-9]{1,3}|:[0-9]{1,3}|:[A-Za-z_][A-Za-z0-9_]{0,63}"
+                        r"|%\([A-Za-z_][A-Za-z0-9_]{0,63}\)s)(?:::(?i:varchar|text|integer|int[248]?|bigint|smallint"
+                        r"|numeric|boolean|bool|uuid|jsonb?|bytea|date|timestamp(?:tz)?|float[48]|real)(?:\[\])?)?"
+                        r"(?![^\s,;)\]}])")
 _BIND_CONTEXT = re.compile(r"(?:(?<![A-Za-z0-9_])(?i:set|where|and|or|on|when)[ \t\r\n]+|[(,][ \t\r\n]*)"
                            r"(?:[A-Za-z_][A-Za-z0-9_]{0,63}\.)?[\"`\[]?\Z", re.ASCII)
 
@@ -276,7 +282,7 @@ def _pg_key(match: re.Match[str]) -> str:
     """The values of secret-named columns redacted (all of them, when the values hold commas of their own).
     A column is named by an identifier, perhaps quoted, or an expression over it (`lower(api_token::text)`)."""
     names, values = match.group("names").split(_PG_SEP), match.group("values").split(_PG_SEP)
-    kinds = [max((secret_key(word) or "" for word in _PG_WORD.findall(name)), key=_PG_STRENGTH.index)
+    kinds = [max((secret_key(word) or "" for word in _PG_WORD.findall(name)), key=_PG_STRENGTH.index, default="")
              for name in names]
     if len(names) != len(values):  # which value is which column's is unknown: all go, or none
         kinds = [max(kinds, key=_PG_STRENGTH.index)]
@@ -289,14 +295,14 @@ def _pg_key(match: re.Match[str]) -> str:
 _PG_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _PG_NAMES = r"(?P<names>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){1,512})"
 _PG_VALUES = r"(?P<values>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){0,1024}?)"
-# `Key` in PostgreSQL's message catalogues, and what follows the values there (the English phrases, a closing
-# quote, a word of the translation). No character class or quantifier takes a non-ASCII character alone: the
-# prefilter reads UTF-8 bytes, where `[Кк]` is a byte of two and `对?` makes the last byte of three optional.
-_PG_KEY_WORDS = (r"(?<![A-Za-z])(?i:key|llave|clé|chiave|nyckeln?)|Schlüssel|キー|(?:К|к)люч|键值(?:对)?"
-                 r"|გასაღები უკვე არსებობს:")
-_PG_TAILS = (r" already exists| is not present| is still referenced| conflicts with| is duplicated|\.(?![^\s\\\"])"
-             r"|[ \t]{0,2}(?:»|«|\"|”)|[ \t]?(?:ist|wird|no|todavía|n'est|est|non|esiste|è|existerar|finns|refereras"
-             r"|отсутствует|всё|вже|не|все)(?![A-Za-z])|[ \t]?(?:が|は|没有|仍然)")
+# `Key` in PostgreSQL's message catalogues (`Key %s already exists.`, `… conflicts with existing key %s.`, `Key
+# %s is duplicated.`, `Partition key of the failing row contains %s.`, in 11 languages): a key word, up to 80
+# characters of its phrase, `(columns)=(values)`, then a `)` that a space, a stop, a quote, a dash or a letter
+# of another script follows. No character class or quantifier takes a non-ASCII character alone: the prefilter
+# reads UTF-8 bytes, where `[Кк]` is a byte of two and `对?` makes the last byte of three optional.
+_PG_KEY_WORDS = (r"(?<![A-Za-z])(?i:key|llave|clé|chiave)|(?i:n)yckel|(?i:s)chlüssel|キー|(?:К|к)люч|键|გასაღებ"
+                 r"|키 값:")
+_PG_TAIL = rf"\)(?![^-\s.\"'\\{INTL}])"
 _PG_STRENGTH = ("", "weak", "strong")
 _BASE64_PAD = "=" * 3
 
@@ -768,11 +774,11 @@ _CONTEXT: tuple[Rule, ...] = (
           lambda match: redact_parameters(match, secret_key, looks_generated, placeholder("secret")), spans_lines=True),
     # PostgreSQL's constraint errors: the values of secret-named columns, in English and in the server's
     # translations (`lc_messages`): `Schlüssel »(…)=(…)« existiert bereits`, `La clé « (…)=(…) » existe déjà`,
-    # `キー(…)=(…)がありません`, `(…)=(…) 키가 …`.
+    # `キー(…)=(…)がありません`, `(…)=(…) 키가 …` (the Korean catalogue names the key after it).
     # (Names and values hold no bracket but a pair, one deep: `Key (a)=(` repeated a megabyte over stays linear.)
-    _rule("secret", rf"(?P<head>(?:{_PG_KEY_WORDS})[ \t]{{0,2}}(?:»|«|\"|“)?[ \t]{{0,2}}\({_PG_NAMES}\)=\()"
-                    rf"{_PG_VALUES}(?P<tail>\)(?:{_PG_TAILS}))", _pg_key),
-    _rule("secret", rf"(?P<head>(?<![^\s:])\({_PG_NAMES}\)=\(){_PG_VALUES}(?P<tail>\) 키가)", _pg_key),
+    _rule("secret", rf"(?P<head>(?:{_PG_KEY_WORDS})[^()\r\n]{{0,80}}?\({_PG_NAMES}\)=\()"
+                    rf"{_PG_VALUES}(?P<tail>{_PG_TAIL})", _pg_key),
+    _rule("secret", rf"(?P<head>(?<![^\s:])\({_PG_NAMES}\)=\(){_PG_VALUES}(?P<tail>\) (?:키|가))", _pg_key),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:[ \t][^<>\r\n]{{0,512}})?>)"
                     r"(?!\[REDACTED)[^<\r\n]++(?=</)", r"\1[REDACTED:secret]"),

@@ -41,8 +41,9 @@ PATTERN = (rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16
 
 _MARK = (r"\?[0-9]{0,4}|%s|\$[0-9]{1,4}|(?<!:):[0-9]{1,4}|(?<!:):[A-Za-z_][A-Za-z0-9_]{0,63}"
          r"|%\([A-Za-z_][A-Za-z0-9_]{0,63}\)s")
-# The statement's tokens: string literals and comments (skipped), bind marks, brackets and commas.
-_TOKENS = re.compile(rf"'(?:[^']|'')*+'|\"[^\"\r\n]*+\"|--[^\r\n]*+|/\*(?:[^*]|\*(?!/))*+\*/"
+# The statement's tokens: string literals and comments (skipped; one left open runs to the end, so a run of
+# openers is read once), bind marks, brackets and commas.
+_TOKENS = re.compile(rf"'(?:[^']|'')*+(?:'|\Z)|\"[^\"\r\n]*+(?:\"|$)|--[^\r\n]*+|/\*(?:[^*]|\*(?!/))*+(?:\*/|\Z)"
                      rf"|(?P<mark>(?:{_MARK})(?![A-Za-z0-9_]))|(?P<punct>[(),])", re.ASCII)
 _NAME = r"\\?[\"`\[]?(?P<name>[A-Za-z_][A-Za-z0-9_$]*+)\\?[\"`\]]?"
 _OPERATOR = r"[ \t\r\n]*+(?:=|<>|!=|<=|>=|<|>|(?i:[ \t\r\n]++(?:not[ \t\r\n]++)?i?like))[ \t\r\n]*+"
@@ -52,11 +53,17 @@ _COMPARED = re.compile(rf"(?<![A-Za-z0-9_$\"`\]\\]){_NAME}{_OPERATOR}(?:[A-Za-z_
 _INSERT = re.compile(r"(?i:insert[ \t\r\n]+(?:[a-z]+[ \t\r\n]+){0,2}into)[ \t\r\n]+[^(]{1,256}?"
                      r"\((?P<columns>[^()]{1,4096})\)[ \t\r\n]*(?i:values)[ \t\r\n]*", re.ASCII)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_COMMENT = re.compile(r"--[^\r\n]*+|/\*(?:[^*]|\*(?!/))*+(?:\*/|\Z)")
+_COLUMN = re.compile(r"(?:\"[^\"]*+(?:\"|\Z)|`[^`]*+(?:`|\Z)|\[[^\]]*+(?:\]|\Z)|[^,\"`\[])++")
+# Personal data a column may hold that no pattern finds without its name (nine digits, a date).
+_PERSONAL = re.compile(r"(?i:ssn|ssns|social_?security(?:_?number)?|tax_?id|taxpayer_?id|itin|date_?of_?birth|dob)",
+                       re.ASCII)
 _CUT = "characters truncated"  # SQLAlchemy's mark of a statement or value it shortened
 _MAX_MARKS = 4096
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
 _NO_VALUE = frozenset({"None", "True", "False"})
 
+_SELF = re.compile(PATTERN, re.ASCII)
 Span = tuple[int, int]
 Row = list[tuple[Span, str | None]]
 """A row's values: each one's span, and its key in a dict (None in a tuple)."""
@@ -64,33 +71,54 @@ Row = list[tuple[Span, str | None]]
 
 Test = Callable[[int, str | None, str], bool]
 """Whether the value at a position (with its key, in a dict) is to go."""
+Bound = dict[int | str, set[str | None]]
+"""Each bind mark's key (its position, or its name) and every column it is tied to (None: one not known)."""
 
 
 def redact_parameters(match: re.Match[str], secret_key: Callable[[str], str | None],
                       looks_generated: Callable[[str], bool], hidden: str) -> str:
     """The match with the parameters of secret-named columns replaced by `hidden` (see the module doc); the
-    rules' own `secret_key` and `looks_generated` say which names and values hold secrets."""
+    rules' own `secret_key` and `looks_generated` say which names and values hold secrets. The parameters
+    stop where their brackets close: what follows on the line is read again (a JSON line may hold the error
+    twice, or a chain of them)."""
+    text, out, at = match.group(), [], 0
+    while (found := _SELF.search(text, at)) is not None:
+        done, stop = _one(found, secret_key, looks_generated, hidden)
+        out += [text[at:found.start()], done]
+        at = stop
+    return "".join([*out, text[at:]])
+
+
+def _one(match: re.Match[str], secret_key: Callable[[str], str | None], looks_generated: Callable[[str], bool],
+         hidden: str) -> tuple[str, int]:
+    """One statement's parameters (or parameters alone) redacted, and where in the text that reading ended."""
     if match.group("lone") is not None:
-        return match.group("lone") + _hide(match.group("lparams"), _every_value, hidden)
+        done, end = _hide(match.group("lparams"), _every_value, hidden)
+        return match.group("lone") + done, match.start("lparams") + end
     sql, params = match.group("sql"), match.group("params")
     bound = None if _CUT in sql else _bound_columns(sql)
-    if bound is None:
-        return match.group("head") + _hide(params, _every_value, hidden)
-    if not any(secret_key(word) for word in set(_WORD.findall(sql))):
-        return match.group()
+    words = set(_WORD.findall(sql))
+    if bound is None or "parameters truncated" in params:  # a shortened dict shifts its keys
+        done, end = _hide(params, _every_value, hidden)
+        return match.group("head") + done, match.start("params") + end
+    if not any(secret_key(word) or _PERSONAL.fullmatch(word) for word in words):
+        _, end = _hide(params, _every_value, hidden)
+        return match.string[match.start():match.start("params") + end], match.start("params") + end
     positional = sum(1 for mark in bound if isinstance(mark, int))
 
     def secret(position: int, key: str | None, value: str) -> bool:
-        name = bound.get(key if key is not None else position)
-        if name is None:
-            return True  # tied to no column, in a statement that names a secret
-        kind = secret_key(name)
-        return kind == "strong" or (kind == "weak" and looks_generated(value.strip("'\"")))
+        for name in bound.get(key if key is not None else position, {None}):
+            kind = secret_key(name) or ("strong" if _PERSONAL.fullmatch(name) else None) if name else "unknown"
+            plain = value.removeprefix("b").strip("'\"")
+            if kind in ("strong", "unknown") or (kind == "weak" and (looks_generated(plain) or _CUT in plain)):
+                return True  # a secret column, or one not known in a statement that names a secret
+        return False
 
     def test(row: Row) -> Test:
         return _always if row and row[0][1] is None and len(row) != positional else secret
 
-    return match.group("head") + _hide(params, test, hidden)
+    done, end = _hide(params, test, hidden)
+    return match.group("head") + done, match.start("params") + end
 
 
 def _always(_position: int, _key: str | None, _value: str) -> bool:
@@ -101,12 +129,13 @@ def _every_value(_row: Row) -> Test:
     return _always
 
 
-def _hide(params: str, test_of: Callable[[Row], Test], hidden: str) -> str:
-    """`params` with each value its row's test names replaced by `hidden`; all of it when it is no tuple,
-    dict or list of them."""
-    rows = _rows(params)
-    if rows is None:
-        return hidden
+def _hide(params: str, test_of: Callable[[Row], Test], hidden: str) -> tuple[str, int]:
+    """The parameters with each value its row's test names replaced by `hidden`, and where they ended in
+    `params`; all of the line when they are no tuple, list, dict or list of them."""
+    read = _rows(params)
+    if read is None:
+        return hidden, len(params)
+    rows, stop = read
     out, last = [], 0
     for row in rows:
         test = test_of(row)
@@ -115,31 +144,32 @@ def _hide(params: str, test_of: Callable[[Row], Test], hidden: str) -> str:
             if value not in _NO_VALUE and test(position, key, value):
                 out += [params[last:start], hidden]
                 last = end
-    return "".join([*out, params[last:]])
+    return "".join([*out, params[last:stop]]), stop
 
 
-def _bound_columns(sql: str) -> dict[int | str, str | None] | None:
-    """Each bind mark (its position among positional parameters, or its name) and the column it binds
-    (None: not known); None when there are more marks than this reader takes."""
+def _bound_columns(sql: str) -> Bound | None:
+    """Each bind mark and the columns it is tied to; None when there are more marks than this reader takes."""
     compared = {found.start("mark"): found.group("name") for found in _COMPARED.finditer(sql)}
     inserted = _INSERT.search(sql)
-    names = [part.strip(" \t\r\n\"`[]\\").rpartition(".")[2] for part in inserted.group("columns").split(",")] \
-        if inserted else []
+    names = _columns(inserted.group("columns")) if inserted else []
     rows_from = inserted.end() if inserted else len(sql) + 1
-    bound: dict[int | str, str | None] = {}
+    bound: Bound = {}
     order = depth = item = 0
-    rows_open, last_close = inserted is not None, -1
+    rows_open, closed, dirty, previous = inserted is not None, False, False, 0
     for count, token in enumerate(_TOKENS.finditer(sql)):
         if count > 4 * _MAX_MARKS or len(bound) > _MAX_MARKS:
             return None
         punct, mark = token.group("punct"), token.group("mark")
         in_rows = rows_open and token.start() >= rows_from
-        if in_rows and depth == 0 and last_close >= 0 and (punct is None or punct == ")" or
-                                                            sql[last_close:token.start()].strip(", \t\r\n")):
-            rows_open = in_rows = False  # the rows are over (`ON CONFLICT …`, `RETURNING …`)
+        if in_rows and depth == 0 and closed:
+            # After a row: only `, (` goes on to the next one (`ON CONFLICT …`, `RETURNING …` end them).
+            dirty = dirty or punct not in (",", "(") or bool(sql[previous:token.start()].strip(", \t\r\n"))
+            if dirty:
+                rows_open = in_rows = False
+        previous = token.end()
         if not in_rows:
             if mark is not None:
-                bound[_position(mark, order)] = compared.get(token.start())
+                bound.setdefault(_position(mark, order), set()).add(compared.get(token.start()))
                 order += mark in ("?", "%s")
             continue
         if punct == "(":
@@ -147,13 +177,20 @@ def _bound_columns(sql: str) -> dict[int | str, str | None] | None:
             item = 0 if depth == 1 else item
         elif punct == ")":
             depth = max(0, depth - 1)
-            last_close = token.end() if depth == 0 else last_close
+            closed, dirty = closed or depth == 0, False if depth == 0 else dirty
         elif punct == "," and depth == 1:
             item += 1
         elif mark is not None:
-            bound[_position(mark, order)] = names[item] if depth >= 1 and item < len(names) else None
+            name = names[item] if depth >= 1 and item < len(names) else None
+            bound.setdefault(_position(mark, order), set()).add(name)
             order += mark in ("?", "%s")
     return bound
+
+
+def _columns(listed: str) -> list[str]:
+    """An INSERT's column names, comments dropped and quoted names kept whole (`"a,b"`)."""
+    listed = _COMMENT.sub(" ", listed)
+    return [part.strip(" \t\r\n\"`[]\\").rpartition(".")[2] for part in _COLUMN.findall(listed)]
 
 
 def _position(mark: str, order: int) -> int | str:
@@ -166,49 +203,55 @@ def _position(mark: str, order: int) -> int | str:
     return mark[1:] if mark.startswith(":") else order
 
 
-def _rows(params: str) -> list[Row] | None:
-    """Each row's values: one tuple or dict, or a list of them (executemany, perhaps with SQLAlchemy's
-    `... displaying 10 of 500 total bound parameter sets ...` between); None when the text is none of those."""
-    if params.startswith(("(", "{")):
-        row = _values(params, 0)
-        return [row[0]] if row is not None else None
-    if not params.startswith("["):
+def _rows(params: str) -> tuple[list[Row], int] | None:
+    """Each row's values, and where the parameters end: one tuple, list or dict, or a list of them
+    (executemany, perhaps with SQLAlchemy's `... displaying 10 of 500 total bound parameter sets ...` between);
+    None when the text is none of those."""
+    if not params.startswith(("(", "{", "[")):
         return None
+    if params.startswith("[") and not params[1:].lstrip(" ").startswith(("(", "{", "[")):
+        read = _values(params, 0)  # a list of values: one row (a dialect that binds lists)
+        return ([read[0]], read[1]) if read is not None else None
+    if not params.startswith("["):
+        read = _values(params, 0)
+        return ([read[0]], read[1]) if read is not None else None
     rows, index = [], 1
     while index < len(params) and params[index] != "]":
-        if params[index] in "({":
-            row = _values(params, index)
-            if row is None:
+        if params[index] in "({[":
+            read = _values(params, index)
+            if read is None:
                 return None
-            rows.append(row[0])
-            index = row[1]
-        elif params[index] in "'\"[":
+            rows.append(read[0])
+            index = read[1]
+        elif params[index] in "'\"":
             end = _skip(params, index)
             if end is None:
                 return None
             index = end
         else:
             index += 1  # separators, and the note of rows not displayed
-    return rows
+    return (rows, index + 1) if index < len(params) else None
 
 
 def _values(text: str, start: int) -> tuple[Row, int] | None:
-    """The values of the tuple or dict opening at `start` (a dict's with their keys), and the index past it;
-    None if it never closes."""
+    """The values of the tuple, list or dict opening at `start` (a dict's with their keys), and the index
+    past it; None if it never closes, or when a dict's entry holds a second key."""
     close = _CLOSE[text[start]]
     row: Row = []
     index = item = start + 1
     key: str | None = None
     while index < len(text):
         char = text[index]
-        if char in ",)}" and char in (",", close):
+        if char in (",", close):
             if text[item:index].strip():
                 row.append((_trimmed(text, item, index), key))
             if char == close:
                 return row, index + 1
             item, key = index + 1, None
             index += 1
-        elif char == ":" and close == "}" and key is None:
+        elif char == ":" and close == "}":
+            if key is not None:
+                return None  # a value holding a key: the dict was shortened
             key = text[item:index].strip().strip("'\"")
             item = index = index + 1
         else:

@@ -33,6 +33,7 @@ import regex
 from analysis.code.blame import _OPERAND, _RECEIVER
 from analysis.code.clue import definition_regex
 from analysis.code.expression import IDENT
+from analysis.intake.redact_rules import _SPACE, _listed_number
 
 _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("consumer", "analysis", "store")
@@ -49,6 +50,8 @@ _DYNAMIC = {
     "analysis.intake.frame_key:": "module constants compiled from rule tables; the compiled rules are tested",
     "analysis.intake.redact_rules:": "module constants compiled from rule tables; the compiled rules are tested",
     "analysis.intake.redact_rules:_rule": "compiles the rule table's literals; the compiled rules are tested",
+    "analysis.intake.redact_rules:_named_taxpayer": "a listed number after one of two gaps; tested via _SAMPLES",
+    "analysis.intake.sql_parameters:": "module constants joined from literal pieces; the compiled patterns are tested",
     "analysis.intake.redact:": "a module constant compiled from literal pieces; the compiled pattern is tested",
     "analysis.intake.redact:Redactor.__init__": "operator patterns, run on `regex` with a timeout",
     "analysis.intake.redact:RedactionConfig._compiling_patterns": "operator patterns, compiled to check them",
@@ -78,6 +81,7 @@ _DYNAMIC = {
 # Representative patterns of dynamic sites that run on the `re` engine without a timeout.
 _NAME = re.escape("name")
 _SAMPLES = {
+    "analysis.intake.redact_rules:_named_taxpayer": (_listed_number(_SPACE), _listed_number("")),
     "analysis.code.suspects:null_callee": (
         r"(?<![\w.])([\w.]+)\s*\([^()]*\)\s*\??\." + re.escape("name") + r"\b",
         r"(?<!\w)([A-Za-z_]\w*)\??(?:\[[^\][]*\])?\." + re.escape("name") + r"\b",

@@ -857,6 +857,13 @@ class TestRedactor:
          'taxId: [REDACTED:itin]; [REDACTED:itin]'),
         ("ssn=123456789, status 200, 12 ms; ssn=123456789, 200 45 6789, 1234567890",
          "ssn=[REDACTED:ssn], status 200, 12 ms; ssn=[REDACTED:ssn], 200 45 6789, 1234567890"),
+        # The second review: plural and compound names, empty items, lists past 32 numbers.
+        ("itins=[912701234, 913701235]; tax_ids=[123456789, 234567890]; customerSsns=[123456789, 234567890]; "
+         "ssn_list=[123456789, null, '', 234567890]",
+         "itins=[[REDACTED:itin], [REDACTED:itin]]; tax_ids=[[REDACTED:ssn], [REDACTED:ssn]]; "
+         "customerSsns=[[REDACTED:ssn], [REDACTED:ssn]]; ssn_list=[[REDACTED:ssn], null, '', [REDACTED:ssn]]"),
+        ("ssns=[" + ", ".join(str(123451000 + i) for i in range(40)) + "]",
+         "ssns=[" + ", ".join(["[REDACTED:ssn]"] * 40) + "]"),
     ])  # fmt: skip
     def test_a_social_security_number(self, text: str, expected: str | None) -> None:
         """The printed form `AAA-GG-SSSS`, or spaced after its name; numbers the SSA never issues (area 000,
@@ -1034,6 +1041,22 @@ _PG_DETAILS = [
     ("uk", "Ключ ({names})=({values}) не присутній в таблиці \"accounts\"."),
     ("zh_CN", "键值\"{key}\" 已经存在"),
     ("zh_CN", "键值对({names})=({values})仍然是从表\"accounts\"引用的."),
+    # A second review: the other messages naming a key, "Key %s conflicts with existing key %s.", "Key %s is
+    # duplicated." and "Partition key of the failing row contains %s.", in English and translated.
+    ("en", "Key {key} conflicts with existing key {key}."),
+    ("en", "Partition key of the failing row contains {key}."),
+    ("de", "Schlüssel {key} kollidiert mit vorhandenem Schlüssel {key}."),
+    ("es", "La llave {key} está en conflicto con la llave existente {key}."),
+    ("ja", "キー {key} が既存のキー {key} と競合しています"),
+    ("ka", "გასაღები {key} კონფლიქტობს არსებულ გასაღებ {key}-სთან."),
+    ("ko", "{key} 키와 {key} 가 충돌함"),
+    ("ko", "실패한 로우의 파티션 키 값: {key}"),
+    ("ru", "Ключ {key} конфликтует с существующим ключом {key}."),
+    ("sv", "Nyckeln {key} är duplicerad."),
+    ("sv", "Partitioneringsnyckel för den trasiga raden innehåller {key}."),
+    ("uk", "Ключ {key} дублюється."),
+    ("zh_CN", "键{key}与已存在的键{key}冲突"),
+    ("zh_CN", "键值{key}重复了"),
 ]
 
 
@@ -1051,6 +1074,12 @@ class TestTranslatedPostgresDetails:
 
     def test_columns_without_secrets_stay_in_any_language(self) -> None:
         text = "DETAIL:  Schlüssel »(tenant_id, email_domain)=(7, example)« existiert bereits."
+        assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
+
+    @pytest.mark.parametrize("text", ["DETAIL:  Key (пароль)=(hunter2) already exists.", "Key (1)=(2) already exists.",
+                                      "Key (a, 1)=(x, y) already exists."])
+    def test_columns_without_an_ascii_word_raise_nothing(self, text: str) -> None:
+        """The second review: a column named in another script (or by a number) made `redact` raise."""
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
 
