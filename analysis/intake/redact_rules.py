@@ -184,14 +184,15 @@ def _type_repr(bare: str, match: re.Match[str]) -> bool:
 
 # A statement's bind parameter (`SET password = ?`, `%s`, `$1`, `:1`, `?1`, `:pw`, `%(password)s`, `$1::text`;
 # numbers of up to three digits: a PIN is longer) names no value: the value is among the parameters
-# (`analysis.intake.sql_parameters`). Only in a statement: right after `SET`, `WHERE`, `AND`, `OR`, `ON`, a comma
-# or `(` (`pin=$1234` in prose is a value).
+# (`analysis.intake.sql_parameters`). Only in a statement (a `SELECT`, `UPDATE`, … earlier on its line), right
+# after `SET`, `WHERE`, `AND`, `OR`, `ON`, a comma or `(` (`pin=$1234`, `login(password=:letmein)` are values).
 _BIND_MARK = re.compile(r"(?:\?[0-9]{0,3}|%s|\$[0-9]{1,3}|:[0-9]{1,3}|:[A-Za-z_][A-Za-z0-9_]{0,63}"
                         r"|%\([A-Za-z_][A-Za-z0-9_]{0,63}\)s)(?:::(?i:varchar|text|integer|int[248]?|bigint|smallint"
                         r"|numeric|boolean|bool|uuid|jsonb?|bytea|date|timestamp(?:tz)?|float[48]|real)(?:\[\])?)?"
                         r"(?![^\s,;)\]}])")
 _BIND_CONTEXT = re.compile(r"(?:(?<![A-Za-z0-9_])(?i:set|where|and|or|on|when)[ \t\r\n]+|[(,][ \t\r\n]*)"
                            r"(?:[A-Za-z_][A-Za-z0-9_]{0,63}\.)?[\"`\[]?\Z", re.ASCII)
+_STATEMENT = re.compile(r"(?<![A-Za-z0-9_])(?i:select|update|insert|delete|merge|upsert)[ \t\r\n]", re.ASCII)
 
 
 def _keyed(match: re.Match[str]) -> str:
@@ -213,8 +214,12 @@ def _bind_mark(match: re.Match[str]) -> bool:
     """Whether the bare value a key/value match found is a statement's bind parameter (its mark may run past
     it: `%(`)."""
     mark = _BIND_MARK.match(match.string, match.start("bv"))
-    return mark is not None and mark.end() >= match.end("bv") and \
-        _BIND_CONTEXT.search(match.string, max(0, match.start() - 80), match.start()) is not None
+    if mark is None or mark.end() < match.end("bv"):
+        return False
+    string, start = match.string, match.start()
+    line = string.rfind("\n", max(0, start - 240), start) + 1
+    return _BIND_CONTEXT.search(string, max(line, start - 80), start) is not None and \
+        _STATEMENT.search(string, max(line, start - 240), start) is not None
 
 
 def shannon_bits(value: str) -> float:

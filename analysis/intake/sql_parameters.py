@@ -7,19 +7,22 @@ parameters, positional ones without names, so no keyed rule sees a secret among 
     [parameters: ('bob@example.com', 'hunter2')]
 
 Each bind mark (`?`, `?2`, `%s`, `$1`, `:1`, `:name`, `%(name)s`) is tied to the column it binds: by its
-place in an INSERT's `VALUES` rows, or by the `column =` (`<>`, `<`, `LIKE`, …, perhaps through one call:
-`= lower(?)`) just before it. Redaction fails closed:
+place in an INSERT's `VALUES` rows, or by the `column =` (`<>`, `<`, `LIKE`, …, after a cast or a `COLLATE`,
+perhaps through one call: `= lower(?)`) just before it. Redaction fails closed:
 
-- a value tied to a secret-named column goes (one secret only when generated, `code`, `key`: when it looks so);
-- when the statement names any secret-like word, so does every value not tied to a column (`? = password`,
-  `IN (?, ?)`, `crypt(?, …)`), and every value of a row whose count is not the marks';
+- a value tied to a secret-named column goes (one secret only when generated, `code`, `key`: when it looks so),
+  and so does one tied to a column of personal data (`ssn`, `customer_ssn`, `birth_date`);
+- when the statement or its values name any secret-like word (`WHERE name = 'smtp_password'`), so does every
+  value not tied to a column (`? = password`, `IN (?, ?)`, `crypt(?, …)`) or tied to a generic one (`value`),
+  and every value of a row whose count is not the marks';
 - a statement this reader cannot take whole (cut by SQLAlchemy, `… characters truncated …`; over 16 kB; more
-  than 4,096 marks) or parameters without a statement before them (a log that broke the pair apart) lose
-  every value;
+  than 4,096 marks), a dict it shortened, and parameters without a statement before them (a log that broke
+  the pair apart) lose every value;
 - `None` and the booleans stay: `NOT NULL constraint failed` reads them.
 
-A dict of named parameters (psycopg2's and others' style) is read the same way, by key; its keys that name
-secrets are the keyed rules' as well.
+A dict of named parameters (psycopg2's and others' style) is read the same way, by key. Parameters are read
+by index, jumping from one bracket, quote or separator to the next, and stop where their brackets close: the
+rest of the line is read again (a JSON line may hold the error twice).
 """
 
 from __future__ import annotations
@@ -32,12 +35,13 @@ __all__ = ["PATTERN", "redact_parameters"]
 # Between the statement and its parameters: a line break (also escaped, `#012` as rsyslog writes it) and the
 # prefix a log repeats on each line (`  | ` of an exception group, a container runtime's time and stream), or
 # spaces when a log writes the error on one line. The statement runs to the `]` the parameters follow (a SQL
-# Server name holds brackets of its own), never over another `[SQL: ` (so each start reads its own text only);
-# the parameters run to the line's end (their own brackets say where they stop). Parameters that no statement
-# precedes match alone (`lone`).
+# Server name holds brackets of its own), never over another `[SQL: ` (so each start reads its own text only).
+# Parameters that no statement precedes match alone (`lone`). The rule's match runs to the line's end; the
+# heads within it are found again by `_HEAD`, which stops at them.
 _GAP = r"(?:(?:\r?\n|\r|\\r\\n|\\n|\\r|#012)[^\[\]\r\n]{0,80}?|[ \t]{1,8})\[parameters: "
-PATTERN = (rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16384}}+)\]{_GAP})"
-           r"(?P<params>[^\r\n]++)|(?P<lone>\[parameters: )(?P<lparams>[^\r\n]++)")
+_HEADS = rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16384}}+)\]{_GAP})|(?P<lone>\[parameters: )"
+PATTERN = rf"(?:{_HEADS})[^\r\n]++"
+_HEAD = re.compile(_HEADS, re.ASCII)
 
 _MARK = (r"\?[0-9]{0,4}|%s|\$[0-9]{1,4}|(?<!:):[0-9]{1,4}|(?<!:):[A-Za-z_][A-Za-z0-9_]{0,63}"
          r"|%\([A-Za-z_][A-Za-z0-9_]{0,63}\)s")
@@ -46,29 +50,34 @@ _MARK = (r"\?[0-9]{0,4}|%s|\$[0-9]{1,4}|(?<!:):[0-9]{1,4}|(?<!:):[A-Za-z_][A-Za-
 _TOKENS = re.compile(rf"'(?:[^']|'')*+(?:'|\Z)|\"[^\"\r\n]*+(?:\"|$)|--[^\r\n]*+|/\*(?:[^*]|\*(?!/))*+(?:\*/|\Z)"
                      rf"|(?P<mark>(?:{_MARK})(?![A-Za-z0-9_]))|(?P<punct>[(),])", re.ASCII)
 _NAME = r"\\?[\"`\[]?(?P<name>[A-Za-z_][A-Za-z0-9_$]*+)\\?[\"`\]]?"
+_CAST = r"(?:::[A-Za-z_][A-Za-z0-9_]{0,63}|[ \t\r\n]++(?i:collate)[ \t\r\n]++[\"A-Za-z_][\"A-Za-z0-9_.-]{0,63})?"
 _OPERATOR = r"[ \t\r\n]*+(?:=|<>|!=|<=|>=|<|>|(?i:[ \t\r\n]++(?:not[ \t\r\n]++)?i?like))[ \t\r\n]*+"
 # `column <op> mark`, perhaps through one call (`= lower(?)`, `= crypt(?, …)`): one pass over the statement.
-_COMPARED = re.compile(rf"(?<![A-Za-z0-9_$\"`\]\\]){_NAME}{_OPERATOR}(?:[A-Za-z_][A-Za-z0-9_.]{{0,63}}+\()?"
+_COMPARED = re.compile(rf"(?<![A-Za-z0-9_$\"`\]\\:]){_NAME}{_CAST}{_OPERATOR}(?:[A-Za-z_][A-Za-z0-9_.]{{0,63}}+\()?"
                        rf"(?P<mark>{_MARK})(?![A-Za-z0-9_])", re.ASCII)
 _INSERT = re.compile(r"(?i:insert[ \t\r\n]+(?:[a-z]+[ \t\r\n]+){0,2}into)[ \t\r\n]+[^(]{1,256}?"
                      r"\((?P<columns>[^()]{1,4096})\)[ \t\r\n]*(?i:values)[ \t\r\n]*", re.ASCII)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_ESCAPED_SPACE = re.compile(r"\\[nrt]|#012")  # a line break as a JSON string or rsyslog writes it
 _COMMENT = re.compile(r"--[^\r\n]*+|/\*(?:[^*]|\*(?!/))*+(?:\*/|\Z)")
 _COLUMN = re.compile(r"(?:\"[^\"]*+(?:\"|\Z)|`[^`]*+(?:`|\Z)|\[[^\]]*+(?:\]|\Z)|[^,\"`\[])++")
-# Personal data a column may hold that no pattern finds without its name (nine digits, a date).
-_PERSONAL = re.compile(r"(?i:ssn|ssns|social_?security(?:_?number)?|tax_?id|taxpayer_?id|itin|date_?of_?birth|dob)",
-                       re.ASCII)
+_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Words of a column name that say personal data no pattern finds without its name (nine digits, a date).
+_PERSONAL = frozenset({"ssn", "ssns", "itin", "itins", "dob", "birthdate", "birthday", "socialsecurity", "taxid",
+                       "taxids", "taxpayerid", "dateofbirth", "birth date", "social security", "tax id",
+                       "taxpayer id", "date of birth"})
+# Columns that hold whatever their row names (`UPDATE settings SET value = ? WHERE name = 'smtp_password'`).
+_GENERIC = frozenset({"value", "val", "data", "setting_value", "config_value", "content", "payload"})
 _CUT = "characters truncated"  # SQLAlchemy's mark of a statement or value it shortened
 _MAX_MARKS = 4096
+_MAX_PARAMETERS = 256 * 1024  # characters of parameters read; past that, every value goes
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
+_NEXT = re.compile(r"[\"'()\[\]{},:]")  # what a value's reading stops at
 _NO_VALUE = frozenset({"None", "True", "False"})
 
-_SELF = re.compile(PATTERN, re.ASCII)
 Span = tuple[int, int]
 Row = list[tuple[Span, str | None]]
-"""A row's values: each one's span, and its key in a dict (None in a tuple)."""
-
-
+"""A row's values: each one's span in the text, and its key in a dict (None in a tuple or list)."""
 Test = Callable[[int, str | None, str], bool]
 """Whether the value at a position (with its key, in a dict) is to go."""
 Bound = dict[int | str, set[str | None]]
@@ -78,47 +87,69 @@ Bound = dict[int | str, set[str | None]]
 def redact_parameters(match: re.Match[str], secret_key: Callable[[str], str | None],
                       looks_generated: Callable[[str], bool], hidden: str) -> str:
     """The match with the parameters of secret-named columns replaced by `hidden` (see the module doc); the
-    rules' own `secret_key` and `looks_generated` say which names and values hold secrets. The parameters
-    stop where their brackets close: what follows on the line is read again (a JSON line may hold the error
-    twice, or a chain of them)."""
+    rules' own `secret_key` and `looks_generated` say which names and values hold secrets."""
     text, out, at = match.group(), [], 0
-    while (found := _SELF.search(text, at)) is not None:
-        done, stop = _one(found, secret_key, looks_generated, hidden)
+    while (found := _HEAD.search(text, at)) is not None:
+        done, stop = _one(text, found, secret_key, looks_generated, hidden)
         out += [text[at:found.start()], done]
         at = stop
     return "".join([*out, text[at:]])
 
 
-def _one(match: re.Match[str], secret_key: Callable[[str], str | None], looks_generated: Callable[[str], bool],
-         hidden: str) -> tuple[str, int]:
-    """One statement's parameters (or parameters alone) redacted, and where in the text that reading ended."""
-    if match.group("lone") is not None:
-        done, end = _hide(match.group("lparams"), _every_value, hidden)
-        return match.group("lone") + done, match.start("lparams") + end
-    sql, params = match.group("sql"), match.group("params")
+def _one(text: str, head: re.Match[str], secret_key: Callable[[str], str | None],
+         looks_generated: Callable[[str], bool], hidden: str) -> tuple[str, int]:
+    """One statement's parameters (or parameters alone) redacted from its head on, and where that reading
+    ended in `text`."""
+    start = head.end()
+    if head.group("lone") is not None and text[start:start + 1] not in ("(", "[", "{"):
+        return head.group(), start  # another tool's `[parameters: --queue x]`
+    read = _rows(text, start)
+    if read is None:  # not a tuple, list or dict, or one that does not close: the rest of the line goes
+        end = text.find("\n", start)
+        return head.group() + hidden, end if end >= 0 else len(text)
+    rows, stop = read
+    if head.group("lone") is not None:
+        return _hide(text, start, stop, head.group(), rows, _every_value, hidden), stop
+    sql = _ESCAPED_SPACE.sub("  ", head.group("sql"))
     bound = None if _CUT in sql else _bound_columns(sql)
-    words = set(_WORD.findall(sql))
-    if bound is None or "parameters truncated" in params:  # a shortened dict shifts its keys
-        done, end = _hide(params, _every_value, hidden)
-        return match.group("head") + done, match.start("params") + end
-    if not any(secret_key(word) or _PERSONAL.fullmatch(word) for word in words):
-        _, end = _hide(params, _every_value, hidden)
-        return match.string[match.start():match.start("params") + end], match.start("params") + end
+    if bound is None or "parameters truncated" in text[start:stop]:  # a shortened dict shifts its keys
+        return _hide(text, start, stop, head.group(), rows, _every_value, hidden), stop
+    words = set(_WORD.findall(sql)) | set(_WORD.findall(text, start, stop))
+    if not any(secret_key(word) or _personal(word) for word in words):
+        return text[head.start():stop], stop
     positional = sum(1 for mark in bound if isinstance(mark, int))
 
     def secret(position: int, key: str | None, value: str) -> bool:
         for name in bound.get(key if key is not None else position, {None}):
-            kind = secret_key(name) or ("strong" if _PERSONAL.fullmatch(name) else None) if name else "unknown"
-            plain = value.removeprefix("b").strip("'\"")
-            if kind in ("strong", "unknown") or (kind == "weak" and (looks_generated(plain) or _CUT in plain)):
-                return True  # a secret column, or one not known in a statement that names a secret
+            if name is None or name.lower() in _GENERIC or _personal(name):
+                return True  # not known, or a column holding anything, in a statement that names a secret
+            kind = secret_key(name)
+            if kind == "strong" or (kind == "weak" and _generated(value, looks_generated)):
+                return True
         return False
 
     def test(row: Row) -> Test:
         return _always if row and row[0][1] is None and len(row) != positional else secret
 
-    done, end = _hide(params, test, hidden)
-    return match.group("head") + done, match.start("params") + end
+    return _hide(text, start, stop, head.group(), rows, test, hidden), stop
+
+
+def _personal(name: str) -> bool:
+    """Whether a column's name says it holds personal data: `ssn`, `customer_ssn`, `ssnLast4`, `birth_date`."""
+    low = name.lower()
+    if not any(part in low for part in ("ssn", "itin", "dob", "birth", "social", "tax")):
+        return False
+    words = [word.lower() for part in _HUMP.split(name) for word in re.split(r"[^A-Za-z0-9]+", part) if word]
+    return any(word in _PERSONAL or " ".join(words[i:i + n]) in _PERSONAL or "".join(words[i:i + n]) in _PERSONAL
+               for i, word in enumerate(words) for n in (2, 3))
+
+
+def _generated(value: str, looks_generated: Callable[[str], bool]) -> bool:
+    """Whether a weak column's value reads as generated: a token, bytes of a digest's length or more, or a
+    value SQLAlchemy cut (its ends are what is left of one)."""
+    if value.startswith(("b'", 'b"', "bytearray(")):
+        return len(value) >= 19
+    return _CUT in value or looks_generated(value.strip("'\""))
 
 
 def _always(_position: int, _key: str | None, _value: str) -> bool:
@@ -129,22 +160,18 @@ def _every_value(_row: Row) -> Test:
     return _always
 
 
-def _hide(params: str, test_of: Callable[[Row], Test], hidden: str) -> tuple[str, int]:
-    """The parameters with each value its row's test names replaced by `hidden`, and where they ended in
-    `params`; all of the line when they are no tuple, list, dict or list of them."""
-    read = _rows(params)
-    if read is None:
-        return hidden, len(params)
-    rows, stop = read
-    out, last = [], 0
+def _hide(text: str, start: int, stop: int, head: str, rows: list[Row], test_of: Callable[[Row], Test],
+          hidden: str) -> str:
+    """`head` and the parameters from `start` to `stop`, each value its row's test names replaced by `hidden`."""
+    out, last = [head], start
     for row in rows:
         test = test_of(row)
-        for position, ((start, end), key) in enumerate(row):
-            value = params[start:end]
+        for position, ((begin, end), key) in enumerate(row):
+            value = text[begin:end]
             if value not in _NO_VALUE and test(position, key, value):
-                out += [params[last:start], hidden]
+                out += [text[last:begin], hidden]
                 last = end
-    return "".join([*out, params[last:stop]]), stop
+    return "".join([*out, text[last:stop]])
 
 
 def _bound_columns(sql: str) -> Bound | None:
@@ -187,10 +214,11 @@ def _bound_columns(sql: str) -> Bound | None:
     return bound
 
 
-def _columns(listed: str) -> list[str]:
-    """An INSERT's column names, comments dropped and quoted names kept whole (`"a,b"`)."""
+def _columns(listed: str) -> list[str | None]:
+    """An INSERT's column names, comments dropped and quoted names kept whole (`"a,b"`); None for a part that
+    names no column."""
     listed = _COMMENT.sub(" ", listed)
-    return [part.strip(" \t\r\n\"`[]\\").rpartition(".")[2] for part in _COLUMN.findall(listed)]
+    return [words[-1] if (words := _WORD.findall(part)) else None for part in _COLUMN.findall(listed)]
 
 
 def _position(mark: str, order: int) -> int | str:
@@ -203,75 +231,77 @@ def _position(mark: str, order: int) -> int | str:
     return mark[1:] if mark.startswith(":") else order
 
 
-def _rows(params: str) -> tuple[list[Row], int] | None:
-    """Each row's values, and where the parameters end: one tuple, list or dict, or a list of them
-    (executemany, perhaps with SQLAlchemy's `... displaying 10 of 500 total bound parameter sets ...` between);
-    None when the text is none of those."""
-    if not params.startswith(("(", "{", "[")):
+def _rows(text: str, start: int) -> tuple[list[Row], int] | None:
+    """Each row's values in the parameters at `start`, and where they end: one tuple, list or dict, or a list
+    of them (executemany, perhaps with SQLAlchemy's `... displaying 10 of 500 total bound parameter sets ...`
+    between); None when they are none of those, or longer than this reader takes."""
+    if text[start:start + 1] not in ("(", "[", "{"):
         return None
-    if params.startswith("[") and not params[1:].lstrip(" ").startswith(("(", "{", "[")):
-        read = _values(params, 0)  # a list of values: one row (a dialect that binds lists)
+    limit = min(len(text), start + _MAX_PARAMETERS)
+    if text[start] != "[" or not text[start + 1:start + 64].lstrip(" ").startswith(("(", "{", "[")):
+        read = _values(text, start, limit)  # one row (a list of values, as dialects that bind lists print it)
         return ([read[0]], read[1]) if read is not None else None
-    if not params.startswith("["):
-        read = _values(params, 0)
-        return ([read[0]], read[1]) if read is not None else None
-    rows, index = [], 1
-    while index < len(params) and params[index] != "]":
-        if params[index] in "({[":
-            read = _values(params, index)
+    rows, index = [], start + 1
+    while index < limit and text[index] != "]":
+        if text[index] in "({[":
+            read = _values(text, index, limit)
             if read is None:
                 return None
             rows.append(read[0])
             index = read[1]
-        elif params[index] in "'\"":
-            end = _skip(params, index)
+        elif text[index] in "'\"":
+            end = _skip(text, index, limit)
             if end is None:
                 return None
             index = end
         else:
-            index += 1  # separators, and the note of rows not displayed
-    return (rows, index + 1) if index < len(params) else None
+            found = _NEXT.search(text, index + 1, limit)  # separators, and the note of rows not displayed
+            index = found.start() if found is not None else limit
+    return (rows, index + 1) if index < limit else None
 
 
-def _values(text: str, start: int) -> tuple[Row, int] | None:
+def _values(text: str, start: int, limit: int) -> tuple[Row, int] | None:
     """The values of the tuple, list or dict opening at `start` (a dict's with their keys), and the index
-    past it; None if it never closes, or when a dict's entry holds a second key."""
+    past it; None if it does not close before `limit`, or when a dict's entry holds a second key."""
     close = _CLOSE[text[start]]
     row: Row = []
-    index = item = start + 1
+    item = start + 1
     key: str | None = None
-    while index < len(text):
-        char = text[index]
+    found = _NEXT.search(text, item, limit)
+    while found is not None:
+        index, char = found.start(), found.group()
         if char in (",", close):
             if text[item:index].strip():
                 row.append((_trimmed(text, item, index), key))
             if char == close:
                 return row, index + 1
-            item, key = index + 1, None
-            index += 1
+            item, key, resume = index + 1, None, index + 1
         elif char == ":" and close == "}":
             if key is not None:
                 return None  # a value holding a key: the dict was shortened
             key = text[item:index].strip().strip("'\"")
-            item = index = index + 1
-        else:
-            end = _skip(text, index)
+            item = resume = index + 1
+        elif char in "'\"([{":
+            end = _skip(text, index, limit)
             if end is None:
                 return None
-            index = end
+            resume = end
+        else:
+            resume = index + 1  # a stray closer, or `:` in a tuple
+        found = _NEXT.search(text, resume, limit)
     return None
 
 
-def _skip(text: str, index: int) -> int | None:
-    """The index past the value part at `index`: a quoted string, a bracketed group (strings and groups
-    inside it skipped whole), or one character; None when it never ends."""
+def _skip(text: str, index: int, limit: int) -> int | None:
+    """The index past the quoted string or bracketed group at `index` (strings and groups inside it skipped
+    whole); None when it does not end before `limit`."""
     closers: list[str] = []
-    while index < len(text):
+    while index < limit:
         char = text[index]
         if char in "'\"":
-            end = text.find(char, index + 1)
+            end = text.find(char, index + 1, limit)
             while end > 0 and _escaped(text, end):
-                end = text.find(char, end + 1)
+                end = text.find(char, end + 1, limit)
             if end < 0:
                 return None
             index = end + 1
@@ -284,6 +314,8 @@ def _skip(text: str, index: int) -> int | None:
             index += 1
         if not closers:
             return index
+        found = _NEXT.search(text, index, limit)
+        index = found.start() if found is not None else limit
     return None
 
 
