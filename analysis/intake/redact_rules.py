@@ -308,7 +308,19 @@ _PG_VALUES = r"(?P<values>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){0,1024}?)"
 _PG_KEY_WORDS = (r"(?<![A-Za-z])(?i:key|llave|clé|chiave)|(?i:n)yckel|(?i:s)chlüssel|キー|(?:К|к)люч|键|გასაღებ"
                  r"|키 값:")
 _PG_TAIL = rf"\)(?![^-\s.\"'\\{INTL}])"
+_PG_HEAD = rf"(?:{_PG_KEY_WORDS})[^()\r\n]{{0,80}}?\({_PG_NAMES}\)=\("
+_PG_DETAIL = rf"(?P<head>{_PG_HEAD}){_PG_VALUES}(?P<tail>{_PG_TAIL})"
+_PG_CLOSED = re.compile(_PG_DETAIL, re.ASCII)
 _PG_STRENGTH = ("", "weak", "strong")
+
+
+def _pg_open(match: re.Match[str]) -> str:
+    """A key read to the line's end: unchanged when its values close (`_pg_key` read them), else without the
+    rest of the line when a column is secret."""
+    if _PG_CLOSED.match(match.string, match.start()) is not None:
+        return match.group()
+    secret = any(secret_key(word) for word in _PG_WORD.findall(match.group("names")))
+    return match.group("head") + placeholder("secret") if secret else match.group()
 _BASE64_PAD = "=" * 3
 
 
@@ -781,9 +793,11 @@ _CONTEXT: tuple[Rule, ...] = (
     # translations (`lc_messages`): `Schlüssel »(…)=(…)« existiert bereits`, `La clé « (…)=(…) » existe déjà`,
     # `キー(…)=(…)がありません`, `(…)=(…) 키가 …` (the Korean catalogue names the key after it).
     # (Names and values hold no bracket but a pair, one deep: `Key (a)=(` repeated a megabyte over stays linear.)
-    _rule("secret", rf"(?P<head>(?:{_PG_KEY_WORDS})[^()\r\n]{{0,80}}?\({_PG_NAMES}\)=\()"
-                    rf"{_PG_VALUES}(?P<tail>{_PG_TAIL})", _pg_key),
+    _rule("secret", _PG_DETAIL, _pg_key),
     _rule("secret", rf"(?P<head>(?<![^\s:])\({_PG_NAMES}\)=\(){_PG_VALUES}(?P<tail>\) (?:키|가))", _pg_key),
+    # A key whose values this reading cannot close (a `(` of their own, over 1,024 characters): when a column is
+    # secret, the rest of the line goes.
+    _rule("secret", rf"(?P<head>{_PG_HEAD})(?P<rest>[^\r\n]++)", _pg_open),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:[ \t][^<>\r\n]{{0,512}})?>)"
                     r"(?!\[REDACTED)[^<\r\n]++(?=</)", r"\1[REDACTED:secret]"),

@@ -1076,6 +1076,14 @@ class TestTranslatedPostgresDetails:
         text = "DETAIL:  Schlüssel »(tenant_id, email_domain)=(7, example)« existiert bereits."
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
+    def test_values_that_do_not_close_lose_the_rest_of_the_line(self) -> None:
+        """A third review: a `(` inside the value, or a value over 1,024 characters, left it unread."""
+        for value in ("Tr0ub(4dor", "ab12" * 257):
+            text = f"DETAIL:  Key (password)=({value}) already exists."
+            assert REDACTOR.redact(text) == "DETAIL:  Key (password)=([REDACTED:secret]" == REDACTOR.every_rule(text)
+        plain = "DETAIL:  Key (order_id)=(4(2) is not present in table \"orders\"."
+        assert REDACTOR.redact(plain) == plain
+
     @pytest.mark.parametrize("text", ["DETAIL:  Key (пароль)=(hunter2) already exists.", "Key (1)=(2) already exists.",
                                       "Key (a, 1)=(x, y) already exists."])
     def test_columns_without_an_ascii_word_raise_nothing(self, text: str) -> None:
