@@ -321,6 +321,8 @@ def _pg_open(match: re.Match[str]) -> str:
         return match.group()
     secret = any(secret_key(word) for word in _PG_WORD.findall(match.group("names")))
     return match.group("head") + placeholder("secret") if secret else match.group()
+
+
 _BASE64_PAD = "=" * 3
 
 
