@@ -195,11 +195,16 @@ _BIND_CONTEXT = re.compile(r"(?:(?<![A-Za-z0-9_])(?i:set|where|and|or|on|when)[ 
 _STATEMENT = re.compile(r"(?<![A-Za-z0-9_])(?i:select|update|insert|delete|merge|upsert)[ \t\r\n]", re.ASCII)
 
 
+# Code, not a value: a dotted name called or indexed (`pw = sys.stdin.readline()`, `request.form["password"]`),
+# as a Python traceback quotes its source line.
+_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)++", re.ASCII)
+
+
 def _keyed(match: re.Match[str]) -> str:
     groups = match.groupdict()
     bare = groups.get("bv")
-    if bare is not None and (_OBJECT_REF.fullmatch(bare) or _type_repr(bare, match)
-                             or _bind_mark(match)):
+    if bare is not None and (_OBJECT_REF.fullmatch(bare) or _type_repr(bare, match) or _bind_mark(match)
+                             or _code(bare, match)):
         return match.group()
     quote = groups.get("q") or groups.get("eq")
     if quote is not None:
@@ -208,6 +213,11 @@ def _keyed(match: re.Match[str]) -> str:
         opened = f"{groups.get('upre') or ''}{groups['uq']}" if groups.get("uq") is not None else groups["ueq"]
         return f"{match.group('head')}{opened}{placeholder('secret')}"
     return f"{match.group('head')}{placeholder('secret')}"
+
+
+def _code(bare: str, match: re.Match[str]) -> bool:
+    """Whether the bare value a key/value match found is a dotted name called or indexed (see `_DOTTED_NAME`)."""
+    return _DOTTED_NAME.fullmatch(bare) is not None and match.string[match.end():match.end() + 1] in ("(", "[")
 
 
 def _bind_mark(match: re.Match[str]) -> bool:

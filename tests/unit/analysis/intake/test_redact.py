@@ -1293,3 +1293,16 @@ class TestRedactValue:
         assert redact_value(value, REDACTOR) == {
             "a": [{"b": "[REDACTED:email]"}], "key": "[REDACTED:secret]", "cache_key": "orders:42",
             "session": "started", "count": 4111111111111112}
+
+
+class TestSourceLines:
+    @pytest.mark.parametrize("line", ['    pw = sys.stdin.readline().strip()', '    passwd = getpass.getpass()',
+                                      '    password = request.form["password"]', '    token = os.environ["TOKEN"]'])
+    def test_a_dotted_name_called_or_indexed_is_code(self, line: str) -> None:
+        """A traceback's source line (and the code an analysis quotes): `pw = [REDACTED:secret]().strip()`
+        garbled it (the second new-user trial)."""
+        assert REDACTOR.redact(line) == line == REDACTOR.every_rule(line)
+
+    @pytest.mark.parametrize("text", ["password=abc.def", "api_key = settings.API_KEY", "password=Hunter[prod]"])
+    def test_other_values_still_go(self, text: str) -> None:
+        assert "[REDACTED:secret]" in REDACTOR.redact(text)

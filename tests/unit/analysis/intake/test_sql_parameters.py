@@ -312,3 +312,4 @@ class TestHostileInput:
         started = time.process_time()
         REDACTOR.redact(text)
         assert time.process_time() - started < 1.0
+
