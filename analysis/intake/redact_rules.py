@@ -197,7 +197,7 @@ _STATEMENT = re.compile(r"(?<![A-Za-z0-9_])(?i:select|update|insert|delete|merge
 
 # Code, not a value: a dotted name called or indexed (`pw = sys.stdin.readline()`, `request.form["password"]`),
 # as a Python traceback quotes its source line.
-_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)++", re.ASCII)
+_DOTTED_NAME = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)++", re.ASCII)
 
 
 def _keyed(match: re.Match[str]) -> str:
