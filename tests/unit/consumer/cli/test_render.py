@@ -18,7 +18,8 @@ from analysis.report import (
     Suspect,
     SuspectCommit,
 )
-from consumer.cli.render import CodeLines, excerpt_of, print_analysis, print_case
+from consumer.cli.render import CodeLines, excerpt_of, print_analysis, print_case, print_cases
+from demo.report import bursts
 from store import CitedRange
 from store.record import CaseDetail, CaseSummary
 
@@ -109,6 +110,14 @@ class TestAnalysisView:
         assert "(a log message, no exception): customer <*> is null" in text
         assert "Culprit  none: the log carries no stack trace" in text
         assert "Culprit  none: no frame of the trace maps to this repository" in _render(_analysis(culprit=None))
+
+    def test_a_case_without_a_culprit_says_none_as_everywhere(self) -> None:
+        """`memory list` printed `(none)`, the demo `(no culprit)`, `analyze` `none: …`: one word now."""
+        case = _case(cited=(), commit=None, checked_against=None).summary
+        out = io.StringIO()
+        print_cases(Console(file=out, force_terminal=False, width=120), [case])
+        assert "culprit     none" in out.getvalue() and "(none)" not in out.getvalue()
+        assert "    culprit     none" in bursts([_analysis(culprit=None)])
 
 
 def _case(*, cited: tuple[CitedRange, ...], commit: str | None, checked_against: str | None) -> CaseDetail:
