@@ -72,24 +72,26 @@ _JOINED_NAME = (r"(?:(?<![A-Za-z/])(?<!REDACTED:)(?i:s\.?s\.?n\.?s?|itins?|tax[ 
 _SPACE = "(?:[ \t+]{1,2}|\\\\t|\\\\u00[aA]0|\u00a0|%20)"
 
 
+_NUMBER_END = "(?![A-Za-z0-9]|[.-][0-9])"  # not inside a longer run: a version, a part number
+
+
 def _taxpayer_number(area: str, group: str, name: str | None = None, gap: str = _SPACE) -> str:
     """A US taxpayer number printed `AAA-GG-SSSS`, or after its `name`, `AAA GG SSSS` (`gap` between the
     groups; the name is kept, `head`), never serial 0000, and not inside a longer run of digits, dashes or
     dots (a version, a part number). After a name, the numbers listed after the first (`ssns=[…, …]`,
     `more`) are taken too."""
-    end = "(?![A-Za-z0-9]|[.-][0-9])"
     if not name:
-        return rf"(?<![A-Za-z0-9.-]){area}-{group}-(?!0000)[0-9]{{4}}{end}"
+        return rf"(?<![A-Za-z0-9.-]){area}-{group}-(?!0000)[0-9]{{4}}{_NUMBER_END}"
     # Items after the first: numbers, and empty ones between them (`null`, `''`).
     listed = (rf"[\"']?[ \t]{{0,3}}[,;](?:[ \t]{{0,3}}(?:null|None|''|\"\")[ \t]{{0,3}}[,;]){{0,8}}[ \t]{{0,3}}[\"']?"
               rf"{_listed_number(gap)}")
-    return (rf"(?P<head>(?:{name})[^0-9A-Za-z\r\n]{{1,10}}){area}{gap}{group}{gap}(?!0000)[0-9]{{4}}{end}"
+    return (rf"(?P<head>(?:{name})[^0-9A-Za-z\r\n]{{1,10}}){area}{gap}{group}{gap}(?!0000)[0-9]{{4}}{_NUMBER_END}"
             rf"(?P<more>(?:{listed}){{0,256}})")
 
 
 def _listed_number(gap: str) -> str:
     """A number of a taxpayer list after its first (the list's name said what they are: any area and group)."""
-    return rf"[0-9]{{3}}{gap}[0-9]{{2}}{gap}[0-9]{{4}}(?![A-Za-z0-9]|[.-][0-9])"
+    return rf"[0-9]{{3}}{gap}[0-9]{{2}}{gap}[0-9]{{4}}{_NUMBER_END}"
 
 
 _SSN_AREA, _SSN_GROUP = r"(?!000|666|9)[0-9]{3}", r"(?!00)[0-9]{2}"
