@@ -611,6 +611,21 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         add("secret", f"sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) constraint failed\n"
                       f"[SQL: {statement.format(v=value, h=hashed)}]\n(Background on this error at: "
                       f"https://sqlalche.me/e/20/gkpj)", value, source=source)
+    for detail, source in (("Failing row contains (41, {v}, null, 2024-06-01 10:00:00+00).", "English"),
+                           ("Fehlgeschlagene Zeile enthält (41, {v}, null).", "German"),
+                           ("失敗した行は(41, {v}, null)を含みます", "Japanese")):
+        row_value = _fill(rng, "{b62:14}")
+        add("secret", f"ERROR:  null value in column \"email\" of relation \"users\" violates not-null constraint\n"
+                      f"DETAIL:  {detail.format(v=row_value)}", row_value,
+            source=f"PostgreSQL's failing row, every column unnamed: {source} (postgres-15.mo)")
+    unlisted = _fill(rng, "{b62:14}")
+    statement = "[SQL: INSERT INTO users VALUES (?, ?, ?)]"
+    add("secret", f"sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint failed: users.name\n"
+                  f"{statement}\n[parameters: ('bob', '{unlisted}', 7)]", unlisted,
+        source="SQLAlchemy's IntegrityError: an INSERT without a column list")
+    argument = _fill(rng, "{b62:14}")
+    add("secret", f"--- Logging error ---\nMessage: 'login failed for %s'\nArguments: ('bob', '{argument}')", argument,
+        source="Python logging's error for a call whose format string does not take its arguments")
     for spelling, source in (("redis-cli -h cache -a {v} ping", "redis-cli's -a"),
                              ("sshpass -p {v} ssh deploy@bastion", "sshpass's -p"),
                              ("docker login -u ci -p {v} registry.example.com", "docker login's -p"),

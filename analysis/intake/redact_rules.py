@@ -335,6 +335,29 @@ def _pg_open(match: re.Match[str]) -> str:
     return match.group("head") + placeholder("secret") if secret else match.group()
 
 
+# PostgreSQL prints the whole row a NOT NULL, CHECK or partition constraint refused, without column names:
+# `DETAIL:  Failing row contains (7, bob@example.com, $2b$12$…, null).`, in its 11 translations too. Every value
+# goes but `null` and the booleans (`t`, `f`), which say what the constraint read. Values are printed unquoted,
+# commas and brackets included: the row runs to the last `)` before the line's end, or before a line break
+# written out (`\n` in a JSON string, `#012` from rsyslog), and to there when no `)` closes it.
+_PG_ROW = (r"(?P<head>(?:Failing row contains|Fehlgeschlagene Zeile enthält|La fila que falla contiene"
+           r"|La ligne en échec contient|La riga in errore contiene|Misslyckande rad innehåller"
+           r'|Ошибочная строка содержит|Помилковий рядок містить|შეცდომიანი მწკრივი "|失敗した行は|失败, 行包含'
+           r"|실패한 자료:) ?\()(?P<row>[^\r\n]++)")
+_PG_ROW_KEPT = frozenset({"null", "t", "f"})
+_WRITTEN_BREAK = re.compile(r"\\[rn]|#012")
+
+
+def _pg_row(match: re.Match[str]) -> str:
+    row = match.group("row")
+    found = _WRITTEN_BREAK.search(row)
+    end = found.start() if found is not None else len(row)
+    close = row.rfind(")", 0, end)
+    values, tail = (row[:close], row[close:]) if close >= 0 else (row[:end], row[end:])
+    hidden = [value if value.strip() in _PG_ROW_KEPT else placeholder("secret") for value in values.split(_PG_SEP)]
+    return match.group("head") + _PG_SEP.join(hidden) + tail
+
+
 _BASE64_PAD = "=" * 3
 
 
@@ -812,6 +835,7 @@ _CONTEXT: tuple[Rule, ...] = (
     # A key whose values this reading cannot close (a `(` of their own, over 1,024 characters): when a column is
     # secret, the rest of the line goes.
     _rule("secret", rf"(?P<head>{_PG_HEAD})(?P<rest>[^\r\n]++)", _pg_open),
+    _rule("secret", _PG_ROW, _pg_row),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:[ \t][^<>\r\n]{{0,512}})?>)"
                     r"(?!\[REDACTED)[^<\r\n]++(?=</)", r"\1[REDACTED:secret]"),

@@ -18,7 +18,13 @@ perhaps through one call: `= lower(?)`) just before it. Redaction fails closed:
 - a statement this reader cannot take whole (cut by SQLAlchemy, `… characters truncated …`; over 16 kB; more
   than 4,096 marks), a dict it shortened, and parameters without a statement before them (a log that broke
   the pair apart) lose every value;
+- an INSERT without a column list (`INSERT INTO users VALUES (?, ?)`) ties no value to a column: every
+  value goes;
 - `None` and the booleans stay: `NOT NULL constraint failed` reads them.
+
+Python's logging prints a call's arguments apart from its format string in the same way when formatting
+fails (`--- Logging error ---`, then `Message: 'login %s'` and `Arguments: ('bob', 'hunter2')`): every value
+of such `Arguments:` goes, as parameters alone do. A log shipper often sends that line as an event of its own.
 
 A dict of named parameters (psycopg2's and others' style) is read the same way, by key. Parameters are read
 by index, jumping from one bracket, quote or separator to the next, and stop where their brackets close: the
@@ -36,10 +42,12 @@ __all__ = ["PATTERN", "redact_parameters"]
 # prefix a log repeats on each line (`  | ` of an exception group, a container runtime's time and stream), or
 # spaces when a log writes the error on one line. The statement runs to the `]` the parameters follow (a SQL
 # Server name holds brackets of its own), never over another `[SQL: ` (so each start reads its own text only).
-# Parameters that no statement precedes match alone (`lone`). The rule's match runs to the line's end; the
-# heads within it are found again by `_HEAD`, which stops at them.
+# Parameters that no statement precedes match alone (`lone`), and so do the arguments of a Python logging
+# error. The rule's match runs to the line's end; the heads within it are found again by `_HEAD`, which stops
+# at them.
 _GAP = r"(?:(?:\r?\n|\r|\\r\\n|\\n|\\r|#012)[^\[\]\r\n]{0,80}?|[ \t]{1,8})\[parameters: "
-_HEADS = rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16384}}+)\]{_GAP})|(?P<lone>\[parameters: )"
+_HEADS = (rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16384}}+)\]{_GAP})"
+          r"|(?P<lone>\[parameters: |(?<![\w.:=-])Arguments: )")
 PATTERN = rf"(?:{_HEADS})[^\r\n]++"
 _HEAD = re.compile(_HEADS, re.ASCII)
 
@@ -55,6 +63,9 @@ _OPERATOR = r"[ \t\r\n]*+(?:=|<>|!=|<=|>=|<|>|(?i:[ \t\r\n]++(?:not[ \t\r\n]++)?
 # `column <op> mark`, perhaps through one call (`= lower(?)`, `= crypt(?, …)`): one pass over the statement.
 _COMPARED = re.compile(rf"(?<![A-Za-z0-9_$\"`\]\\:]){_NAME}{_CAST}{_OPERATOR}(?:[A-Za-z_][A-Za-z0-9_.]{{0,63}}+\()?"
                        rf"(?P<mark>{_MARK})(?![A-Za-z0-9_])", re.ASCII)
+# An INSERT whose VALUES no column list precedes (`INSERT INTO users VALUES (?, ?)`, `REPLACE INTO …`).
+_UNLISTED = re.compile(r"(?<![A-Za-z0-9_])(?i:insert|replace)[ \t\r\n]++(?:[A-Za-z]++[ \t\r\n]++){0,2}?"
+                       r"(?i:into)[ \t\r\n]++[^(]{1,256}?(?<![A-Za-z0-9_])(?i:values)[ \t\r\n]*+\(", re.ASCII)
 _INSERT = re.compile(r"(?i:insert[ \t\r\n]+(?:[a-z]+[ \t\r\n]+){0,2}into)[ \t\r\n]+[^(]{1,256}?"
                      r"\((?P<columns>[^()]{1,4096})\)[ \t\r\n]*(?i:values)[ \t\r\n]*", re.ASCII)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
@@ -111,7 +122,7 @@ def _one(text: str, head: re.Match[str], secret_key: Callable[[str], str | None]
     if head.group("lone") is not None:
         return _hide(text, start, stop, head.group(), rows, _every_value, hidden), stop
     sql = _ESCAPED_SPACE.sub("  ", head.group("sql"))
-    bound = None if _CUT in sql else _bound_columns(sql)
+    bound = None if _CUT in sql or _UNLISTED.search(sql) else _bound_columns(sql)
     if bound is None or "parameters truncated" in text[start:stop]:  # a shortened dict shifts its keys
         return _hide(text, start, stop, head.group(), rows, _every_value, hidden), stop
     words = set(_WORD.findall(sql)) | set(_WORD.findall(text, start, stop))

@@ -1091,6 +1091,48 @@ class TestTranslatedPostgresDetails:
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
 
+# PostgreSQL 15's catalogues: "Failing row contains %s." (the row a NOT NULL, CHECK or partition constraint
+# refused), as each language prints it.
+_PG_ROWS = [
+    ("en", "Failing row contains {row}."), ("de", "Fehlgeschlagene Zeile enthält {row}."),
+    ("es", "La fila que falla contiene {row}."), ("fr", "La ligne en échec contient {row}."),
+    ("it", "La riga in errore contiene {row}."), ("ja", "失敗した行は{row}を含みます"),
+    ("ka", 'შეცდომიანი მწკრივი "{row}"-ს შეიცავს.'), ("ko", "실패한 자료: {row}"),
+    ("ru", "Ошибочная строка содержит {row}."), ("sv", "Misslyckande rad innehåller {row}."),
+    ("uk", "Помилковий рядок містить {row}."), ("zh_CN", "失败, 行包含{row}."),
+]
+
+
+class TestPostgresFailingRows:
+    @pytest.mark.parametrize(("language", "detail"), _PG_ROWS, ids=[language for language, _ in _PG_ROWS])
+    def test_every_value_goes_but_null_and_booleans(self, language: str, detail: str) -> None:
+        """The row is printed whole, without column names: a password hash, a password and a mail address went
+        through; `null` and `t` say what the constraint read, and stay."""
+        row = "(7, null, $2b$12$R9h/cIPz0gi.URNNX3kh2OPST9/PgBkqquzi.Ss7KIUgO2t0jWMUW, Hunter2!, bob@example.com, t)"
+        text = "ERROR:  null value in column \"email\" violates not-null constraint\nDETAIL:  " + detail.format(row=row)
+        redacted = REDACTOR.redact(text)
+        assert redacted == REDACTOR.every_rule(text)
+        hidden = "[REDACTED:secret]"
+        assert f"({hidden}, null, {hidden}, {hidden}, {hidden}, t)" in redacted, language
+        assert redacted.endswith(f"t){detail.split('{row}')[1]}"), language  # the catalogue's words after it stay
+
+    @pytest.mark.parametrize(("text", "expected"), [
+        ("DETAIL:  Failing row contains (7, Tr0ub(4dor, x) y).", "DETAIL:  Failing row contains ([REDACTED:secret], "
+         "[REDACTED:secret], [REDACTED:secret])."),
+        ("DETAIL:  Failing row contains (7, an unclosed secret", "DETAIL:  Failing row contains ([REDACTED:secret], "
+         "[REDACTED:secret]"),
+        ('{"error":"DETAIL:  Failing row contains (7, hunter2).\\n[SQL: INSERT INTO t (a) VALUES (?)]"}',
+         '{"error":"DETAIL:  Failing row contains ([REDACTED:secret], [REDACTED:secret]).\\n[SQL: INSERT INTO t (a) '
+         'VALUES (?)]"}'),
+        ("Failing row contains (7, hunter2#012[SQL: SELECT 1]", "Failing row contains ([REDACTED:secret], "
+         "[REDACTED:secret]#012[SQL: SELECT 1]"),
+    ], ids=["brackets-inside", "unclosed", "json-escaped-break", "rsyslog-break"])
+    def test_the_row_ends_at_its_last_bracket_or_the_line(self, text: str, expected: str) -> None:
+        """Values are unquoted: the row runs to the last `)` of its line (or of the text before a line break
+        written out); with none, to there."""
+        assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
+
+
 class TestHostileInput:
     @pytest.mark.parametrize("rule", RULES, ids=[f"{i}-{rule.kind}" for i, rule in enumerate(RULES)])
     def test_each_rule_is_linear_on_a_megabyte(self, rule: object) -> None:

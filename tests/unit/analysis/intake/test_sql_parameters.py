@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -281,16 +283,46 @@ class TestTheThirdReview:
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
     @pytest.mark.parametrize("text", [
-        "[parameters: (1)] " * 55_555,
+        "[parameters: (1)] " * 55_555, "Arguments: (1) " * 66_666,
         "[SQL: SELECT 1 WHERE password = ?] [parameters: ('x',)] " * 18_000,
         "[SQL: password = ?]\n[parameters: [" + "(1)," * 249_980 + "]]",
         "[SQL: password = ?]\n[parameters: ['a'," + "'a'," * 249_980 + "]",
-    ], ids=["lone-pairs", "pairs", "rows", "values"])
+    ], ids=["lone-pairs", "arguments", "pairs", "rows", "values"])
     def test_a_long_line_is_read_once(self, text: str) -> None:
         """Each pair read the rest of its line again: 62 s for a megabyte of lone pairs; now under 1 s."""
         started = time.process_time()
         REDACTOR.redact(text)
         assert time.process_time() - started < 1.0
+
+
+class TestUnnamedValues:
+    @pytest.mark.parametrize("statement", ["INSERT INTO users VALUES (?, ?, ?)", 'insert or replace into "users" '
+                                           "values (:1, :2, :3)", "REPLACE INTO users VALUES (%s, %s, %s)"])
+    def test_an_insert_without_a_column_list_loses_every_value(self, statement: str) -> None:
+        """No column is named, so no word says which value is the password: every one goes."""
+        assert _redacted(statement, "('bob', 'Sup3rS3cret', 7, None)") == \
+            "([REDACTED:secret], [REDACTED:secret], [REDACTED:secret], None)"
+
+    def test_a_python_logging_error_loses_its_arguments(self) -> None:
+        """Python's logging prints a call's arguments when its format string does not take them, in a run of
+        the real interpreter; a mapping (the single argument a `%(name)s` format reads) goes value by value."""
+        program = ("import logging; logging.basicConfig(); log = logging.getLogger('auth')\n"
+                   "log.error('login failed for %s', 'bob@example.com', 'Hunter2-Secret!', None)\n"
+                   "log.warning('token %d', {'api_key': 'zzz-123-key', 'attempts': 5})\n")
+        printed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stderr
+        assert "Arguments: ('bob@example.com', 'Hunter2-Secret!', None)" in printed  # what the interpreter printed
+        redacted = REDACTOR.redact(printed)
+        assert redacted == REDACTOR.every_rule(printed)
+        assert "Arguments: ([REDACTED:secret], [REDACTED:secret], None)" in redacted
+        assert "Arguments: {'api_key': [REDACTED:secret], 'attempts': [REDACTED:secret]}" in redacted
+        for line in redacted.splitlines():  # each line alone, as a log shipper sends them
+            assert "Hunter2" not in REDACTOR.redact(line) and "zzz-123" not in REDACTOR.redact(line)
+
+    @pytest.mark.parametrize("text", ["Invalid Arguments: --port 8080", "parseArguments: (see --help)",
+                                      "Arguments: none given"])
+    def test_other_arguments_stay(self, text: str) -> None:
+        """Only `Arguments: ` that opens a tuple, list or dict, not glued to a word, is read."""
+        assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
 
 class TestHostileInput:
