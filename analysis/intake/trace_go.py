@@ -112,7 +112,10 @@ def _match(text: str, regions: tuple[str, ...]) -> Split | None:
     if running < 0 or not text.startswith("goroutine ", line_start):
         return None
     body = running + len(_RUNNING)
-    end = text.find("\n\n", body)
+    # Leaving out argument words only shortens a frame region: a text whose region ends (at a blank line)
+    # before this one's length cannot match it, so the search starts there, not at `body` (a blank line
+    # before it stays in the text compared, which then differs: the region holds none).
+    end = text.find("\n\n", body + len(region))
     if end < 0:
         end = len(text)
     if _ARGUMENTS.sub("()", text[body:end]) != region:

@@ -383,6 +383,24 @@ class TestGoArgumentWords:
         assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES), variant[:400]
 
 
+    def test_a_blank_line_inside_the_cached_frames_takes_the_full_parse(self) -> None:
+        """The region's end is searched from the cached region's length on: a text whose frames stop at a blank
+        line sooner (another goroutine's block after it) parses as the full parser does, never as the cached
+        frames; the same frames with other goroutines after them are still read from the cache."""
+        for name in sorted(path.name for path in TRACES.glob("go*.txt")):
+            text = trace(name).rstrip("\n")
+            first = parse_trace(text)  # caches the frames
+            dump = f"{text}\n\ngoroutine 9 [select]:\nmain.wait(0xc000010000)\n\t/app/main.go:12 +0x1d"
+            assert parse_trace(dump)[0].frames is first[0].frames, name  # the goroutines after it: still a hit
+            assert parse_trace(dump) == _parse(dump, DEFAULT_MAX_FRAMES), name
+            body = text.index(" [running]:") + len(" [running]:\n")
+            for position in [index for index, char in enumerate(text) if char == "\n" and index > body]:
+                variant = f"{text[:position]}\n\ngoroutine 9 [select]:\n{text[position + 1:]}"
+                again = parse_trace(variant)
+                assert again == _parse(variant, DEFAULT_MAX_FRAMES), (name, position)
+                assert again[0].frames is not first[0].frames, (name, position)
+
+
 class TestCachedFramesNeverChangeTheParse:
     def test_header_lines_that_steer_the_parser_take_the_full_parse(self) -> None:
         """A new message that reads as trace syntax (a `Suppressed:` line, a Python traceback marker) over
