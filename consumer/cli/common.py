@@ -61,11 +61,16 @@ def readable(args: argparse.Namespace, stream: TextIO | None = None) -> bool:
 
 def terminal(stream: TextIO | None = None) -> Console:
     """A rich console on `stream` (stdout): colour only when it is a terminal, and never under NO_COLOR
-    (rich reads it)."""
+    (rich reads it); lines wrap at the terminal's width, and not at all when piped (a path stays whole for
+    `grep`)."""
     from rich.console import Console  # rich loads only for the commands that print readably
 
     out = stream or sys.stdout
-    return Console(file=out, force_terminal=out.isatty(), highlight=False, soft_wrap=False)
+    tty = out.isatty()
+    return Console(file=out, force_terminal=tty, highlight=False, soft_wrap=False, width=None if tty else _PIPED_WIDTH)
+
+
+_PIPED_WIDTH = 10_000  # wide enough that nothing wraps; rich pads no line to it
 
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")

@@ -18,6 +18,7 @@ from analysis.report import (
     Suspect,
     SuspectCommit,
 )
+from consumer.cli.common import terminal
 from consumer.cli.render import CodeLines, excerpt_of, print_analysis, print_case, print_cases
 from demo.report import bursts
 from store import CitedRange
@@ -110,6 +111,14 @@ class TestAnalysisView:
         assert "(a log message, no exception): customer <*> is null" in text
         assert "Culprit  none: the log carries no stack trace" in text
         assert "Culprit  none: no frame of the trace maps to this repository" in _render(_analysis(culprit=None))
+
+    def test_piped_output_keeps_each_path_on_its_line(self) -> None:
+        """Piped into a file or `grep`, the console was 80 columns wide and broke long paths in two."""
+        path = "services/payments/internal/deep/package/src/main/java/com/acme/payments/CheckoutService.java"
+        out = io.StringIO()
+        print_analysis(terminal(out), _analysis(suspects=[Suspect(path=path, line=25, function="placeOrder", score=0.9,
+                                                                  reason="raised here")]))
+        assert f"1. 0.90  {path}:25 placeOrder" in out.getvalue()
 
     def test_a_case_without_a_culprit_says_none_as_everywhere(self) -> None:
         """`memory list` printed `(none)`, the demo `(no culprit)`, `analyze` `none: …`: one word now."""
