@@ -51,7 +51,7 @@ def assess(
     if is_changed is not None and case_commit and current_commit:
         for cite in ranges:
             checked += 1
-            span = f"{cite.path}:{cite.start_line}-{cite.end_line}"
+            span = str(cite)
             try:
                 changed = is_changed(cite.path, cite.start_line, cite.end_line, case_commit, current_commit)
             except Exception as exc:  # the injected check may fail for any git reason

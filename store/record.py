@@ -28,6 +28,11 @@ class CitedRange:
     end_line: int
     blob_sha: str = ""
 
+    def __str__(self) -> str:
+        """`path:12`, or `path:12-14` for more than one line."""
+        lines = f"{self.start_line}-{self.end_line}" if self.end_line != self.start_line else str(self.start_line)
+        return f"{self.path}:{lines}"
+
 
 @dataclass(frozen=True, slots=True)
 class NewCase:

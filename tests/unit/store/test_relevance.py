@@ -267,6 +267,12 @@ class TestFreshness:
         assert verdict.stale and verdict.checked == 2 and verdict.stale_citations == 1
         assert verdict.reasons == ("changed b.py:10-12",)
 
+    def test_a_one_line_citation_reads_as_its_line(self) -> None:
+        """`memory show` printed `changed a.py:5-5`; one line reads `a.py:5`."""
+        verdict = assess((CitedRange("a.py", 5, 5),), case_commit="c1", current_commit="c2", age_s=0, max_age_s=DAY,
+                         is_changed=lambda *_: True)
+        assert verdict.reasons == ("changed a.py:5",)
+
     def test_unchanged_lines_keep_it_fresh(self) -> None:
         """No changed range and a young case: fresh, every citation still counted as checked."""
         verdict = assess(self.CITED, case_commit="c1", current_commit="c2", age_s=0, max_age_s=DAY,
