@@ -179,9 +179,8 @@ class Explainer:
         memory write. `logagent analyze` calls this with its local repository; the service via `analyze`."""
         started = time.monotonic() if started is None else started
         now = self._clock() if now is None else now
-        tools = FileTools(
-            checkout.root, self._tool_limits, repo_dir=checkout.repo_dir, commit=checkout.commit
-        )
+        tools = FileTools(checkout.root, self._tool_limits, repo_dir=checkout.repo_dir, commit=checkout.commit,
+                          tracked=checkout.tracked)
         heuristic = localise(cluster, checkout, tools, self._in_app_prefixes)
         recalled = self._recall(cluster, checkout, now)
         heuristic = heuristic.model_copy(update={"past_cases": [_ref(case) for case in recalled]})

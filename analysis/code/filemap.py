@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,8 +152,10 @@ class FileIndex:
             entries.sort()
 
     @classmethod
-    def build(cls, root: Path, skip_dirs: Iterable[str], max_files: int = 200_000) -> FileIndex:
-        """Index every regular file under `root` except skipped (vendored, build) directories and `.git`.
+    def build(cls, root: Path, skip_dirs: Iterable[str], max_files: int = 200_000,
+              visible: Callable[[str], bool] | None = None) -> FileIndex:
+        """Index every regular file under `root` except skipped (vendored, build) directories and `.git`
+        (and those `visible` does not show: a working tree's untracked ones, `jail.tracked_only`).
 
         A symlink counts when it leads to a regular file inside `root`: one leading outside (to
         /etc/passwd), a loop, a FIFO, socket or device is never a suspect. Symlinked directories are not
@@ -170,6 +172,8 @@ class FileIndex:
             except OSError:  # unreadable: nothing of it to index
                 continue
             for entry in entries:
+                if visible is not None and not visible(prefix + entry.name):
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name not in skip:
                         pending.append((Path(entry.path), f"{prefix}{entry.name}/"))

@@ -5,6 +5,10 @@ A repository is untrusted too. Paths are resolved for real and must stay inside 
 symlinks leading outside are refused. A file is opened without blocking and read only when the open
 descriptor is a regular file of bounded size, so a FIFO, socket or device in a working tree can neither
 hang a tool nor feed it endless bytes. Every refusal is a `Refused` whose message the model can act on.
+
+In a working tree (`logagent analyze --repo` without a commit) only the files git tracks are seen: an
+untracked script, the event file beside it or an ignored `.env` is part of no commit, so it is neither
+read, listed nor searched (`tracked_only`); nor is a tracked symlink's untracked target.
 """
 
 from __future__ import annotations
@@ -12,10 +16,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
-__all__ = ["Jail", "Refused"]
+__all__ = ["Jail", "Refused", "tracked_only"]
 
 _BINARY_SNIFF_BYTES = 8192
 _KINDS = (
@@ -31,12 +35,23 @@ class Refused(Exception):
     """A path or file the jail refuses; the message is shown to the model."""
 
 
-class Jail:
-    """Resolves and reads paths of the checkout at `root` (resolved once), files up to `max_file_bytes`."""
+def tracked_only(tracked: frozenset[str] | None) -> Callable[[str], bool]:
+    """Whether a repo-relative posix path ('' for the root) is seen: every one in a worktree at a commit
+    (`tracked` None); in a working tree, its tracked files and the directories that hold them."""
+    if tracked is None:
+        return lambda _rel: True
+    parts = [path.split("/") for path in tracked]
+    return frozenset({*tracked, *("/".join(split[:end]) for split in parts for end in range(len(split)))}).__contains__
 
-    def __init__(self, root: Path, max_file_bytes: int) -> None:
+
+class Jail:
+    """Resolves and reads paths of the checkout at `root` (resolved once), files up to `max_file_bytes`;
+    `tracked`: the files a working tree shows (see the module doc), None for a worktree at a commit."""
+
+    def __init__(self, root: Path, max_file_bytes: int, tracked: frozenset[str] | None = None) -> None:
         self.root = root.resolve()
         self.max_file_bytes = max_file_bytes
+        self.visible = tracked_only(tracked)
 
     def resolve(self, path: str) -> tuple[Path, str]:
         """The real path inside the jail and its repo-relative posix form ('' for the root)."""
@@ -59,7 +74,10 @@ class Jail:
         rel = real.relative_to(self.root)
         if ".git" in rel.parts:
             raise Refused("the .git directory is not readable")
-        return real, rel.as_posix() if rel.parts else ""
+        shown = rel.as_posix() if rel.parts else ""
+        if not self.visible(shown):
+            raise Refused(f"{path!r} is not tracked by git: only the files of the commit are read")
+        return real, shown
 
     def inside(self, path: str) -> bool:
         """Whether repo-relative `path` names something that resolves inside the checkout."""
@@ -108,9 +126,11 @@ class Jail:
         `limit`; symlinked files count when they lead to a regular file inside the jail."""
         found = 0
         for dirpath, dirnames, filenames in os.walk(top):  # does not follow symlinked directories
-            dirnames[:] = [d for d in dirnames if d not in skip_dirs]
+            folder = Path(dirpath).relative_to(self.root).as_posix()
+            prefix = "" if folder == "." else f"{folder}/"
+            dirnames[:] = [d for d in dirnames if d not in skip_dirs and self.visible(prefix + d)]
             for name in filenames:
-                if not name.lower().endswith(suffixes):
+                if not name.lower().endswith(suffixes) or not self.visible(prefix + name):
                     continue
                 candidate = Path(dirpath) / name
                 if self._regular_inside(candidate):

@@ -98,7 +98,7 @@ def find_suspects(
 
     `changed` is (the reason given, {path: first changed lines}) of the history prior (`_changes`).
     """
-    index = index or FileIndex.build(tools.root, tools.limits.skip_dirs)
+    index = index or FileIndex.build(tools.root, tools.limits.skip_dirs, visible=tools.jail.visible)
     reader = SourceReader(tools)
     notes: list[str] = []
     candidates: list[Candidate] = []

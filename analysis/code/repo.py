@@ -137,6 +137,9 @@ class Checkout:
     became_local_after_s: float | None = None
     sync_errors: tuple[str, ...] = ()
     stand_in: str = ""
+    tracked: frozenset[str] | None = None
+    """In a working tree read as it is (`open_local` without a commit), the files git tracks: the only ones
+    read (`jail.tracked_only`). None in a worktree at a commit, which holds nothing else."""
 
 
 def redact_secret(text: str, secrets: tuple[str, ...]) -> str:
@@ -548,9 +551,13 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
             raise RepoError("a bare repository needs --commit")
         if repo.is_dirty(untracked_files=False):
             notes.append("working tree has uncommitted changes; citations are pinned to HEAD")
-        return Checkout(
-            root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir, notes=tuple(notes)
-        )
+        untracked = repo.untracked_files
+        if untracked:
+            named = ", ".join(untracked[:3]) + (f" and {len(untracked) - 3} more" if len(untracked) > 3 else "")
+            notes.append(f"untracked files are not read ({named}): commit them to analyse them")
+        tracked = frozenset(repo.git.ls_files("-z").split("\0")) - {""}
+        return Checkout(root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir,
+                        notes=tuple(notes), tracked=tracked)
     sha = _resolve_commit(repo, commit) if _safe_revision(commit) else None
     if sha is None:
         raise RepoError(f"commit {commit[:40]!r} not found in {path}")

@@ -105,9 +105,10 @@ class FileTools:
         limits: ToolLimits | None = None,
         repo_dir: Path | None = None,
         commit: str | None = None,
+        tracked: frozenset[str] | None = None,
     ) -> None:
         self.limits = limits or ToolLimits()
-        self.jail = Jail(root, self.limits.max_file_bytes)
+        self.jail = Jail(root, self.limits.max_file_bytes, tracked)  # `tracked`: a working tree's (see there)
         self.root = self.jail.root
         self.repo_dir = repo_dir
         self.commit = commit
@@ -184,10 +185,11 @@ class FileTools:
         if not real.is_dir():
             return ToolResult("error", f"{rel!r} is a file; use read_file")
         try:
+            prefix = f"{rel}/" if rel else ""
             entries = sorted(
                 _shown(e.name) + ("/" if e.is_dir() and not e.is_symlink() else "")
                 for e in real.iterdir()
-                if e.name != ".git"
+                if e.name != ".git" and self.jail.visible(prefix + e.name)
             )
         except OSError as exc:
             return ToolResult("error", f"cannot list {path!r}: {exc.strerror or type(exc).__name__}")

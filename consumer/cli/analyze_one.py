@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from analysis.code.filemap import FileIndex
+from analysis.code.jail import tracked_only
 from analysis.code.linemap import Hunk, file_hunks, map_line
 from analysis.code.localiser import localise
 from analysis.code.repo import Checkout, RepoError, RepoSync, open_local, resolve_revision
@@ -127,7 +128,7 @@ def _align(event: ErrorEvent, checkout: Checkout, limits: ToolLimits) -> tuple[E
         why = (f"the event was logged at commit {event.commit[:40]}, which the repository does not have; "
                f"its line numbers were read at {at} as they are")
         return event, _Alignment((why,), unverified=why)
-    index = FileIndex.build(checkout.root, limits.skip_dirs)
+    index = FileIndex.build(checkout.root, limits.skip_dirs, visible=tracked_only(checkout.tracked))
     hunks: dict[str, list[Hunk] | None] = {}
     changed: set[tuple[str, int]] = set()
     moved = 0
@@ -203,7 +204,8 @@ def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, 
         repo_sync = RepoSync(settings.repo.model_copy(update={"servers": {}}))
         analysis = build_explainer(settings, Metrics(), repo_sync, with_memory=False).explain(cluster, checkout)
     else:
-        tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
+        tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit,
+                          tracked=checkout.tracked)
         analysis = localise(cluster, checkout, tools, settings.input.in_app_prefixes)
     # As in the service, nothing leaves unredacted: the code the localiser quoted included.
     return redact_analysis(_guarded(analysis, alignment), Redactor(settings.redaction)), checkout, alignment
@@ -216,7 +218,8 @@ def _code_around(checkout: Checkout, analysis: Analysis, redactor: Redactor) -> 
     culprit = analysis.culprit
     if culprit is None or culprit.line is None:
         return None
-    tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit)
+    tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit,
+                          tracked=checkout.tracked)
     first = max(1, culprit.line - _CODE_RADIUS)
     result = tools.read_file(culprit.path, first, culprit.line + _CODE_RADIUS)
     if result.status != "ok" or result.data is None:

@@ -323,6 +323,27 @@ class TestAnalyzeReadable:
             assert "app/shop.py" in out.stdout and SECRETS["aws"] not in out.stdout
 
 
+    def test_a_working_tree_reads_only_what_git_tracks(self, tmp_path: Path) -> None:
+        """A script that was never committed, run for real, fails in committed code; its traceback is saved
+        as the event beside it. Neither the script nor the event file is a suspect (the event named `price`,
+        so it matched the message's words), and a note says why and what to do."""
+        repo = GitRepo(tmp_path / "trial")
+        repo.commit("lib", {"lib.py": "def total(items):\n    return sum(item['price'] for item in items)\n"})
+        repo.write({"try.py": "from lib import total\n\nprint(total([{'price': 3}, {'cost': 4}]))\n"})
+        crash = subprocess.run([sys.executable, "try.py"], cwd=repo.path, capture_output=True, text=True, check=False)
+        assert "KeyError: 'price'" in crash.stderr
+        event = repo.path / "ev.json"
+        event.write_bytes(orjson.dumps({"server_id": "trial", "timestamp": 1_750_000_000.0, "level": "ERROR",
+                                        "message": "checkout failed", "stack_trace": crash.stderr}))
+        out = run("analyze", "--repo", str(repo.path), "--offline", "--json", "--event", str(event), env=clean_env())
+        assert out.returncode == 0, out.stderr
+        analysis = Analysis.model_validate_json(out.stdout)
+        assert analysis.culprit is not None and (analysis.culprit.path, analysis.culprit.line) == ("lib.py", 2)
+        assert {suspect.path for suspect in analysis.suspects} == {"lib.py"}
+        assert "untracked files are not read (ev.json, try.py): commit them to analyse them" in analysis.notes
+        assert not [note for note in analysis.notes if note.startswith("citation dropped")]
+
+
 class TestAnalyzeGuardRails:
     def test_another_commit_maps_the_trace_through_the_diff(self, services: dict[str, SampleService],
                                                             stream: SampleStream, tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.code.filemap import FileIndex
 from analysis.code.repo import RepoConfig, RepoError, RepoSpec, RepoSync, RepoUnavailable, _safe_revision, open_local
+from analysis.code.tools import FileTools
 from tests.gitrepo import GitRepo, git
 
 pytestmark = pytest.mark.integration
@@ -421,6 +423,31 @@ class TestOpenLocal:
         """Uncommitted changes are noted, since citations pin HEAD."""
         (upstream.path / "app.py").write_text("VERSION = 99\n")
         assert any("uncommitted" in n for n in open_local(upstream.path).notes)
+
+    def test_only_tracked_files_are_read_in_a_working_tree(self, upstream: GitRepo) -> None:
+        """An untracked script, the event file beside it, an ignored `.env` and a tracked symlink to it are
+        part of no commit: the tools neither read, list nor search them, the file index holds none of them,
+        and a note names the untracked ones."""
+        upstream.commit("ignore", {".gitignore": ".env\n", "src/cart.py": "PRICE = 'price'\n"})
+        (upstream.path / "link.txt").symlink_to(".env")
+        git(upstream.path, "add", "link.txt")
+        upstream.write({"try.py": "PRICE = 'price'\n", "ev.json": '{"message": "price"}', ".env": "price=hunter2\n",
+                        "src/scratch.py": "price = 1\n"})
+        checkout = open_local(upstream.path)
+        assert "untracked files are not read (ev.json, src/scratch.py, try.py): commit them to analyse them" in \
+            checkout.notes
+        tools = FileTools(checkout.root, repo_dir=checkout.repo_dir, commit=checkout.commit, tracked=checkout.tracked)
+        for hidden in ("try.py", ".env", "link.txt", "src/scratch.py"):
+            result = tools.read_file(hidden)
+            assert result.status == "error" and "not tracked by git" in result.output, hidden
+        assert tools.read_file("src/cart.py").status == "ok"
+        grep = tools.grep_files("price", file_extension="")
+        assert [match.path for match in grep.data or ()] == ["src/cart.py"]
+        listed = tools.list_directory("").data or ()
+        assert "src/" in listed and "link.txt" in listed and not {"try.py", "ev.json", ".env"} & {*listed}
+        assert tools.list_directory("src").data == ("cart.py",)
+        index = FileIndex.build(checkout.root, (), visible=tools.jail.visible)
+        assert index.paths_ending(("try.py",)) == [] and index.paths_ending(("cart.py",)) == ["src/cart.py"]
 
     def test_commit_gives_a_worktree_with_old_content(self, tmp_path: Path, upstream: GitRepo) -> None:
         """With a commit, an isolated worktree at that commit is used."""
