@@ -48,6 +48,7 @@ _ALPHABETS = {
     "lowdig": string.ascii_lowercase + string.digits,
     "b32": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
     "ah": "abcdefgh0123456789",
+    "crypt": "./" + string.digits + string.ascii_letters,
 }
 _FIELD = re.compile(r"\{(\w+):(\d+)\}")
 
@@ -209,6 +210,18 @@ TOKEN_FORMATS: tuple[tuple[str, str, str], ...] = (
     ("jfrog_token", "cmVmdGtu{b62:56}", "JFrog Docs: reference token"),
     ("cloudflare_key", "v1.0-{hex:24}-{hex:146}", "Cloudflare Docs: Origin CA key"),
     ("azure_client_secret", "{b62:3}8Q~{url:34}", "Microsoft Entra ID Docs: client secret"),
+    ("password_hash", "$2b$12${crypt:53}", "crypt(5) (libxcrypt): bcrypt"),
+    ("password_hash", "$6${crypt:16}${crypt:86}", "crypt(5): SHA-512-crypt"),
+    ("password_hash", "$6$rounds=656000${crypt:16}${crypt:86}", "crypt(5): SHA-512-crypt with its rounds"),
+    ("password_hash", "$5${crypt:16}${crypt:43}", "crypt(5): SHA-256-crypt"),
+    ("password_hash", "$1${crypt:8}${crypt:22}", "crypt(5): MD5-crypt"),
+    ("password_hash", "$apr1${crypt:8}${crypt:22}", "Apache httpd, htpasswd: APR1-MD5"),
+    ("password_hash", "$y$j9T${crypt:22}${crypt:43}", "crypt(5): yescrypt"),
+    ("password_hash", "$argon2id$v=19$m=65536,t=3,p=4${b64:22}${b64:43}", "PHC string format: Argon2id"),
+    ("password_hash", "$pbkdf2-sha256$29000${crypt:22}${crypt:43}", "passlib: pbkdf2_sha256"),
+    ("password_hash", "pbkdf2_sha256$600000${b62:22}${b64:43}=", "Django: PBKDF2PasswordHasher"),
+    ("password_hash", "argon2$argon2id$v=19$m=102400,t=2,p=8${b64:22}${b64:43}", "Django: Argon2PasswordHasher"),
+    ("password_hash", "scrypt$16384${b62:22}$8$1${b64:86}==", "Django: ScryptPasswordHasher"),
 )
 
 # Contexts with no secret-named key, so the token's own rule has to find it.
@@ -712,6 +725,7 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("hashes", "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 mismatch"),
     Negative("hashes", "image digest sha256:9b2a3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b pulled"),
     Negative("hashes", "etag \"33a64df551425fcc55e4d42a148795d9f25f89d4\" stale"),
+    Negative("prices", "coupon: $5$ off orders over $6$ (was $1$2$3), shell var $y$ unset"),
     Negative("hashes", "fingerprint 5f2b7c0d2e9a41b8c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f607182930 grouped"),
     Negative("uuids", "request 123e4567-e89b-12d3-a456-426614174000 failed"),
     Negative("uuids", "trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7"),

@@ -337,24 +337,32 @@ def _pg_open(match: re.Match[str]) -> str:
 
 # PostgreSQL prints the whole row a NOT NULL, CHECK or partition constraint refused, without column names:
 # `DETAIL:  Failing row contains (7, bob@example.com, $2b$12$…, null).`, in its 11 translations too. Every value
-# goes but `null` and the booleans (`t`, `f`), which say what the constraint read. Values are printed unquoted,
-# commas and brackets included: the row runs to the last `)` before the line's end, or before a line break
-# written out (`\n` in a JSON string, `#012` from rsyslog), and to there when no `)` closes it.
-_PG_ROW = (r"(?P<head>(?:Failing row contains|Fehlgeschlagene Zeile enthält|La fila que falla contiene"
-           r"|La ligne en échec contient|La riga in errore contiene|Misslyckande rad innehåller"
-           r'|Ошибочная строка содержит|Помилковий рядок містить|შეცდომიანი მწკრივი "|失敗した行は|失败, 行包含'
-           r"|실패한 자료:) ?\()(?P<row>[^\r\n]++)")
-_PG_ROW_KEPT = frozenset({"null", "t", "f"})
-_WRITTEN_BREAK = re.compile(r"\\[rn]|#012")
+# goes but `null` and the booleans (`t`, `f`), which say what the constraint read. Values are printed as they
+# are: commas, brackets, quotes and line breaks (real or written out, `\n` in JSON) included. So the row runs to
+# the first `)` that ends the catalogue's sentence (`).`, `)を含みます`) before a space, a line break or a JSON
+# string's end, or in Korean (no words after it) before a break, over lines if need be, up to 128 kB (1,600
+# columns of PostgreSQL's 64 characters) and never into another row; a row that never ends so loses the rest
+# of its first line.
+_LINE_BREAK = r"[\r\n\"]|\\[rnt\"]|#012|\Z"  # a break, also written out, or a JSON string's end
+_PG_ROW_ENDS = (
+    ("Failing row contains|Fehlgeschlagene Zeile enthält|La fila que falla contiene|La ligne en échec contient"
+     "|La riga in errore contiene|Misslyckande rad innehåller|Ошибочная строка содержит|Помилковий рядок містить"
+     '|შეცდომიანი მწკრივი "|失敗した行は|失败, 行包含', rf"(?:\.|を含みます|\"-ს შეიცავს\.)(?=\s|{_LINE_BREAK})"),
+    ("실패한 자료:", r"(?=[\r\n]|\\[rn]|#012|\Z)"),
+)
+_PG_ROW_HEAD = "|".join(heads for heads, _ in _PG_ROW_ENDS)  # a row never runs into the next one
+_PG_ROWS = [rf"(?P<head>(?:{heads}) ?\()(?P<row>(?:(?!{_PG_ROW_HEAD})[^)]|\)(?!{end})){{0,131072}}+)"
+            rf"(?P<tail>\){end})?" for heads, end in _PG_ROW_ENDS]
+_PG_ROW_KEPT = frozenset({"null", "t", "f", ""})
+_FIRST_BREAK = re.compile(r"[\r\n]|\\[rn]|#012")
 
 
 def _pg_row(match: re.Match[str]) -> str:
-    row = match.group("row")
-    found = _WRITTEN_BREAK.search(row)
-    end = found.start() if found is not None else len(row)
-    close = row.rfind(")", 0, end)
-    values, tail = (row[:close], row[close:]) if close >= 0 else (row[:end], row[end:])
-    hidden = [value if value.strip() in _PG_ROW_KEPT else placeholder("secret") for value in values.split(_PG_SEP)]
+    row, tail = match.group("row"), match.group("tail") or ""
+    if not tail:  # no end found: the row's first line goes, what follows it stays
+        found = _FIRST_BREAK.search(row)
+        row, tail = (row[:found.start()], row[found.start():]) if found is not None else (row, "")
+    hidden = [value if value.strip() in _PG_ROW_KEPT else placeholder("secret") for value in row.split(_PG_SEP)]
     return match.group("head") + _PG_SEP.join(hidden) + tail
 
 
@@ -835,7 +843,7 @@ _CONTEXT: tuple[Rule, ...] = (
     # A key whose values this reading cannot close (a `(` of their own, over 1,024 characters): when a column is
     # secret, the rest of the line goes.
     _rule("secret", rf"(?P<head>{_PG_HEAD})(?P<rest>[^\r\n]++)", _pg_open),
-    _rule("secret", _PG_ROW, _pg_row),
+    *(_rule("secret", row, _pg_row, spans_lines=True) for row in _PG_ROWS),
     # `<password>…</password>` in XML and SOAP bodies.
     _rule("secret", rf"(?i)(<[A-Za-z0-9:_-]{{0,40}}(?:{_LONG_KEYS}|{_SHORT_KEYS})(?:[ \t][^<>\r\n]{{0,512}})?>)"
                     r"(?!\[REDACTED)[^<\r\n]++(?=</)", r"\1[REDACTED:secret]"),

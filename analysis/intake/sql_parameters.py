@@ -24,7 +24,11 @@ perhaps through one call: `= lower(?)`) just before it. Redaction fails closed:
 
 Python's logging prints a call's arguments apart from its format string in the same way when formatting
 fails (`--- Logging error ---`, then `Message: 'login %s'` and `Arguments: ('bob', 'hunter2')`): every value
-of such `Arguments:` goes, as parameters alone do. A log shipper often sends that line as an event of its own.
+of such `Arguments:` goes, as parameters alone do, and so does whatever follows the tuple on its line (a repr
+holding a `)` of its own closes it early). It is read where that line starts: a line of its own, an event of
+its own (as a log shipper often sends it), a JSON string's start, after a line break written out (`\n`,
+`#012`) or a container runtime's `F ` tag; and only a tuple or a mapping, which is what logging keeps
+(`Arguments: ['train.py', '--lr', …]` in a script's own log stays).
 
 A dict of named parameters (psycopg2's and others' style) is read the same way, by key. Parameters are read
 by index, jumping from one bracket, quote or separator to the next, and stop where their brackets close: the
@@ -42,12 +46,13 @@ __all__ = ["PATTERN", "redact_parameters"]
 # prefix a log repeats on each line (`  | ` of an exception group, a container runtime's time and stream), or
 # spaces when a log writes the error on one line. The statement runs to the `]` the parameters follow (a SQL
 # Server name holds brackets of its own), never over another `[SQL: ` (so each start reads its own text only).
-# Parameters that no statement precedes match alone (`lone`), and so do the arguments of a Python logging
-# error. The rule's match runs to the line's end; the heads within it are found again by `_HEAD`, which stops
-# at them.
+# Parameters that no statement precedes match alone (`lone`), and so do a Python logging error's `arguments`
+# (see the module doc for where). The rule's match runs to the line's end; the heads within it are found again
+# by `_HEAD`, which stops at them.
 _GAP = r"(?:(?:\r?\n|\r|\\r\\n|\\n|\\r|#012)[^\[\]\r\n]{0,80}?|[ \t]{1,8})\[parameters: "
 _HEADS = (rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16384}}+)\]{_GAP})"
-          r"|(?P<lone>\[parameters: |(?<![\w.:=-])Arguments: )")
+          r"|(?P<lone>\[parameters: )"
+          r"|(?P<arguments>(?:(?<![^\n\r\"])|(?<=\\[nr])|(?<=#012)|(?<= [FP] ))Arguments: (?=[({]))")
 PATTERN = rf"(?:{_HEADS})[^\r\n]++"
 _HEAD = re.compile(_HEADS, re.ASCII)
 
@@ -63,9 +68,14 @@ _OPERATOR = r"[ \t\r\n]*+(?:=|<>|!=|<=|>=|<|>|(?i:[ \t\r\n]++(?:not[ \t\r\n]++)?
 # `column <op> mark`, perhaps through one call (`= lower(?)`, `= crypt(?, …)`): one pass over the statement.
 _COMPARED = re.compile(rf"(?<![A-Za-z0-9_$\"`\]\\:]){_NAME}{_CAST}{_OPERATOR}(?:[A-Za-z_][A-Za-z0-9_.]{{0,63}}+\()?"
                        rf"(?P<mark>{_MARK})(?![A-Za-z0-9_])", re.ASCII)
-# An INSERT whose VALUES no column list precedes (`INSERT INTO users VALUES (?, ?)`, `REPLACE INTO …`).
-_UNLISTED = re.compile(r"(?<![A-Za-z0-9_])(?i:insert|replace)[ \t\r\n]++(?:[A-Za-z]++[ \t\r\n]++){0,2}?"
-                       r"(?i:into)[ \t\r\n]++[^(]{1,256}?(?<![A-Za-z0-9_])(?i:values)[ \t\r\n]*+\(", re.ASCII)
+# A statement that inserts (`INSERT`, `UPSERT`, `REPLACE INTO`): unless `_INSERT` reads its column list, no
+# value is tied to a column (`INSERT INTO t VALUES (?, ?)`, `INSERT INTO t SELECT ?, ?`), so every value goes.
+_INSERTS = re.compile(r"(?<![A-Za-z0-9_])(?:(?i:insert|upsert)|(?i:replace)(?=[ \t\r\n]++(?i:into)\b))"
+                      r"(?![A-Za-z0-9_])", re.ASCII)
+# Where a logging error's `Arguments:` line ends (a break, also written out), and what may close the JSON
+# string or object around it.
+_LINE_END = re.compile(r"[\r\n]|\\[rn]|#012")
+_AFTER_A_LINE = " \t\"'}],"
 _INSERT = re.compile(r"(?i:insert[ \t\r\n]+(?:[a-z]+[ \t\r\n]+){0,2}into)[ \t\r\n]+[^(]{1,256}?"
                      r"\((?P<columns>[^()]{1,4096})\)[ \t\r\n]*(?i:values)[ \t\r\n]*", re.ASCII)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
@@ -119,10 +129,16 @@ def _one(text: str, head: re.Match[str], secret_key: Callable[[str], str | None]
         end = text.find("\n", start)
         return head.group() + hidden, end if end >= 0 else len(text)
     rows, stop = read
+    if head.group("arguments") is not None:  # the line holds the repr alone: what follows it is part of it
+        found = _LINE_END.search(text, stop)
+        end = found.start() if found is not None else len(text)
+        rest = hidden if text[stop:end].strip(_AFTER_A_LINE) else text[stop:end]
+        return _hide(text, start, stop, head.group(), rows, _every_value, hidden) + rest, end
     if head.group("lone") is not None:
         return _hide(text, start, stop, head.group(), rows, _every_value, hidden), stop
     sql = _ESCAPED_SPACE.sub("  ", head.group("sql"))
-    bound = None if _CUT in sql or _UNLISTED.search(sql) else _bound_columns(sql)
+    unlisted = _INSERTS.search(sql) is not None and _INSERT.search(sql) is None
+    bound = None if _CUT in sql or unlisted else _bound_columns(sql)
     if bound is None or "parameters truncated" in text[start:stop]:  # a shortened dict shifts its keys
         return _hide(text, start, stop, head.group(), rows, _every_value, hidden), stop
     words = set(_WORD.findall(sql)) | set(_WORD.findall(text, start, stop))

@@ -12,6 +12,8 @@ START = r"(?<![A-Za-z0-9])"
 _END = r"(?![A-Za-z0-9])"
 _B62 = "A-Za-z0-9"
 _URLSAFE = "A-Za-z0-9_-"
+_CRYPT = "./A-Za-z0-9"  # crypt(3)'s base 64
+_B64 = "A-Za-z0-9+/"
 
 TOKEN_FORMATS: tuple[tuple[str, str], ...] = (
     # AWS IAM "Unique identifiers": the four-letter prefix names the resource; keys are 20 characters.
@@ -108,4 +110,16 @@ TOKEN_FORMATS: tuple[tuple[str, str], ...] = (
     ("cloudflare_key", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}(?![A-Za-z0-9])"),
     # Microsoft Entra ID client secrets: three characters, a digit, "Q~", then 31-34 more.
     ("azure_client_secret", r"(?<![A-Za-z0-9~.-])[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"),
+    # Password hashes, which a dictionary cracks offline: crypt(3)'s bcrypt (`$2b$12$`), MD5 (`$1$`, Apache's
+    # `$apr1$`), SHA-256/512 (`$5$`, `$6$`) and yescrypt (`$y$`); the PHC strings of Argon2 and passlib's
+    # PBKDF2; Django's `pbkdf2_sha256$…`, `scrypt$…` and `argon2$argon2id$…`.
+    ("password_hash", rf"(?:\$2[abxy]?\$[0-9]{{2}}\$[{_CRYPT}]{{53}}"
+                      rf"|\$(?:1|5|6|apr1)\$(?:rounds=[0-9]{{1,9}}\$)?[{_CRYPT}]{{1,16}}\$[{_CRYPT}]{{22,86}}"
+                      rf"|\$(?:y|gy)\$[{_CRYPT}]{{1,64}}\$[{_CRYPT}]{{1,86}}\$[{_CRYPT}]{{43}}"
+                      rf"|(?:argon2)?\$argon2(?:id|i|d)\$v=[0-9]{{1,3}}\$m=[0-9]{{1,10}},t=[0-9]{{1,10}},p=[0-9]{{1,3}}"
+                      rf"\$[{_B64}]{{4,128}}\$[{_B64}]{{16,512}}"
+                      rf"|\$pbkdf2(?:-sha(?:1|256|512))?\$[0-9]{{1,9}}\$[{_CRYPT}]{{4,128}}\$[{_CRYPT}]{{16,512}}"
+                      rf"|pbkdf2_sha(?:1|256)\$[0-9]{{1,9}}\$[{_B64}=]{{1,128}}\$[{_B64}=]{{16,512}}"
+                      rf"|scrypt\$[0-9]{{1,9}}\$[{_B64}=]{{1,128}}\$[0-9]{{1,3}}\$[0-9]{{1,3}}\$[{_B64}=]{{16,512}})"
+                      rf"(?![{_CRYPT}+=])"),
 )

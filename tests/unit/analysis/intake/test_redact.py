@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import random
 import re
+import shutil
+import subprocess
 import time
 import uuid
+import warnings
 from typing import cast
 
 import pytest
@@ -1126,11 +1130,72 @@ class TestPostgresFailingRows:
          'VALUES (?)]"}'),
         ("Failing row contains (7, hunter2#012[SQL: SELECT 1]", "Failing row contains ([REDACTED:secret], "
          "[REDACTED:secret]#012[SQL: SELECT 1]"),
-    ], ids=["brackets-inside", "unclosed", "json-escaped-break", "rsyslog-break"])
-    def test_the_row_ends_at_its_last_bracket_or_the_line(self, text: str, expected: str) -> None:
-        """Values are unquoted: the row runs to the last `)` of its line (or of the text before a line break
-        written out); with none, to there."""
+        # An attacker review, on the output of a real PostgreSQL 15 (stderr, jsonlog, csvlog) through psycopg2,
+        # psycopg 3 and asyncpg: values hold line breaks, real or written out, and brackets.
+        ("DETAIL:  Failing row contains (1, alice@example.com, null, 221B Baker Street\nLondon NW1 6XE, t).\n"
+         "STATEMENT:  INSERT INTO customers VALUES (1)", "DETAIL:  Failing row contains ([REDACTED:secret], "
+         "[REDACTED:secret], null, [REDACTED:secret], t).\nSTATEMENT:  INSERT INTO customers VALUES (1)"),
+        ('DETAIL:  Failing row contains (1, {"signature": "Best,\\nJane"}, Jane Q. Public, 1985-03-14, null).',
+         "DETAIL:  Failing row contains ([REDACTED:secret], [REDACTED:secret], [REDACTED:secret], [REDACTED:secret], "
+         "null)."),
+        ('{"detail":"Failing row contains (1, (555) 867-5309, 221B Baker Street\\nLondon NW1 6XE, 1985-03-14).",'
+         '"statement":"INSERT INTO t VALUES (1)"}', '{"detail":"Failing row contains ([REDACTED:secret], '
+         '[REDACTED:secret], [REDACTED:secret], [REDACTED:secret]).","statement":"INSERT INTO t VALUES (1)"}'),
+        ('2024-06-01 10:00:00 UTC,"app",1,"23514","Failing row contains (3, C:\\new\\carol-hunter2, t).",,,'
+         '"INSERT INTO t VALUES (3)",,"psql"', '2024-06-01 10:00:00 UTC,"app",1,"23514","Failing row contains '
+         '([REDACTED:secret], [REDACTED:secret], t).",,,"INSERT INTO t VALUES (3)",,"psql"'),
+        ('DETAIL:  Failing row contains (7, {"note": "call (evenings)"}, pw).', "DETAIL:  Failing row contains "
+         "([REDACTED:secret], [REDACTED:secret], [REDACTED:secret])."),
+        ("DETAIL:  Failing row contains (7, never ended\nkept\nDETAIL:  Failing row contains (8, hunter2, null).",
+         "DETAIL:  Failing row contains ([REDACTED:secret], [REDACTED:secret]\nkept\nDETAIL:  Failing row contains "
+         "([REDACTED:secret], [REDACTED:secret], null)."),
+    ], ids=["brackets-inside", "unclosed", "json-escaped-break", "rsyslog-break", "value-over-lines",
+            "written-break-in-jsonb", "jsonlog", "csvlog-columns-kept", "quoted-bracket", "unclosed-then-another"])
+    def test_the_row_ends_where_its_sentence_does(self, text: str, expected: str) -> None:
+        """Values are printed as they are, line breaks and brackets included: the row runs to the `).` before a
+        space, a break or a JSON string's end, over lines; with none, its first line goes and the rest stays."""
         assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
+
+    def test_a_megabyte_of_empty_values_stays_its_size(self) -> None:
+        """An attacker review: `", "` repeated took 5 s and grew 1 MB to 9.5 MB; empty values now stay empty."""
+        text = "Failing row contains (" + ", " * 499_800 + " password: hunter2x"
+        started = time.process_time()
+        redacted = REDACTOR.redact(text)
+        assert time.process_time() - started < 1.0 and len(redacted) < len(text) + 100 and "hunter2x" not in redacted
+
+
+def _real_password_hashes() -> list[str]:
+    """Password hashes as the real tools write them: `openssl passwd` (MD5, APR1, SHA-256/512-crypt), the C
+    library's crypt(3) (bcrypt), and Django's PBKDF2 and scrypt encodings over hashlib."""
+    assert shutil.which("openssl"), "the openssl command is needed to make real crypt(3) hashes"
+    made = [subprocess.run(["openssl", "passwd", f"-{method}", "hunter2"], capture_output=True, text=True,
+                           check=True).stdout.strip() for method in ("1", "apr1", "5", "6")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+
+        made.append(crypt.crypt("hunter2", crypt.METHOD_BLOWFISH) or "")  # noqa: S324 - a hash to redact
+    salt = "Zk9yXbq2LmN4"
+    pbkdf2 = base64.b64encode(hashlib.pbkdf2_hmac("sha256", b"hunter2", salt.encode(), 1000)).decode()
+    scrypt = base64.b64encode(hashlib.scrypt(b"hunter2", salt=salt.encode(), n=1024, r=8, p=1)).decode()
+    return [*made, f"pbkdf2_sha256$1000${salt}${pbkdf2}", f"scrypt$1024${salt}$8$1${scrypt}"]
+
+
+class TestPasswordHashes:
+    def test_real_hashes_go(self) -> None:
+        """A user row printed with its password hash: a dictionary cracks it offline, so it goes whatever its
+        name (`hash` alone names no secret)."""
+        hashes = _real_password_hashes()
+        assert len(hashes) == 7 and all(hashes), hashes
+        for hashed in hashes:
+            text = f"User(id=7, email=None, hash='{hashed}') failed to load"
+            assert REDACTOR.redact(text) == "User(id=7, email=None, hash='[REDACTED:password_hash]') failed to load" \
+                == REDACTOR.every_rule(text), hashed
+
+    @pytest.mark.parametrize("text", ["coupon: $5$ off orders over $6$", "cost $1$2$3", "echo $y$ unset",
+                                      "$2b$ is bcrypt's prefix", "$6$short$tooShortToBeAHash"])
+    def test_dollar_signs_that_hold_no_hash_stay(self, text: str) -> None:
+        assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
 
 class TestHostileInput:

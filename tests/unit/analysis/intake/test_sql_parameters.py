@@ -296,10 +296,14 @@ class TestTheThirdReview:
 
 
 class TestUnnamedValues:
-    @pytest.mark.parametrize("statement", ["INSERT INTO users VALUES (?, ?, ?)", 'insert or replace into "users" '
-                                           "values (:1, :2, :3)", "REPLACE INTO users VALUES (%s, %s, %s)"])
+    @pytest.mark.parametrize("statement", [
+        "INSERT INTO users VALUES (?, ?, ?)", 'insert or replace into "users" values (:1, :2, :3)',
+        "REPLACE INTO users VALUES (%s, %s, %s)", "INSERT INTO users SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1)",
+        "INSERT INTO users SELECT * FROM (VALUES (?, ?, ?))", "INSERT /* batch */ INTO users VALUES (?, ?, ?)",
+        "UPSERT INTO users VALUES ($1, $2, $3)", "INSERT INTO users (name, note) SELECT ?, ?, ?"])
     def test_an_insert_without_a_column_list_loses_every_value(self, statement: str) -> None:
-        """No column is named, so no word says which value is the password: every one goes."""
+        """No column list is read, so no word says which value is the password: every one goes (an attacker
+        review found the SELECT forms, a comment and CockroachDB's UPSERT keeping theirs)."""
         assert _redacted(statement, "('bob', 'Sup3rS3cret', 7, None)") == \
             "([REDACTED:secret], [REDACTED:secret], [REDACTED:secret], None)"
 
@@ -318,10 +322,28 @@ class TestUnnamedValues:
         for line in redacted.splitlines():  # each line alone, as a log shipper sends them
             assert "Hunter2" not in REDACTOR.redact(line) and "zzz-123" not in REDACTOR.redact(line)
 
+    @pytest.mark.parametrize(("text", "expected"), [
+        ('{"log": "Message: \'card %s\'\\nArguments: (\'4111\', \'Jane Doe\')\\n"}',
+         '{"log": "Message: \'card %s\'\\nArguments: ([REDACTED:secret], [REDACTED:secret])\\n"}'),
+        ("Message: 'x'#012Arguments: ('Jane Doe', None)", "Message: 'x'#012Arguments: ([REDACTED:secret], None)"),
+        ("2024-06-01T10:00:00.000000000Z stderr F Arguments: ('bob', 'hunter2')",
+         "2024-06-01T10:00:00.000000000Z stderr F Arguments: ([REDACTED:secret], [REDACTED:secret])"),
+        ('{"log":"Arguments: (\'bob\', \'hunter2\')\\n","stream":"stderr"}',
+         '{"log":"Arguments: ([REDACTED:secret], [REDACTED:secret])\\n","stream":"stderr"}'),
+        ("Arguments: (<User sam :)>, 'hunter2', 'Jane Q. Public')", "Arguments: ([REDACTED:secret])[REDACTED:secret]"),
+    ], ids=["json-shipped", "rsyslog", "cri", "docker-json", "bracket-in-a-repr"])
+    def test_arguments_wherever_their_line_starts(self, text: str, expected: str) -> None:
+        """An attacker review: a shipper's JSON or rsyslog's `#012` put `n` or `2` before `Arguments:`, which the
+        first form took for a word; a repr's own `)` closed the tuple early and left the rest of it."""
+        assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text)
+
     @pytest.mark.parametrize("text", ["Invalid Arguments: --port 8080", "parseArguments: (see --help)",
-                                      "Arguments: none given"])
+                                      "Arguments: none given", "Arguments: ['train.py', '--model', 'resnet50']",
+                                      "Job finished. Arguments: ('backup', '/var/lib/db'), exit code 0",
+                                      "INFO:root:Arguments: {'lr': 0.001}"])
     def test_other_arguments_stay(self, text: str) -> None:
-        """Only `Arguments: ` that opens a tuple, list or dict, not glued to a word, is read."""
+        """Only a tuple or a mapping (what logging keeps) where a line starts is read: a script's own log of its
+        command line, or a sentence that names its arguments, stays (an attacker review found them redacted)."""
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
 
