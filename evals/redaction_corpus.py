@@ -636,6 +636,11 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     add("secret", f"sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint failed: users.name\n"
                   f"{statement}\n[parameters: ('bob', '{unlisted}', 7)]", unlisted,
         source="SQLAlchemy's IntegrityError: an INSERT without a column list")
+    for spelling, source in (('{{"пароль": "{v}"}}', "a JSON key in Russian"), ("Passwort={v}", "a key in German"),
+                             ("contraseña: {v}", "a key in Spanish"), ("mfa_seed={v}", "a second factor's TOTP seed"),
+                             ("totp={v}", "a TOTP seed under its short name")):
+        named = _fill(rng, "{b62:14}")
+        add("secret", f"login failed: {spelling.format(v=named)}", named, source=f"a password's name: {source}")
     argument = _fill(rng, "{b62:14}")
     add("secret", f"--- Logging error ---\nMessage: 'login failed for %s'\nArguments: ('bob', '{argument}')", argument,
         source="Python logging's error for a call whose format string does not take its arguments")

@@ -112,12 +112,16 @@ def _named_taxpayer(kind: str, gap: str = _SPACE) -> Replacement:
 # A key whose name says its value is secret. Long names may follow anything (`dbpassword`, `csrftoken`);
 # short ones only a separator or a camel-case hump, so `bypass=` and `compass:` stay. A path segment
 # (`stream/token: …`) is no key.
+# A second-factor seed or recovery code is a password too; so is `password` in the languages logs are written in
+# (under `re.ASCII`, only ASCII letters fold: `Пароль` is spelled out).
 _LONG_KEYS = (
     r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey|sshpass|rediscli_auth"
     r"|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
-    r"|shared[_-]?access)[_-]?key|signature|security[_-]?code"
+    r"|shared[_-]?access)[_-]?key|signature|security[_-]?code|(?:mfa|2fa|tfa|totp|hotp|otp)[_-]?seed"
+    r"|recovery[_-]?codes?|passwort|wachtwoord|lösenord|hasło|senha|contraseña|contrasena|mot[_ -]?de[_ -]?passe"
+    r"|(?:П|п)ароль|密码|パスワード|비밀번호"
 )
-_SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|cvv2?|cvc2?"  # and a card's security code (not `csc`: a cosecant)
+_SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|totp|hotp|cvv2?|cvc2?"  # and a card's security code (not `csc`: a cosecant)
 # A secret name stays secret with a suffix: `password_confirmation`, `passwordConfirm`, `PASSWORD_1`,
 # `passwd_old`, `token_value`, `secret_key_base` (but `token_count`, `token_type` are no secrets).
 _KEY_SUFFIX = r"(?:[_-]?(?i:confirmation|confirm|old|new|current|value|base|hash|plain|digest|[0-9]{1,3})){0,2}"
@@ -309,7 +313,7 @@ def _pg_key(match: re.Match[str]) -> str:
     return f"{match.group('head')}{_PG_SEP.join(kept)}{match.group('tail')}"
 
 
-_PG_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_PG_WORD = re.compile(r"[^\W\d]\w*")  # a column's name in any script (`пароль`)
 _PG_NAMES = r"(?P<names>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){1,512})"
 _PG_VALUES = r"(?P<values>(?:[^()\r\n]|\([^()\r\n]{0,128}\)){0,1024}?)"
 # `Key` in PostgreSQL's message catalogues (`Key %s already exists.`, `… conflicts with existing key %s.`, `Key

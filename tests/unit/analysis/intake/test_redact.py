@@ -1088,11 +1088,20 @@ class TestTranslatedPostgresDetails:
         plain = "DETAIL:  Key (order_id)=(4(2) is not present in table \"orders\"."
         assert REDACTOR.redact(plain) == plain
 
-    @pytest.mark.parametrize("text", ["DETAIL:  Key (пароль)=(hunter2) already exists.", "Key (1)=(2) already exists.",
+    @pytest.mark.parametrize("text", ["DETAIL:  Key (заказ)=(hunter2) already exists.", "Key (1)=(2) already exists.",
                                       "Key (a, 1)=(x, y) already exists."])
     def test_columns_without_an_ascii_word_raise_nothing(self, text: str) -> None:
         """The second review: a column named in another script (or by a number) made `redact` raise."""
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
+
+    @pytest.mark.parametrize("name", ["пароль", "Пароль", "passwort", "contraseña", "mot_de_passe", "密码", "mfa_seed"])
+    def test_a_password_named_in_another_language_goes(self, name: str) -> None:
+        """`password` is written in the language of the code's authors, and a second factor's seed is one too:
+        as a column, a JSON key and a `key=value`, its value goes."""
+        for text in (f"DETAIL:  Key ({name})=(hunter2x) already exists.", f'{{"{name}": "hunter2x"}}',
+                     f"login failed: {name}=hunter2x"):
+            redacted = REDACTOR.redact(text)
+            assert "hunter2x" not in redacted and redacted == REDACTOR.every_rule(text), text
 
 
 # PostgreSQL 15's catalogues: "Failing row contains %s." (the row a NOT NULL, CHECK or partition constraint
