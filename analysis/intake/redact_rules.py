@@ -121,7 +121,7 @@ _LONG_KEYS = (
     r"|recovery[_-]?codes?|passwort|wachtwoord|lösenord|hasło|senha|contraseña|contrasena|mot[_ -]?de[_ -]?passe"
     r"|(?:П|п)ароль|密码|パスワード|비밀번호"
 )
-_SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|totp|hotp|cvv2?|cvc2?"  # and a card's security code (not `csc`: a cosecant)
+_SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|cvv2?|cvc2?"  # and a card's security code (not `csc`: a cosecant)
 # A secret name stays secret with a suffix: `password_confirmation`, `passwordConfirm`, `PASSWORD_1`,
 # `passwd_old`, `token_value`, `secret_key_base` (but `token_count`, `token_type` are no secrets).
 _KEY_SUFFIX = r"(?:[_-]?(?i:confirmation|confirm|old|new|current|value|base|hash|plain|digest|[0-9]{1,3})){0,2}"
@@ -130,7 +130,8 @@ _STRONG_KEY = (
     rf"{_KEY_SUFFIX}"
 )
 # Names that are secret only when their value looks generated: `key=orders:42` stays, `key=Zm9v4…` goes.
-_WEAK_KEY = r"(?<![A-Za-z0-9])(?i:key|auth|session|sessionid|sid|code|hmac|salt|nonce|jsessionid|csrf)"
+# (`totp` and `hotp` too, which name a second factor's seed as often as the code checking it: `totp = TOTP(…)`.)
+_WEAK_KEY = r"(?<![A-Za-z0-9])(?i:key|auth|session|sessionid|sid|code|hmac|salt|nonce|jsessionid|csrf|totp|hotp)"
 _QUOTE_CLOSE = r"(?:\\?[\"'])?"
 _SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=])[ \t\r\n]{0,5}"  # comparisons too: `password == "…"`
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"

@@ -26,7 +26,8 @@ Python's logging prints a call's arguments apart from its format string in the s
 fails (`--- Logging error ---`, then `Message: 'login %s'` and `Arguments: ('bob', 'hunter2')`): every value
 of such `Arguments:` goes, as parameters alone do, and so does whatever follows the tuple on its line (a repr
 holding a `)` of its own closes it early). It is read where that line starts: a line of its own, an event of
-its own (as a log shipper often sends it), a JSON string's start, after a line break written out (`\n`,
+its own (as a log shipper often sends it), a JSON value's start (`"log":"Arguments: …`; not any string's: a
+traceback's source line `logger.info(f"Arguments: {args}")` stays), after a line break written out (`\n`,
 `#012`) or a container runtime's `F ` tag; and only a tuple or a mapping, which is what logging keeps
 (`Arguments: ['train.py', '--lr', …]` in a script's own log stays).
 
@@ -52,7 +53,8 @@ __all__ = ["PATTERN", "redact_parameters"]
 _GAP = r"(?:(?:\r?\n|\r|\\r\\n|\\n|\\r|#012)[^\[\]\r\n]{0,80}?|[ \t]{1,8})\[parameters: "
 _HEADS = (rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16384}}+)\]{_GAP})"
           r"|(?P<lone>\[parameters: )"
-          r"|(?P<arguments>(?:(?<![^\n\r\"])|(?<=\\[nr])|(?<=#012)|(?<= [FP] ))Arguments: (?=[({]))")
+          r"|(?P<arguments>(?:(?<![^\n\r])|(?<=\\[nr])|(?<=#012)|(?<= [FP] )|(?<=\":\")|(?<=\": \"))"
+          r"Arguments: (?=[({]))")
 PATTERN = rf"(?:{_HEADS})[^\r\n]++"
 _HEAD = re.compile(_HEADS, re.ASCII)
 

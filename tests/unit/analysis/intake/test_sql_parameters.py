@@ -340,10 +340,11 @@ class TestUnnamedValues:
     @pytest.mark.parametrize("text", ["Invalid Arguments: --port 8080", "parseArguments: (see --help)",
                                       "Arguments: none given", "Arguments: ['train.py', '--model', 'resnet50']",
                                       "Job finished. Arguments: ('backup', '/var/lib/db'), exit code 0",
-                                      "INFO:root:Arguments: {'lr': 0.001}"])
+                                      "INFO:root:Arguments: {'lr': 0.001}", '    logger.info(f"Arguments: {args}")'])
     def test_other_arguments_stay(self, text: str) -> None:
         """Only a tuple or a mapping (what logging keeps) where a line starts is read: a script's own log of its
-        command line, or a sentence that names its arguments, stays (an attacker review found them redacted)."""
+        command line, a sentence that names its arguments, or a traceback's source line, stays (an attacker review
+        and the real lines of installed packages found them redacted)."""
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
 
