@@ -41,7 +41,8 @@ def tracked_only(tracked: frozenset[str] | None) -> Callable[[str], bool]:
     if tracked is None:
         return lambda _rel: True
     parts = [path.split("/") for path in tracked]
-    return frozenset({*tracked, *("/".join(split[:end]) for split in parts for end in range(len(split)))}).__contains__
+    return frozenset({"", *tracked, *("/".join(split[:end]) for split in parts for end in range(1, len(split)))}
+                     ).__contains__
 
 
 class Jail:
