@@ -249,9 +249,10 @@ _RECEIVER = r"(?<![\w$.])([\w$.]{1,200}(?:\([^()]{0,200}\)|\[[^\][]{0,200}\]){0,
 
 def _operation(statement: str, message: str) -> list[str]:
     """The operands of the operation a runtime message names, found on the statement."""
-    operator = re.search(r"operand type\(s\) for ([^:\s]+):|can only concatenate", message)
+    operator = re.search(r"operand type\(s\) for ([^:\s]+):|can only concatenate|'([<>]=?)' not supported between",
+                         message)
     if operator:
-        op = re.escape(operator.group(1) if operator.group(1) else "+")
+        op = re.escape(operator.group(1) or operator.group(2) or "+")
         pairs = re.findall(_OPERAND + r"\s*+" + op + r"=?\s*+" + _OPERAND, statement)
         return [side for pair in pairs for side in pair if side and not is_literal(side)]
     attribute = re.search(r"has no attribute '(\w+)'|\(reading '([^']+)'\)|property '([^']+)'", message)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from analysis.code.blame import Blame, blame
 from analysis.code.expression import calls_in
 from analysis.code.site import Site, code_name, fault_kind, place
@@ -295,6 +297,19 @@ class TestRuntimeFaults:
                        "unsupported operand type(s) for -: 'int' and 'NoneType'")
         assert (verdict.site.path, verdict.line) == ("app/orders.py", 3)
         assert "discount is computed in total() itself, assigned at app/orders.py:2" in verdict.evidence[0]
+
+    @pytest.mark.parametrize("operator", ["<", ">="])
+    def test_a_comparison_the_message_names_picks_its_operands(self, operator: str) -> None:
+        """A new-user trial: `'>=' not supported between instances of 'NoneType' and 'int'` (the interpreter's
+        own message, raised here) read as "raises whatever it is given"; `available` came from `.get()`."""
+        try:
+            eval(f"None {operator} 1")  # noqa: S307 - a constant expression, for the interpreter's message
+        except TypeError as error:
+            message = str(error)
+        py = (f"def reserve(item, qty):\n    available = STOCK.get(item)\n    if available {operator} qty:\n"
+              "        return True\n    return False\n")
+        verdict = read({"shop/inventory.py": py}, [("shop/inventory.py", "reserve", 3)], "TypeError", message)
+        assert "available is computed in reserve() itself, assigned at shop/inventory.py:2" in verdict.evidence[0]
 
     def test_an_index_the_line_computes_keeps_the_blame(self) -> None:
         """`batch[len(batch)]` is off by one where it is written, whoever passed the batch."""
