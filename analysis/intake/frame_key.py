@@ -22,10 +22,10 @@ _DOTNET_EXTENSIONS = frozenset({"cs", "vb", "fs"})
 _RUBY_EXTENSIONS = frozenset({"rb", "erb", "haml", "slim", "rake", "builder"})
 _URL_SCHEMES = ("webpack-internal:///", "webpack:///", "webpack://", "file://", "app:///", "http://", "https://")
 # A directory a deploy names by its build, under a directory of releases (`releases/42`, `builds/3f9a1c2`,
-# `releases/20241206093000`): a number, a date or timestamp, a dotted version, a commit or a uuid. Only there:
-# elsewhere a version or a date names code (`api/v1.1`, `routes/2024-01-01`, `adapters/mysql-8.0`).
+# `releases/20241206093000`, `releases/v42`): a number, a date or timestamp, a version, a commit or a uuid. Only
+# there: elsewhere a version or a date names code (`api/v1.1`, `routes/2024-01-01`, `adapters/mysql-8.0`).
 _RELEASE_ROOTS = frozenset({"releases", "release", "builds", "build", "deploys", "deployments", "revisions"})
-_BUILD_NAME = re.compile(r"(?:\d++(?:[._-]\d++)*+|v\d++(?:\.\d++)++|(?=[a-f]{0,39}\d)[0-9a-f]{7,40}+"
+_BUILD_NAME = re.compile(r"(?:\d++(?:[._-]\d++)*+|v\d++(?:\.\d++)*+|(?=[a-f]{0,39}\d)[0-9a-f]{7,40}+"
                          r"|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})(?:[-+][\w.]++)?")
 
 # ---------------------------------------------------------------- JavaScript

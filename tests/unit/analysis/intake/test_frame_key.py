@@ -138,7 +138,8 @@ ROWS = [
         "shop.api:checkout"),
     Row("Python", "a release's build directory dropped (a module at the release's root)", (
         Frame("checkout", "/srv/releases/42/cart.py"), Frame("checkout", "/srv/releases/20241206093000/cart.py"),
-        Frame("checkout", "/srv/releases/d69b08cf2f5f/cart.py"), Frame("checkout", "/srv/releases/v1.4.2/cart.py")),
+        Frame("checkout", "/srv/releases/d69b08cf2f5f/cart.py"), Frame("checkout", "/srv/releases/v1.4.2/cart.py"),
+        Frame("checkout", "/srv/releases/v42/cart.py")),
         "releases.cart:checkout"),
     Row("Python", "qualified and plain function names agree", (
         Frame("PricingService.price", "/srv/app/shop/pricing.py"), Frame("price", "/srv/app/shop/pricing.py")),
