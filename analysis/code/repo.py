@@ -140,6 +140,8 @@ class Checkout:
     tracked: frozenset[str] | None = None
     """In a working tree read as it is (`open_local` without a commit), the files git tracks: the only ones
     read (`jail.tracked_only`). None in a worktree at a commit, which holds nothing else."""
+    modified: frozenset[str] = frozenset()
+    """In such a working tree, the tracked files whose content is not the commit's (their lines may not be)."""
 
 
 def redact_secret(text: str, secrets: tuple[str, ...]) -> str:
@@ -556,8 +558,9 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
             named = ", ".join(untracked[:3]) + (f" and {len(untracked) - 3} more" if len(untracked) > 3 else "")
             notes.append(f"untracked files are not read ({named}): commit them to analyse them")
         tracked = frozenset(repo.git.ls_files("-z").split("\0")) - {""}
+        modified = frozenset(repo.git.diff("HEAD", "--name-only", "-z").split("\0")) - {""}
         return Checkout(root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir,
-                        notes=tuple(notes), tracked=tracked)
+                        notes=tuple(notes), tracked=tracked, modified=modified)
     sha = _resolve_commit(repo, commit) if _safe_revision(commit) else None
     if sha is None:
         raise RepoError(f"commit {commit[:40]!r} not found in {path}")

@@ -154,12 +154,16 @@ def _align(event: ErrorEvent, checkout: Checkout, limits: ToolLimits) -> tuple[E
     return dataclasses.replace(event, exceptions=chain), _Alignment((note,), frozenset(changed))
 
 
-def _guarded(analysis: Analysis, alignment: _Alignment) -> Analysis:
-    """`analysis` with the alignment's notes, and its culprit marked unverified when its line may be wrong."""
+def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> Analysis:
+    """`analysis` with the alignment's notes, and its culprit marked unverified when its line may be wrong:
+    changed since the event's commit, or (in a working tree) in a file not as committed."""
     culprit = analysis.culprit
     why = alignment.unverified
     if culprit is not None and culprit.line is not None and (culprit.path, culprit.line) in alignment.changed:
         why = f"{culprit.path}:{culprit.line} changed since the event's commit"
+    if culprit is not None and culprit.path in checkout.modified:
+        why = (f"{culprit.path} has uncommitted changes: the line is the working tree's, not "
+               f"{checkout.commit[:12]}'s")
     update: dict[str, Any] = {"notes": [*analysis.notes, *alignment.notes]}
     if why and culprit is not None:
         update |= {"needs_review": True, "review_reasons": [*analysis.review_reasons, f"{_UNVERIFIED}: {why}"]}
@@ -208,7 +212,7 @@ def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, 
                           tracked=checkout.tracked)
         analysis = localise(cluster, checkout, tools, settings.input.in_app_prefixes)
     # As in the service, nothing leaves unredacted: the code the localiser quoted included.
-    return redact_analysis(_guarded(analysis, alignment), Redactor(settings.redaction)), checkout, alignment
+    return redact_analysis(_guarded(analysis, alignment, checkout), Redactor(settings.redaction)), checkout, alignment
 
 
 def _code_around(checkout: Checkout, analysis: Analysis, redactor: Redactor) -> CodeLines | None:
@@ -219,7 +223,7 @@ def _code_around(checkout: Checkout, analysis: Analysis, redactor: Redactor) -> 
     if culprit is None or culprit.line is None:
         return None
     tools = FileTools(checkout.root, ToolLimits(), repo_dir=checkout.repo_dir, commit=checkout.commit,
-                          tracked=checkout.tracked)
+                      tracked=checkout.tracked)
     first = max(1, culprit.line - _CODE_RADIUS)
     result = tools.read_file(culprit.path, first, culprit.line + _CODE_RADIUS)
     if result.status != "ok" or result.data is None:

@@ -344,6 +344,24 @@ class TestAnalyzeReadable:
         assert not [note for note in analysis.notes if note.startswith("citation dropped")]
 
 
+    def test_a_culprit_in_a_file_changed_since_the_commit_asks_for_review(self, tmp_path: Path) -> None:
+        """A new-user trial: two lines added to a committed file and not committed; the trace's line is the
+        working tree's, while the analysis names HEAD. The culprit is marked unverified and the analysis asks
+        for review, so `--json | jq .culprit` does not pass a line HEAD lacks for one it has."""
+        repo = GitRepo(tmp_path / "edited")
+        code = "def total(items):\n    return sum(item['price'] for item in items)\n"
+        repo.commit("lib", {"lib.py": code, "main.py": "from lib import total\n\nprint(total([{'cost': 4}]))\n"})
+        repo.write({"lib.py": "# totals\n# of carts\n" + code})
+        crash = subprocess.run([sys.executable, "main.py"], cwd=repo.path, capture_output=True, text=True, check=False)
+        assert 'lib.py", line 4' in crash.stderr
+        event = orjson.dumps({"server_id": "shop", "timestamp": 1_750_000_000.0, "stack_trace": crash.stderr})
+        out = run("analyze", "--repo", str(repo.path), "--offline", "--json", env=clean_env(), stdin=event)
+        analysis = Analysis.model_validate_json(out.stdout)
+        assert analysis.culprit is not None and (analysis.culprit.path, analysis.culprit.line) == ("lib.py", 4)
+        assert analysis.needs_review and any("lib.py has uncommitted changes" in reason
+                                             for reason in analysis.review_reasons), analysis.review_reasons
+
+
 class TestAnalyzeGuardRails:
     def test_another_commit_maps_the_trace_through_the_diff(self, services: dict[str, SampleService],
                                                             stream: SampleStream, tmp_path: Path) -> None:
