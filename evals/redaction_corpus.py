@@ -49,6 +49,7 @@ _ALPHABETS = {
     "b32": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
     "ah": "abcdefgh0123456789",
     "crypt": "./" + string.digits + string.ascii_letters,
+    "base32": string.ascii_uppercase + "234567",
 }
 _FIELD = re.compile(r"\{(\w+):(\d+)\}")
 
@@ -222,6 +223,12 @@ TOKEN_FORMATS: tuple[tuple[str, str, str], ...] = (
     ("password_hash", "pbkdf2_sha256$600000${b62:22}${b64:43}=", "Django: PBKDF2PasswordHasher"),
     ("password_hash", "argon2$argon2id$v=19$m=102400,t=2,p=8${b64:22}${b64:43}", "Django: Argon2PasswordHasher"),
     ("password_hash", "scrypt$16384${b62:22}$8$1${b64:86}==", "Django: ScryptPasswordHasher"),
+    ("password_hash", "scrypt:32768:8:1${b62:16}${hex:128}", "Werkzeug (Flask): generate_password_hash, scrypt"),
+    ("password_hash", "pbkdf2:sha256:1000000${b62:16}${hex:64}", "Werkzeug (Flask): generate_password_hash, pbkdf2"),
+    ("password_hash", "$P$B{crypt:30}", "phpass (WordPress): portable hash"),
+    ("password_hash", "{SSHA}{b64:32}", "OpenLDAP slappasswd: salted SHA-1"),
+    ("password_hash", "*{HEX:40}", "MySQL: mysql_native_password"),
+    ("password_hash", "$7$CU..../....{crypt:16}${crypt:43}", "crypt(5) (libxcrypt): scrypt"),
 )
 
 # Contexts with no secret-named key, so the token's own rule has to find it.
@@ -638,12 +645,19 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         source="SQLAlchemy's IntegrityError: an INSERT without a column list")
     for spelling, source in (('{{"пароль": "{v}"}}', "a JSON key in Russian"), ("Passwort={v}", "a key in German"),
                              ("contraseña: {v}", "a key in Spanish"), ("mfa_seed={v}", "a second factor's TOTP seed"),
-                             ("totp={v}", "a TOTP seed under its short name")):
-        named = _fill(rng, "{b62:14}")
+                             ("totp={v}", "a TOTP seed under its short name"), ("ПАРОЛЬ: {v}", "a key in capitals"),
+                             ("otp_backup_codes: {v}", "GitLab's second-factor recovery codes")):
+        named = _fill(rng, "{base32:16}")
         add("secret", f"login failed: {spelling.format(v=named)}", named, source=f"a password's name: {source}")
     argument = _fill(rng, "{b62:14}")
     add("secret", f"--- Logging error ---\nMessage: 'login failed for %s'\nArguments: ('bob', '{argument}')", argument,
         source="Python logging's error for a call whose format string does not take its arguments")
+    argument = _fill(rng, "{b62:14}")
+    add("secret", f"Jan 01 12:00:00 web1 gunicorn[812]: Arguments: ('bob', '{argument}')", argument,
+        source="Python logging's error Arguments through syslog")
+    doubled = _fill(rng, "{crypt:53}")
+    add("password_hash", f'      - "traefik.http.middlewares.auth.basicauth.users=admin:$$2y$$05$${doubled}"', doubled,
+        source="a bcrypt hash with each $ doubled, as docker-compose wants it (Traefik's docs)")
     for spelling, source in (("redis-cli -h cache -a {v} ping", "redis-cli's -a"),
                              ("sshpass -p {v} ssh deploy@bastion", "sshpass's -p"),
                              ("docker login -u ci -p {v} registry.example.com", "docker login's -p"),

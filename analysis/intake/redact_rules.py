@@ -117,9 +117,9 @@ def _named_taxpayer(kind: str, gap: str = _SPACE) -> Replacement:
 _LONG_KEYS = (
     r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey|sshpass|rediscli_auth"
     r"|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
-    r"|shared[_-]?access)[_-]?key|signature|security[_-]?code|(?:mfa|2fa|tfa|totp|hotp|otp)[_-]?seed"
-    r"|recovery[_-]?codes?|passwort|wachtwoord|lösenord|hasło|senha|contraseña|contrasena|mot[_ -]?de[_ -]?passe"
-    r"|(?:П|п)ароль|密码|パスワード|비밀번호"
+    r"|shared[_-]?access)[_-]?key|signature|security[_-]?code|(?:mfa|2fa|tfa|totp|hotp|otp)[_ -]?seed"
+    r"|(?:recovery|backup)[_ -]?codes?|passwort|wachtwoord|l(?:ö|Ö)senord|has(?:ł|Ł)o|contrase(?:ñ|Ñ)a|contrasena"
+    r"|mot[_ -]?de[_ -]?passe|(?<![A-Za-z])(?:senha|passord|heslo)|(?:П|п)ароль|ПАРОЛЬ|密码|密碼|パスワード|비밀번호"
 )
 _SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|cvv2?|cvc2?"  # and a card's security code (not `csc`: a cosecant)
 # A secret name stays secret with a suffix: `password_confirmation`, `passwordConfirm`, `PASSWORD_1`,

@@ -28,7 +28,8 @@ of such `Arguments:` goes, as parameters alone do, and so does whatever follows 
 holding a `)` of its own closes it early). It is read where that line starts: a line of its own, an event of
 its own (as a log shipper often sends it), a JSON value's start (`"log":"Arguments: …`; not any string's: a
 traceback's source line `logger.info(f"Arguments: {args}")` stays), after a line break written out (`\n`,
-`#012`) or a container runtime's `F ` tag; and only a tuple or a mapping, which is what logging keeps
+`#012`), a container runtime's `F ` tag, syslog's `prog[pid]: ` or docker-compose's `web-1  | `; and only a
+tuple or a mapping, which is what logging keeps
 (`Arguments: ['train.py', '--lr', …]` in a script's own log stays).
 
 A dict of named parameters (psycopg2's and others' style) is read the same way, by key. Parameters are read
@@ -53,8 +54,8 @@ __all__ = ["PATTERN", "redact_parameters"]
 _GAP = r"(?:(?:\r?\n|\r|\\r\\n|\\n|\\r|#012)[^\[\]\r\n]{0,80}?|[ \t]{1,8})\[parameters: "
 _HEADS = (rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16384}}+)\]{_GAP})"
           r"|(?P<lone>\[parameters: )"
-          r"|(?P<arguments>(?:(?<![^\n\r])|(?<=\\[nr])|(?<=#012)|(?<= [FP] )|(?<=\":\")|(?<=\": \"))"
-          r"Arguments: (?=[({]))")
+          r"|(?P<arguments>(?:(?<![^\n\r])|(?<=\\[nr])|(?<=#012)|(?<= [FP] )|(?<=\":\")|(?<=\": \")|(?<=\]: )"
+          r"|(?<=\| ))Arguments: (?=[({]))")
 PATTERN = rf"(?:{_HEADS})[^\r\n]++"
 _HEAD = re.compile(_HEADS, re.ASCII)
 
@@ -72,8 +73,8 @@ _COMPARED = re.compile(rf"(?<![A-Za-z0-9_$\"`\]\\:]){_NAME}{_CAST}{_OPERATOR}(?:
                        rf"(?P<mark>{_MARK})(?![A-Za-z0-9_])", re.ASCII)
 # A statement that inserts (`INSERT`, `UPSERT`, `REPLACE INTO`): unless `_INSERT` reads its column list, no
 # value is tied to a column (`INSERT INTO t VALUES (?, ?)`, `INSERT INTO t SELECT ?, ?`), so every value goes.
-_INSERTS = re.compile(r"(?<![A-Za-z0-9_])(?:(?i:insert|upsert)|(?i:replace)(?=[ \t\r\n]++(?i:into)\b))"
-                      r"(?![A-Za-z0-9_])", re.ASCII)
+_INSERTS = re.compile(r"(?<![A-Za-z0-9_])(?:(?i:insert|upsert)|(?<![Oo][Rr] )(?i:replace)(?=[ \t\r\n]++(?i:into)\b))"
+                      r"(?![A-Za-z0-9_])", re.ASCII)  # (SQLite's `INSERT OR REPLACE` is one)
 # Where a logging error's `Arguments:` line ends (a break, also written out), and what may close the JSON
 # string or object around it.
 _LINE_END = re.compile(r"[\r\n]|\\[rn]|#012")
@@ -139,7 +140,7 @@ def _one(text: str, head: re.Match[str], secret_key: Callable[[str], str | None]
     if head.group("lone") is not None:
         return _hide(text, start, stop, head.group(), rows, _every_value, hidden), stop
     sql = _ESCAPED_SPACE.sub("  ", head.group("sql"))
-    unlisted = _INSERTS.search(sql) is not None and _INSERT.search(sql) is None
+    unlisted = len(_INSERTS.findall(sql)) > len(_INSERT.findall(sql))  # one INSERT of several is enough
     bound = None if _CUT in sql or unlisted else _bound_columns(sql)
     if bound is None or "parameters truncated" in text[start:stop]:  # a shortened dict shifts its keys
         return _hide(text, start, stop, head.group(), rows, _every_value, hidden), stop

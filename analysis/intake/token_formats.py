@@ -12,8 +12,14 @@ START = r"(?<![A-Za-z0-9])"
 _END = r"(?![A-Za-z0-9])"
 _B62 = "A-Za-z0-9"
 _URLSAFE = "A-Za-z0-9_-"
-_CRYPT = "./A-Za-z0-9"  # crypt(3)'s base 64
-_B64 = "A-Za-z0-9+/"
+# Password hashes: a `$` as written, doubled or escaped; crypt(3)'s base 64 and standard base 64, a `/` perhaps
+# escaped; a salt; where each alphabet's run ends (a stop or a `/` after a hash of fixed length stays out).
+_D = r"(?:\$\$?|\\\$)"
+_CRYPT = r"(?:[.A-Za-z0-9]|\\?/)"
+_BASE64 = r"(?:[A-Za-z0-9+=]|\\?/)"
+_SALT = rf"(?:rounds=[0-9]{{1,9}}{_D})?{_CRYPT}{{1,16}}"
+_CRYPT_END = r"(?![A-Za-z0-9])"
+_BASE64_END = r"(?![A-Za-z0-9+=/])"
 
 TOKEN_FORMATS: tuple[tuple[str, str], ...] = (
     # AWS IAM "Unique identifiers": the four-letter prefix names the resource; keys are 20 characters.
@@ -111,15 +117,26 @@ TOKEN_FORMATS: tuple[tuple[str, str], ...] = (
     # Microsoft Entra ID client secrets: three characters, a digit, "Q~", then 31-34 more.
     ("azure_client_secret", r"(?<![A-Za-z0-9~.-])[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"),
     # Password hashes, which a dictionary cracks offline: crypt(3)'s bcrypt (`$2b$12$`), MD5 (`$1$`, Apache's
-    # `$apr1$`), SHA-256/512 (`$5$`, `$6$`) and yescrypt (`$y$`); the PHC strings of Argon2 and passlib's
-    # PBKDF2; Django's `pbkdf2_sha256$…`, `scrypt$…` and `argon2$argon2id$…`.
-    ("password_hash", rf"(?:\$2[abxy]?\$[0-9]{{2}}\$[{_CRYPT}]{{53}}"
-                      rf"|\$(?:1|5|6|apr1)\$(?:rounds=[0-9]{{1,9}}\$)?[{_CRYPT}]{{1,16}}\$[{_CRYPT}]{{22,86}}"
-                      rf"|\$(?:y|gy)\$[{_CRYPT}]{{1,64}}\$[{_CRYPT}]{{1,86}}\$[{_CRYPT}]{{43}}"
-                      rf"|(?:argon2)?\$argon2(?:id|i|d)\$v=[0-9]{{1,3}}\$m=[0-9]{{1,10}},t=[0-9]{{1,10}},p=[0-9]{{1,3}}"
-                      rf"\$[{_B64}]{{4,128}}\$[{_B64}]{{16,512}}"
-                      rf"|\$pbkdf2(?:-sha(?:1|256|512))?\$[0-9]{{1,9}}\$[{_CRYPT}]{{4,128}}\$[{_CRYPT}]{{16,512}}"
-                      rf"|pbkdf2_sha(?:1|256)\$[0-9]{{1,9}}\$[{_B64}=]{{1,128}}\$[{_B64}=]{{16,512}}"
-                      rf"|scrypt\$[0-9]{{1,9}}\$[{_B64}=]{{1,128}}\$[0-9]{{1,3}}\$[0-9]{{1,3}}\$[{_B64}=]{{16,512}})"
-                      rf"(?![{_CRYPT}+=])"),
+    # `$apr1$`), SHA-256/512 (`$5$`, `$6$`), yescrypt (`$y$`), scrypt (`$7$`) and phpass (`$P$`, WordPress);
+    # the PHC strings of Argon2, passlib's PBKDF2, scrypt and bcrypt-sha256; Django's (`pbkdf2_sha256$…`,
+    # `scrypt$…`, `argon2$argon2id$…`, the legacy `sha1$…`), Werkzeug's (`scrypt:32768:8:1$…`), LDAP's
+    # (`{SSHA}…`) and MySQL's (`*` and 40 hex digits). Each `$` may be doubled (docker-compose) or escaped
+    # (`\$`, a shell), and each `/` escaped (`\/`, PHP's JSON).
+    ("password_hash", rf"(?:{_D}2[abxy]?{_D}[0-9]{{2}}{_D}{_CRYPT}{{53}}|{_D}(?:1|apr1){_D}{_SALT}{_D}{_CRYPT}{{22}}"
+                      rf"|{_D}5{_D}{_SALT}{_D}{_CRYPT}{{43}}|{_D}6{_D}{_SALT}{_D}{_CRYPT}{{86}}"
+                      rf"|{_D}(?:y|gy|7){_D}{_CRYPT}{{1,64}}{_D}{_CRYPT}{{1,86}}{_D}{_CRYPT}{{43}}"
+                      rf"|{_D}(?:y|gy|7){_D}{_CRYPT}{{11,64}}{_D}{_CRYPT}{{43}}|{_D}[PH]{_D}{_CRYPT}{{31}}){_CRYPT_END}"
+                      rf"|(?:(?:argon2)?{_D}argon2(?:id|i|d)|{_D}scrypt|{_D}bcrypt-sha256){_D}(?:v=[0-9]{{1,3}}{_D})?"
+                      rf"[a-z0-9]{{1,8}}=[A-Za-z0-9]{{1,10}}(?:,[a-z0-9]{{1,8}}=[A-Za-z0-9]{{1,10}}){{0,7}}"
+                      rf"{_D}{_BASE64}{{4,128}}{_D}{_BASE64}{{16,512}}{_BASE64_END}"
+                      rf"|{_D}pbkdf2(?:-sha(?:1|256|512))?{_D}[0-9]{{1,9}}{_D}{_CRYPT}{{4,128}}{_D}{_CRYPT}{{16,512}}"
+                      rf"{_CRYPT_END}"
+                      rf"|(?:pbkdf2_sha(?:1|256)|sha1|md5){_D}[0-9]{{0,9}}{_D}?{_BASE64}{{1,128}}{_D}{_BASE64}{{16,512}}"
+                      rf"{_BASE64_END}"
+                      rf"|scrypt{_D}[0-9]{{1,9}}{_D}{_BASE64}{{1,128}}{_D}[0-9]{{1,3}}{_D}[0-9]{{1,3}}{_D}{_BASE64}{{16,512}}"
+                      rf"{_BASE64_END}"
+                      rf"|(?:scrypt:[0-9]{{1,9}}:[0-9]{{1,3}}:[0-9]{{1,3}}|pbkdf2:sha(?:1|256|512):[0-9]{{1,9}})"
+                      rf"{_D}[A-Za-z0-9]{{1,64}}{_D}[0-9a-f]{{32,256}}(?![A-Za-z0-9])"
+                      rf"|\{{(?:SSHA|SHA|SSHA256|SSHA512|SHA256|SHA512|SMD5|MD5|PKCS5S2)\}}{_BASE64}{{16,512}}{_BASE64_END}"
+                      r"|\*[0-9A-F]{40}(?![A-Za-z0-9])"),
 )

@@ -1094,8 +1094,9 @@ class TestTranslatedPostgresDetails:
         """The second review: a column named in another script (or by a number) made `redact` raise."""
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
-    @pytest.mark.parametrize("name", ["пароль", "Пароль", "passwort", "contraseña", "mot_de_passe", "密码", "mfa_seed",
-                                      "totp"])
+    @pytest.mark.parametrize("name", ["пароль", "Пароль", "ПАРОЛЬ", "passwort", "contraseña", "CONTRASEÑA", "LÖSENORD",
+                                      "mot_de_passe", "密码", "密碼", "mfa_seed", "TOTP seed", "totp",
+                                      "otp_backup_codes", "recovery_codes"])
     def test_a_password_named_in_another_language_goes(self, name: str) -> None:
         """`password` is written in the language of the code's authors, and a second factor's seed is one too:
         as a column, a JSON key and a `key=value`, its value goes."""
@@ -1105,10 +1106,11 @@ class TestTranslatedPostgresDetails:
             assert "JBSWY3DPEHPK3PXP" not in redacted and redacted == REDACTOR.every_rule(text), text
 
     @pytest.mark.parametrize("text", ["totp = cognito_totp(COGNITO_TOTP_MFA_SECRET)", "self._hotp = HOTP(",
+                                      '"resenha": "Ótimo produto, chegou rápido"',
                                       "def verify_totp(totp: TOTP, code: bytes) -> None:", "ENABLE_TOTP=true"])
     def test_code_that_checks_a_second_factor_stays(self, text: str) -> None:
         """`totp` names the seed as often as the code checking it (lines of installed packages): only a value
-        that looks generated goes."""
+        that looks generated goes; and `senha` inside a word (`resenha`, a review) is no password."""
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 
 
@@ -1183,7 +1185,8 @@ class TestPostgresFailingRows:
 
 def _real_password_hashes() -> list[str]:
     """Password hashes as the real tools write them: `openssl passwd` (MD5, APR1, SHA-256/512-crypt), the C
-    library's crypt(3) (bcrypt), and Django's PBKDF2 and scrypt encodings over hashlib."""
+    library's crypt(3) (bcrypt, scrypt), Werkzeug's (Flask's), and Django's PBKDF2, scrypt and
+    legacy SHA-1, LDAP's salted SHA-1 and MySQL's, computed over hashlib as those formats define them."""
     assert shutil.which("openssl"), "the openssl command is needed to make real crypt(3) hashes"
     made = [subprocess.run(["openssl", "passwd", f"-{method}", "hunter2"], capture_output=True, text=True,
                            check=True).stdout.strip() for method in ("1", "apr1", "5", "6")]
@@ -1191,26 +1194,40 @@ def _real_password_hashes() -> list[str]:
         warnings.simplefilter("ignore", DeprecationWarning)
         import crypt
 
-        made.append(crypt.crypt("hunter2", crypt.METHOD_BLOWFISH) or "")  # noqa: S324 - a hash to redact
+        made += [crypt.crypt("hunter2", salt) or "" for salt in (
+            crypt.METHOD_BLOWFISH, "$7$CU..../....abcdefghijklmnop")]
+    from werkzeug.security import generate_password_hash  # with moto[server], a dev dependency
+
+    made += [generate_password_hash("hunter2"), generate_password_hash("hunter2", method="pbkdf2:sha256")]
     salt = "Zk9yXbq2LmN4"
     pbkdf2 = base64.b64encode(hashlib.pbkdf2_hmac("sha256", b"hunter2", salt.encode(), 1000)).decode()
     scrypt = base64.b64encode(hashlib.scrypt(b"hunter2", salt=salt.encode(), n=1024, r=8, p=1)).decode()
-    return [*made, f"pbkdf2_sha256$1000${salt}${pbkdf2}", f"scrypt$1024${salt}$8$1${scrypt}"]
+    ssha = base64.b64encode(hashlib.sha1(b"hunter2" + salt.encode()).digest() + salt.encode()).decode()  # noqa: S324
+    sha1 = hashlib.sha1((salt + "hunter2").encode()).hexdigest()  # noqa: S324
+    mysql = hashlib.sha1(hashlib.sha1(b"hunter2").digest()).hexdigest().upper()  # noqa: S324
+    return [*made, f"pbkdf2_sha256$1000${salt}${pbkdf2}", f"scrypt$1024${salt}$8$1${scrypt}", f"{{SSHA}}{ssha}",
+            f"sha1${salt}${sha1}", f"*{mysql}"]
 
 
 class TestPasswordHashes:
     def test_real_hashes_go(self) -> None:
         """A user row printed with its password hash: a dictionary cracks it offline, so it goes whatever its
-        name (`hash` alone names no secret)."""
+        name (`hash` alone names no secret); also at a sentence's end, before a path, with each `$` doubled as
+        docker-compose wants it or escaped for a shell, and with each `/` escaped as PHP's JSON writes it."""
         hashes = _real_password_hashes()
-        assert len(hashes) == 7 and all(hashes), hashes
+        assert len(hashes) == 13 and all(hash_[:1] != '*' or len(hash_) == 41 for hash_ in hashes), hashes
+        hidden = "[REDACTED:password_hash]"
         for hashed in hashes:
-            text = f"User(id=7, email=None, hash='{hashed}') failed to load"
-            assert REDACTOR.redact(text) == "User(id=7, email=None, hash='[REDACTED:password_hash]') failed to load" \
-                == REDACTOR.every_rule(text), hashed
+            for text, expected in ((f"User(id=7, hash='{hashed}') failed", f"User(id=7, hash='{hidden}') failed"),
+                                   (f"stored as {hashed}.", f"stored as {hidden}."),
+                                   (f"users=admin:{hashed.replace('$', '$$')}", f"users=admin:{hidden}"),
+                                   (f"echo admin:{hashed.replace('$', chr(92) + '$')}", f"echo admin:{hidden}"),
+                                   (f'{{"hash":"{hashed.replace("/", chr(92) + "/")}"}}', f'{{"hash":"{hidden}"}}')):
+                assert REDACTOR.redact(text) == expected == REDACTOR.every_rule(text), text
 
     @pytest.mark.parametrize("text", ["coupon: $5$ off orders over $6$", "cost $1$2$3", "echo $y$ unset",
-                                      "$2b$ is bcrypt's prefix", "$6$short$tooShortToBeAHash"])
+                                      "$2b$ is bcrypt's prefix", "$6$short$tooShortToBeAHash",
+                                      "awk '{print $1$2$3}'", 'crypt.crypt(pw, "$6$" + salt + "$")'])
     def test_dollar_signs_that_hold_no_hash_stay(self, text: str) -> None:
         assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
 

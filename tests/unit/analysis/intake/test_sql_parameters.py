@@ -300,7 +300,8 @@ class TestUnnamedValues:
         "INSERT INTO users VALUES (?, ?, ?)", 'insert or replace into "users" values (:1, :2, :3)',
         "REPLACE INTO users VALUES (%s, %s, %s)", "INSERT INTO users SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1)",
         "INSERT INTO users SELECT * FROM (VALUES (?, ?, ?))", "INSERT /* batch */ INTO users VALUES (?, ?, ?)",
-        "UPSERT INTO users VALUES ($1, $2, $3)", "INSERT INTO users (name, note) SELECT ?, ?, ?"])
+        "UPSERT INTO users VALUES ($1, $2, $3)", "INSERT INTO users (name, note) SELECT ?, ?, ?",
+        "INSERT INTO users (name) VALUES (?) ; INSERT INTO creds VALUES (?, ?)"])
     def test_an_insert_without_a_column_list_loses_every_value(self, statement: str) -> None:
         """No column list is read, so no word says which value is the password: every one goes (an attacker
         review found the SELECT forms, a comment and CockroachDB's UPSERT keeping theirs)."""
@@ -331,7 +332,10 @@ class TestUnnamedValues:
         ('{"log":"Arguments: (\'bob\', \'hunter2\')\\n","stream":"stderr"}',
          '{"log":"Arguments: ([REDACTED:secret], [REDACTED:secret])\\n","stream":"stderr"}'),
         ("Arguments: (<User sam :)>, 'hunter2', 'Jane Q. Public')", "Arguments: ([REDACTED:secret])[REDACTED:secret]"),
-    ], ids=["json-shipped", "rsyslog", "cri", "docker-json", "bracket-in-a-repr"])
+        ("Jan 01 12:00:00 web1 gunicorn[812]: Arguments: ('bob', 'hunter2')",
+         "Jan 01 12:00:00 web1 gunicorn[812]: Arguments: ([REDACTED:secret], [REDACTED:secret])"),
+        ("web-1  | Arguments: ('bob', 'hunter2')", "web-1  | Arguments: ([REDACTED:secret], [REDACTED:secret])"),
+    ], ids=["json-shipped", "rsyslog", "cri", "docker-json", "bracket-in-a-repr", "syslog", "compose"])
     def test_arguments_wherever_their_line_starts(self, text: str, expected: str) -> None:
         """An attacker review: a shipper's JSON or rsyslog's `#012` put `n` or `2` before `Arguments:`, which the
         first form took for a word; a repr's own `)` closed the tuple early and left the rest of it."""
