@@ -54,6 +54,11 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
         raise UsageError("the event is larger than 16 MiB")
     if not raw.strip():
         raise UsageError(f"the event is empty: {'stdin' if name == '-' else name} holds no JSON event")
+    notes = []
+    if raw.lstrip()[:1] not in (b"{", b"["):  # a trace or log line as printed (`python app.py 2>&1 | …`)
+        raw = orjson.dumps({"message": "", "error.stack_trace": raw.decode("utf-8", errors="replace")})
+        notes.append("read as plain text (a trace or a log line as printed), not a JSON log record: it names no "
+                     "time, so its analysis id differs from run to run")
     try:
         events = decode_message(raw.strip(), config, received_at=_NO_TIME)
     except BadInput as bad:
@@ -63,18 +68,18 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
             raise UsageError(f"{source} holds {len(lines)} JSON lines: analyze reads one event (pick one line, e.g. "
                              "with sed -n 1p)") from bad
         raise UsageError(f"{source} is not a valid event ({bad}): give one JSON log record with a message or an "
-                         "exception, in a shape the README's Input section lists") from bad
+                         "exception, in a shape the README's Input section lists, or a trace as printed") from bad
     if not events:
         raise UsageError("the event carries no log record")
-    notes = []
     if len(events) > 1:  # an OTLP export: the service counts each record into its burst
         notes.append(f"the message holds {len(events)} log records; analysing the first (logagent redact prints "
                      "them all)")
     if events[0].timestamp != _NO_TIME:
         return events[0], notes
     # The service reads the Kafka record's time; here the time now stands in, so the id is not the same twice.
-    notes.append("the event has no usable timestamp: the time now stands in, so its analysis id differs from run "
-                 "to run")
+    if not notes or not notes[-1].startswith("read as plain text"):
+        notes.append("the event has no usable timestamp: the time now stands in, so its analysis id differs from "
+                     "run to run")
     return dataclasses.replace(events[0], timestamp=time.time()), notes
 
 

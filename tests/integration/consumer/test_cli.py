@@ -209,7 +209,7 @@ class TestAnalyze:
         line = _one_error_line(logagent("analyze", "--repo", repo, "--offline", stdin=b"{not json"))
         assert line.startswith("logagent: stdin is not a valid event (not_json: ")
         assert line.endswith("give one JSON log record with a message or an exception, in a shape the README's "
-                             "Input section lists")
+                             "Input section lists, or a trace as printed")
         other = tmp_path / "other.json"
         other.write_bytes(b'{"a": 1}')
         line = _one_error_line(logagent("analyze", "--repo", repo, "--offline", "--event", str(other)))
@@ -343,6 +343,21 @@ class TestAnalyzeReadable:
         assert "untracked files are not read (ev.json, try.py): commit them to analyse them" in analysis.notes
         assert not [note for note in analysis.notes if note.startswith("citation dropped")]
 
+
+    def test_a_trace_as_printed_is_read_without_wrapping(self, tmp_path: Path) -> None:
+        """A new-user trial piped a program's stderr straight in (`python main.py 2>&1 | logagent analyze`) and
+        was told to write JSON: a trace or log line as printed is read as the trace field of a record."""
+        repo = GitRepo(tmp_path / "piped")
+        repo.commit("lib", {"lib.py": "def total(items):\n    return sum(item['price'] for item in items)\n",
+                            "main.py": "from lib import total\n\nprint(total([{'cost': 4}]))\n"})
+        crash = subprocess.run([sys.executable, "main.py"], cwd=repo.path, capture_output=True, text=True, check=False)
+        out = run("analyze", "--repo", str(repo.path), "--offline", "--json", env=clean_env(),
+                  stdin=crash.stderr.encode())
+        assert out.returncode == 0, out.stderr
+        analysis = Analysis.model_validate_json(out.stdout)
+        assert analysis.cluster.exception_type == "KeyError" and analysis.culprit is not None
+        assert (analysis.culprit.path, analysis.culprit.line) == ("lib.py", 2)
+        assert out.stderr.count("\n") == 1 and "read as plain text" in out.stderr  # one note, not two
 
     def test_a_culprit_in_a_file_changed_since_the_commit_asks_for_review(self, tmp_path: Path) -> None:
         """A new-user trial: two lines added to a committed file and not committed; the trace's line is the
