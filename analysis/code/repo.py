@@ -142,6 +142,8 @@ class Checkout:
     read (`jail.tracked_only`). None in a worktree at a commit, which holds nothing else."""
     modified: frozenset[str] = frozenset()
     """In such a working tree, the tracked files whose content is not the commit's (their lines may not be)."""
+    untracked: tuple[str, ...] = ()
+    """And the files git does not track (nor ignore), which are not read."""
 
 
 def redact_secret(text: str, secrets: tuple[str, ...]) -> str:
@@ -553,14 +555,14 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
             raise RepoError("a bare repository needs --commit")
         if repo.is_dirty(untracked_files=False):
             notes.append("working tree has uncommitted changes; citations are pinned to HEAD")
-        untracked = repo.untracked_files
+        untracked = tuple(repo.untracked_files)
         if untracked:
             named = ", ".join(untracked[:3]) + (f" and {len(untracked) - 3} more" if len(untracked) > 3 else "")
-            notes.append(f"untracked files are not read ({named}): commit them to analyse them")
+            notes.append(f"untracked files are not read ({named})")
         tracked = frozenset(repo.git.ls_files("-z").split("\0")) - {""}
         modified = frozenset(repo.git.diff("HEAD", "--name-only", "-z").split("\0")) - {""}
         return Checkout(root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir,
-                        notes=tuple(notes), tracked=tracked, modified=modified)
+                        notes=tuple(notes), tracked=tracked, modified=modified, untracked=untracked)
     sha = _resolve_commit(repo, commit) if _safe_revision(commit) else None
     if sha is None:
         raise RepoError(f"commit {commit[:40]!r} not found in {path}")

@@ -175,6 +175,13 @@ def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> A
     return analysis.model_copy(update=update)
 
 
+def _untracked_in_trace(event: ErrorEvent, checkout: Checkout) -> str:
+    """The untracked files the trace's frames name (`a.py is`, `a.py and b.py are`), or ""."""
+    paths = {(frame.abs_path or frame.filename).replace("\\", "/") for exc in event.exceptions for frame in exc.frames}
+    named = [name for name in checkout.untracked if any(path == name or path.endswith(f"/{name}") for path in paths)]
+    return f"{' and '.join(named[:3])} {'is' if len(named) == 1 else 'are'}" if named else ""
+
+
 def _single_burst(event: ErrorEvent, checkout: Checkout, settings: Settings) -> Cluster:
     """`event` as a burst of one at the checked-out commit."""
     signature = fingerprint_event(event, settings.input.in_app_prefixes)
@@ -203,6 +210,9 @@ def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, 
          llm: bool) -> tuple[Analysis, Checkout, _Alignment]:
     """The analysis of `event`, the checkout it read, and how the trace's lines were aligned to it."""
     checkout = _checkout(repo, commit, event.commit)
+    if named := _untracked_in_trace(event, checkout):
+        checkout = dataclasses.replace(checkout, notes=(f"the trace's {named} not tracked by git, so not read: "
+                                                        "commit it to analyse it", *checkout.notes))
     event, alignment = _align(event, checkout, settings.tools)
     cluster = _single_burst(event, checkout, settings)
     if llm:

@@ -340,7 +340,8 @@ class TestAnalyzeReadable:
         analysis = Analysis.model_validate_json(out.stdout)
         assert analysis.culprit is not None and (analysis.culprit.path, analysis.culprit.line) == ("lib.py", 2)
         assert {suspect.path for suspect in analysis.suspects} == {"lib.py"}
-        assert "untracked files are not read (ev.json, try.py): commit them to analyse them" in analysis.notes
+        assert analysis.notes[:2] == ["the trace's try.py is not tracked by git, so not read: commit it to analyse it",
+                                      "untracked files are not read (ev.json, try.py)"]
         assert not [note for note in analysis.notes if note.startswith("citation dropped")]
 
 

@@ -434,8 +434,8 @@ class TestOpenLocal:
         upstream.write({"try.py": "PRICE = 'price'\n", "ev.json": '{"message": "price"}', ".env": "price=hunter2\n",
                         "src/scratch.py": "price = 1\n"})
         checkout = open_local(upstream.path)
-        assert "untracked files are not read (ev.json, src/scratch.py, try.py): commit them to analyse them" in \
-            checkout.notes
+        assert "untracked files are not read (ev.json, src/scratch.py, try.py)" in checkout.notes
+        assert checkout.untracked == ("ev.json", "src/scratch.py", "try.py")
         tools = FileTools(checkout.root, repo_dir=checkout.repo_dir, commit=checkout.commit, tracked=checkout.tracked)
         for hidden in ("try.py", ".env", "link.txt", "src/scratch.py"):
             result = tools.read_file(hidden)
