@@ -385,8 +385,8 @@ def _follow(sites: Sequence[Site], k: int, param: str, kind: str, evidence: list
     if kind in ("guard", "raise") and _is_guard_method(target) and start + 1 < len(sites) and adjacent(
             sites[start + 1], target):
         target = sites[start + 1]
-    evidence.append(f"the value comes from outside the application; {target.name}() at {target.where} is where it is "
-                    "checked")
+    done = "checks it" if kind in ("guard", "check", "raise") else "is the first code of the application to use it"
+    evidence.append(f"the value comes from outside the application; {target.name}() at {target.where} {done}")
     return Blame(target, target.line, evidence, raiser if target is not raiser else None, None,
                  [s for s in passed if s is not target])
 

@@ -93,7 +93,18 @@ class TestGuards:
         verdict = read(files, [("app/validate.py", "require_positive", 3), ("app/orders.py", "place", 2)],
                        "ValueError")
         assert (verdict.site.path, verdict.line) == ("app/orders.py", 2)
-        assert "comes from outside the application" in verdict.evidence[-1]
+        assert verdict.evidence[-1] == ("the value comes from outside the application; place() at app/orders.py:2 "
+                                        "checks it")
+
+    def test_input_from_outside_at_a_fault_is_used_there_not_checked(self) -> None:
+        """A new-user trial read "is where it is checked" of a line that checks nothing: a fault where the value
+        is first used says so."""
+        pricing = "DISCOUNTS = {'SUMMER': 10}\n\ndef apply(coupon):\n    return DISCOUNTS[coupon.upper()]\n"
+        files = {"app/pricing.py": pricing,
+                 "app/api.py": "def handle(coupon):\n    return apply(coupon)\n"}
+        verdict = read(files, [("app/pricing.py", "apply", 4), ("app/api.py", "handle", 2)], "KeyError", "'WINTER'")
+        assert verdict.evidence[-1] == ("the value comes from outside the application; apply() at app/pricing.py:4 is "
+                                        "the first code of the application to use it")
 
     def test_a_parser_fed_outside_input_blames_the_line_that_parsed_it(self) -> None:
         """json.loads raised on input handed in from outside: the parsing line, not its callers."""
