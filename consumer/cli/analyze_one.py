@@ -55,7 +55,8 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
     if not raw.strip():
         raise UsageError(f"the event is empty: {'stdin' if name == '-' else name} holds no JSON event")
     notes = []
-    if raw.lstrip()[:1] not in (b"{", b"["):  # a trace or log line as printed (`python app.py 2>&1 | …`)
+    plain = raw.lstrip()[:1] not in (b"{", b"[")  # a trace or log line as printed (`python app.py 2>&1 | …`)
+    if plain:
         raw = orjson.dumps({"message": "", "error.stack_trace": raw.decode("utf-8", errors="replace")})
         notes.append("read as plain text (a trace or a log line as printed), not a JSON log record: it names no "
                      "time, so its analysis id differs from run to run")
@@ -77,7 +78,7 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
     if events[0].timestamp != _NO_TIME:
         return events[0], notes
     # The service reads the Kafka record's time; here the time now stands in, so the id is not the same twice.
-    if not notes or not notes[-1].startswith("read as plain text"):
+    if not plain:  # (plain text was said to name no time)
         notes.append("the event has no usable timestamp: the time now stands in, so its analysis id differs from "
                      "run to run")
     return dataclasses.replace(events[0], timestamp=time.time()), notes
@@ -176,10 +177,14 @@ def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> A
 
 
 def _untracked_in_trace(event: ErrorEvent, checkout: Checkout) -> str:
-    """The untracked files the trace's frames name (`a.py is`, `a.py and b.py are`), or ""."""
+    """What to say of the untracked files the trace's frames name, or ""."""
     paths = {(frame.abs_path or frame.filename).replace("\\", "/") for exc in event.exceptions for frame in exc.frames}
     named = [name for name in checkout.untracked if any(path == name or path.endswith(f"/{name}") for path in paths)]
-    return f"{' and '.join(named[:3])} {'is' if len(named) == 1 else 'are'}" if named else ""
+    if not named:
+        return ""
+    if len(named) == 1:
+        return f"the trace's {named[0]} is not tracked by git, so not read: commit it to analyse it"
+    return f"the trace's {' and '.join(named[:3])} are not tracked by git, so not read: commit them to analyse them"
 
 
 def _single_burst(event: ErrorEvent, checkout: Checkout, settings: Settings) -> Cluster:
@@ -210,9 +215,8 @@ def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, 
          llm: bool) -> tuple[Analysis, Checkout, _Alignment]:
     """The analysis of `event`, the checkout it read, and how the trace's lines were aligned to it."""
     checkout = _checkout(repo, commit, event.commit)
-    if named := _untracked_in_trace(event, checkout):
-        checkout = dataclasses.replace(checkout, notes=(f"the trace's {named} not tracked by git, so not read: "
-                                                        "commit it to analyse it", *checkout.notes))
+    if said := _untracked_in_trace(event, checkout):
+        checkout = dataclasses.replace(checkout, notes=(said, *checkout.notes))
     event, alignment = _align(event, checkout, settings.tools)
     cluster = _single_burst(event, checkout, settings)
     if llm:

@@ -59,6 +59,9 @@ def readable(args: argparse.Namespace, stream: TextIO | None = None) -> bool:
     return (stream or sys.stdout).isatty()
 
 
+_PIPED_WIDTH = 10_000  # wide enough that nothing wraps; rich pads no line to it
+
+
 def terminal(stream: TextIO | None = None) -> Console:
     """A rich console on `stream` (stdout): colour only when it is a terminal, and never under NO_COLOR
     (rich reads it); lines wrap at the terminal's width, and not at all when piped (a path stays whole for
@@ -68,9 +71,6 @@ def terminal(stream: TextIO | None = None) -> Console:
     out = stream or sys.stdout
     tty = out.isatty()
     return Console(file=out, force_terminal=tty, highlight=False, soft_wrap=False, width=None if tty else _PIPED_WIDTH)
-
-
-_PIPED_WIDTH = 10_000  # wide enough that nothing wraps; rich pads no line to it
 
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
