@@ -40,9 +40,13 @@ def tracked_only(tracked: frozenset[str] | None) -> Callable[[str], bool]:
     (`tracked` None); in a working tree, its tracked files and the directories that hold them."""
     if tracked is None:
         return lambda _rel: True
-    parts = [path.split("/") for path in tracked]
-    return frozenset({"", *tracked, *("/".join(split[:end]) for split in parts for end in range(1, len(split)))}
-                     ).__contains__
+    shown = {"", *tracked}
+    for path in tracked:  # each folder once: a path's walk up stops at a folder already shown (depth is no cost)
+        end = path.rfind("/")
+        while end > 0 and (folder := path[:end]) not in shown:
+            shown.add(folder)
+            end = path.rfind("/", 0, end)
+    return frozenset(shown).__contains__
 
 
 class Jail:

@@ -535,6 +535,29 @@ def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = N
         return _open_local(repo, path, commit, cache_dir)
 
 
+def _working_tree_files(repo: git.Repo) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+    """A working tree's files as `Checkout` holds them: those of HEAD (submodules' included) that are there,
+    those whose content may not be HEAD's (changed, or hidden from git by `skip-worktree` or `assume-unchanged`),
+    and the untracked ones, added-but-never-committed ones included. Names are read as bytes, as the file
+    system holds them (`surrogateescape`): git quotes no name, and no name fails to decode."""
+    def names(*args: str) -> list[str]:
+        out = repo.git.execute(["git", *args, "-z"], stdout_as_string=False)
+        return [name for name in out.decode("utf-8", "surrogateescape").split("\0") if name]
+
+    added = set(names("diff", "--cached", "--name-only", "--diff-filter=A", "HEAD"))
+    flagged = names("ls-files", "-v", "--recurse-submodules")  # `S`: skip-worktree; a lower-case letter: unchanged
+    hidden = {line[2:] for line in flagged if line[:1] == "S" or line[:1].islower()}
+    tracked = frozenset(line[2:] for line in flagged) - added
+    modified = frozenset(names("diff", "HEAD", "--name-only")) - added | hidden
+    untracked = tuple(sorted({*names("ls-files", "--others", "--exclude-standard"), *added}))
+    return tracked, modified, untracked
+
+
+def _shown(name: str) -> str:
+    """A file name as a note prints it: one holding a line break or a bidi override written out."""
+    return name if name.isprintable() else name.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
 def _not_a_repository(path: Path) -> str:
     """Why `path` opens no repository, and where the repository is when `path` is a folder inside one."""
     if not path.is_dir():
@@ -555,12 +578,11 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
             raise RepoError("a bare repository needs --commit")
         if repo.is_dirty(untracked_files=False):
             notes.append("working tree has uncommitted changes; citations are pinned to HEAD")
-        untracked = tuple(repo.untracked_files)
+        tracked, modified, untracked = _working_tree_files(repo)
         if untracked:
-            named = ", ".join(untracked[:3]) + (f" and {len(untracked) - 3} more" if len(untracked) > 3 else "")
+            named = ", ".join(map(_shown, untracked[:3])) + (f" and {len(untracked) - 3} more" if len(untracked) > 3
+                                                             else "")
             notes.append(f"untracked files are not read ({named})")
-        tracked = frozenset(repo.git.ls_files("-z").split("\0")) - {""}
-        modified = frozenset(repo.git.diff("HEAD", "--name-only", "-z").split("\0")) - {""}
         return Checkout(root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir,
                         notes=tuple(notes), tracked=tracked, modified=modified, untracked=untracked)
     sha = _resolve_commit(repo, commit) if _safe_revision(commit) else None

@@ -43,6 +43,7 @@ _NO_TIME = -1.0  # what decoding gives an event without a usable time (no real e
 _MAX_EVENT_BYTES = 16 * 1_048_576  # `analyze` reads one event; anything bigger is not one
 _CODE_RADIUS = 4
 _UNVERIFIED = "culprit line unverified"
+_MAX_DEPTH = 64  # folders deep an untracked file the trace names may lie, to be named first
 
 
 def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]:
@@ -55,9 +56,14 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
     if not raw.strip():
         raise UsageError(f"the event is empty: {'stdin' if name == '-' else name} holds no JSON event")
     notes = []
-    plain = raw.lstrip()[:1] not in (b"{", b"[")  # a trace or log line as printed (`python app.py 2>&1 | …`)
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark (PowerShell writes one)
+    plain = _plain_text(raw)
     if plain:
+        if len(raw) > config.max_message_bytes:
+            raise UsageError(f"the trace is larger than input.max_message_bytes ({config.max_message_bytes} bytes)")
         raw = orjson.dumps({"message": "", "error.stack_trace": raw.decode("utf-8", errors="replace")})
+        # Written into JSON, a trace grows by its escapes: the limit is the text's, checked above.
+        config = config.model_copy(update={"max_message_bytes": max(config.max_message_bytes, len(raw))})
         notes.append("read as plain text (a trace or a log line as printed), not a JSON log record: it names no "
                      "time, so its analysis id differs from run to run")
     try:
@@ -82,6 +88,19 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
         notes.append("the event has no usable timestamp: the time now stands in, so its analysis id differs from "
                      "run to run")
     return dataclasses.replace(events[0], timestamp=time.time()), notes
+
+
+def _plain_text(raw: bytes) -> bool:
+    """Whether `raw` is a trace or log line as printed, not JSON: it opens no object, and no array either
+    unless it parses (`[2024-05-01 12:00:00] ERROR …` is a log line)."""
+    start = raw.lstrip()[:1]
+    if start != b"[":
+        return start != b"{"
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return True
+    return False
 
 
 def _all_json(lines: list[bytes]) -> bool:
@@ -167,7 +186,7 @@ def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> A
     why = alignment.unverified
     if culprit is not None and culprit.line is not None and (culprit.path, culprit.line) in alignment.changed:
         why = f"{culprit.path}:{culprit.line} changed since the event's commit"
-    if culprit is not None and culprit.path in checkout.modified:
+    if culprit is not None and _changed_in_working_tree(checkout, culprit.path):
         why = (f"{culprit.path} has uncommitted changes: the line is the working tree's, not "
                f"{checkout.commit[:12]}'s")
     update: dict[str, Any] = {"notes": [*analysis.notes, *alignment.notes]}
@@ -176,10 +195,22 @@ def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> A
     return analysis.model_copy(update=update)
 
 
+def _changed_in_working_tree(checkout: Checkout, path: str) -> bool:
+    """Whether `path` (or the file a symlink of that name leads to) may not hold what the commit holds."""
+    real = (checkout.root / path).resolve()
+    return path in checkout.modified or (real.is_relative_to(checkout.root)
+                                         and real.relative_to(checkout.root).as_posix() in checkout.modified)
+
+
 def _untracked_in_trace(event: ErrorEvent, checkout: Checkout) -> str:
     """What to say of the untracked files the trace's frames name, or ""."""
-    paths = {(frame.abs_path or frame.filename).replace("\\", "/") for exc in event.exceptions for frame in exc.frames}
-    named = [name for name in checkout.untracked if any(path == name or path.endswith(f"/{name}") for path in paths)]
+    depth = min(_MAX_DEPTH, max((name.count("/") + 1 for name in checkout.untracked), default=0))
+    tails = set()  # the last 1..depth parts of every path a frame names: one set lookup per untracked file
+    for exc in event.exceptions:
+        for frame in exc.frames:
+            parts = (frame.abs_path or frame.filename).replace("\\", "/").split("/")
+            tails |= {"/".join(parts[-count:]) for count in range(1, min(depth, len(parts)) + 1)}
+    named = [name for name in checkout.untracked if name in tails]
     if not named:
         return ""
     if len(named) == 1:

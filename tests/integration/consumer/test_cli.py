@@ -19,7 +19,7 @@ from analysis.report import Analysis
 from demo.services import SampleService, build_sample_repos
 from demo.stream import SampleMessage, SampleStream, build_stream
 from tests.conftest import SECRETS, SHOP_PY, shop_line
-from tests.gitrepo import GitRepo
+from tests.gitrepo import GitRepo, git
 from tests.paths import PROJECT_ROOT
 from tests.terminal import COLOUR, clean_env, run, run_on_terminal
 
@@ -359,6 +359,44 @@ class TestAnalyzeReadable:
         assert analysis.cluster.exception_type == "KeyError" and analysis.culprit is not None
         assert (analysis.culprit.path, analysis.culprit.line) == ("lib.py", 2)
         assert out.stderr.count("\n") == 1 and "read as plain text" in out.stderr  # one note, not two
+
+    def test_plain_text_is_told_from_json_as_printed(self, tmp_path: Path) -> None:
+        """An attacker review: a byte-order mark before `{` read the record as text, a log line opening with `[`
+        was refused as JSON, and a long trace was refused for its size once written into JSON."""
+        repo = GitRepo(tmp_path / "forms")
+        repo.commit("app", {"app.py": "print(1)\n"})
+        args = ("analyze", "--repo", str(repo.path), "--offline", "--json")
+        record = b'\xef\xbb\xbf{"server_id": "shop", "timestamp": 1750000000.0, "message": "boom", "level": "ERROR"}'
+        out = run(*args, env=clean_env(), stdin=record)
+        assert out.returncode == 0 and "plain text" not in out.stderr, out.stderr
+        assert Analysis.model_validate_json(out.stdout).cluster.server == "shop"
+        out = run(*args, env=clean_env(), stdin=b"[2024-05-01 12:00:00] ERROR app: checkout failed\n")
+        assert out.returncode == 0 and "read as plain text" in out.stderr, out.stderr
+        trace = b"Traceback (most recent call last):\n" + b'  File "/app/app.py", line 1, in <module>\n' * 20_000
+        out = run(*args, env=clean_env(), stdin=trace + b"KeyError: 'x'\n")  # 0.8 MB, over 1 MiB in JSON
+        assert out.returncode == 0, out.stderr
+        out = run(*args, env=clean_env(), stdin=b"x" * 2_000_000)
+        assert out.returncode == 2 and out.stderr.strip().endswith("input.max_message_bytes (1048576 bytes)")
+
+    def test_a_culprit_hidden_from_git_or_reached_by_a_link_asks_for_review(self, tmp_path: Path) -> None:
+        """An attacker review: a file marked `skip-worktree` (local secrets kept in a tracked config) and a
+        culprit named through a committed symlink were read as committed, `needs_review` false."""
+        repo = GitRepo(tmp_path / "hidden")
+        code = "def total(items):\n    return sum(item['price'] for item in items)\n"
+        (repo.path / "alias.py").parent.mkdir(parents=True, exist_ok=True)
+        (repo.path / "alias.py").symlink_to("lib.py")
+        repo.commit("lib", {"lib.py": code})
+        git(repo.path, "update-index", "--skip-worktree", "lib.py")
+        repo.write({"lib.py": "# local\n# edit\n" + code})
+        for name in ("lib.py", "alias.py"):
+            trace = (f'Traceback (most recent call last):\n  File "/app/{name}", line 4, in total\n'
+                     "    return sum(item['price'] for item in items)\nKeyError: 'price'\n")
+            out = run("analyze", "--repo", str(repo.path), "--offline", "--json", env=clean_env(),
+                      stdin=trace.encode())
+            analysis = Analysis.model_validate_json(out.stdout)
+            assert analysis.culprit is not None and analysis.culprit.path == name, out.stdout
+            assert analysis.needs_review and any("has uncommitted changes" in reason
+                                                 for reason in analysis.review_reasons), (name, analysis.review_reasons)
 
     def test_a_culprit_in_a_file_changed_since_the_commit_asks_for_review(self, tmp_path: Path) -> None:
         """A new-user trial: two lines added to a committed file and not committed; the trace's line is the

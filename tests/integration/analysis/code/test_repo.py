@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis.code.filemap import FileIndex
+from analysis.code.jail import tracked_only
 from analysis.code.repo import RepoConfig, RepoError, RepoSpec, RepoSync, RepoUnavailable, _safe_revision, open_local
 from analysis.code.tools import FileTools
 from tests.gitrepo import GitRepo, git
@@ -428,9 +429,8 @@ class TestOpenLocal:
         """An untracked script, the event file beside it, an ignored `.env` and a tracked symlink to it are
         part of no commit: the tools neither read, list nor search them, the file index holds none of them,
         and a note names the untracked ones."""
+        (upstream.path / "link.txt").symlink_to(".env")  # committed: a tracked link to an ignored file
         upstream.commit("ignore", {".gitignore": ".env\n", "src/cart.py": "PRICE = 'price'\n"})
-        (upstream.path / "link.txt").symlink_to(".env")
-        git(upstream.path, "add", "link.txt")
         upstream.write({"try.py": "PRICE = 'price'\n", "ev.json": '{"message": "price"}', ".env": "price=hunter2\n",
                         "src/scratch.py": "price = 1\n"})
         checkout = open_local(upstream.path)
@@ -448,6 +448,39 @@ class TestOpenLocal:
         assert tools.list_directory("src").data == ("cart.py",)
         index = FileIndex.build(checkout.root, (), visible=tools.jail.visible)
         assert index.paths_ending(("try.py",)) == [] and index.paths_ending(("cart.py",)) == ["src/cart.py"]
+
+    def test_what_a_working_tree_holds_as_git_and_the_file_system_name_it(self, tmp_path: Path,
+                                                                         upstream: GitRepo) -> None:
+        """An attacker review: an untracked name that is no UTF-8 (or one git quotes, with `core.quotePath` off)
+        made GitPython raise; a file staged but never committed was read; a file hidden from git
+        (`skip-worktree`) was read as committed; a submodule's files were not read at all."""
+        library = GitRepo(tmp_path / "library")
+        library.commit("lib", {"lib/m.py": "def f():\n    return 1\n"})
+        git(upstream.path, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library.path), "sub")
+        upstream.commit("config", {"settings.py": "DEBUG = False\n"})
+        git(upstream.path, "config", "core.quotePath", "false")
+        os.close(os.open(bytes(upstream.path / "bad") + b"\xffname.py", os.O_CREAT | os.O_WRONLY))
+        upstream.write({'é"q.py': "x = 1\n", "staged.py": "TOKEN = 'SECRET-MARKER-123'\n", "line\nbreak.py": ""})
+        git(upstream.path, "add", "staged.py")
+        git(upstream.path, "update-index", "--skip-worktree", "settings.py")
+        upstream.write({"settings.py": "DEBUG = True\n"})
+        checkout = open_local(upstream.path)
+        assert {"app.py", "settings.py", ".gitmodules", "sub/lib/m.py"} <= checkout.tracked
+        assert "staged.py" not in checkout.tracked and "staged.py" in checkout.untracked
+        assert "bad\udcffname.py" in checkout.untracked and 'é"q.py' in checkout.untracked
+        assert checkout.modified == {"settings.py"}
+        note = next(note for note in checkout.notes if note.startswith("untracked files are not read"))
+        assert "\n" not in note and note.isprintable()
+        tools = FileTools(checkout.root, repo_dir=checkout.repo_dir, commit=checkout.commit, tracked=checkout.tracked)
+        assert tools.read_file("sub/lib/m.py").status == "ok" and tools.read_file("staged.py").status == "error"
+
+    def test_a_deep_tree_is_seen_in_linear_time(self) -> None:
+        """An attacker review: 3,000 files 1,000 folders deep took 9.2 s to list their folders."""
+        deep = "/".join(["d"] * 1000)
+        started = time.process_time()
+        visible = tracked_only(frozenset(f"{deep}/f{index}" for index in range(3000)))
+        assert time.process_time() - started < 1.0
+        assert visible("d") and visible(deep) and visible(f"{deep}/f7") and not visible("e")
 
     def test_commit_gives_a_worktree_with_old_content(self, tmp_path: Path, upstream: GitRepo) -> None:
         """With a commit, an isolated worktree at that commit is used."""
