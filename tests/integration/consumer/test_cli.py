@@ -39,6 +39,11 @@ def logagent(
                           env={**clean, **(env or {})}, check=False)
 
 
+def _run_python(folder: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run for real in `folder` (without writing `__pycache__`, an untracked folder of its own)."""
+    return subprocess.run([sys.executable, "-B", script], cwd=folder, capture_output=True, text=True, check=False)
+
+
 def _one_error_line(proc: subprocess.CompletedProcess[bytes]) -> str:
     """The user error contract: exit code 2 and exactly one line on stderr, no traceback."""
     assert proc.returncode == 2, proc.stderr
@@ -330,7 +335,7 @@ class TestAnalyzeReadable:
         repo = GitRepo(tmp_path / "trial")
         repo.commit("lib", {"lib.py": "def total(items):\n    return sum(item['price'] for item in items)\n"})
         repo.write({"try.py": "from lib import total\n\nprint(total([{'price': 3}, {'cost': 4}]))\n"})
-        crash = subprocess.run([sys.executable, "try.py"], cwd=repo.path, capture_output=True, text=True, check=False)
+        crash = _run_python(repo.path, "try.py")
         assert "KeyError: 'price'" in crash.stderr
         event = repo.path / "ev.json"
         event.write_bytes(orjson.dumps({"server_id": "trial", "timestamp": 1_750_000_000.0, "level": "ERROR",
@@ -351,7 +356,7 @@ class TestAnalyzeReadable:
         repo = GitRepo(tmp_path / "piped")
         repo.commit("lib", {"lib.py": "def total(items):\n    return sum(item['price'] for item in items)\n",
                             "main.py": "from lib import total\n\nprint(total([{'cost': 4}]))\n"})
-        crash = subprocess.run([sys.executable, "main.py"], cwd=repo.path, capture_output=True, text=True, check=False)
+        crash = _run_python(repo.path, "main.py")
         out = run("analyze", "--repo", str(repo.path), "--offline", "--json", env=clean_env(),
                   stdin=crash.stderr.encode())
         assert out.returncode == 0, out.stderr
@@ -406,7 +411,7 @@ class TestAnalyzeReadable:
         code = "def total(items):\n    return sum(item['price'] for item in items)\n"
         repo.commit("lib", {"lib.py": code, "main.py": "from lib import total\n\nprint(total([{'cost': 4}]))\n"})
         repo.write({"lib.py": "# totals\n# of carts\n" + code})
-        crash = subprocess.run([sys.executable, "main.py"], cwd=repo.path, capture_output=True, text=True, check=False)
+        crash = _run_python(repo.path, "main.py")
         assert 'lib.py", line 4' in crash.stderr
         event = orjson.dumps({"server_id": "shop", "timestamp": 1_750_000_000.0, "stack_trace": crash.stderr})
         out = run("analyze", "--repo", str(repo.path), "--offline", "--json", env=clean_env(), stdin=event)

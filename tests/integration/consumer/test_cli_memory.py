@@ -217,7 +217,7 @@ class TestMemoryShow:
         assert fresh["stale"] is False and fresh["checked_against"] == old
         assert fresh["cited_files"] == [{"path": "app/shop.py", "start_line": line, "end_line": line, "blob_sha": ""}]
         (stale,) = json_lines(logagent("memory", "show", "cited", "--repo", str(repo.path), data_dir=data_dir))
-        assert stale["stale"] is True and stale["stale_reasons"] == [f"changed app/shop.py:{line}-{line}"]
+        assert stale["stale"] is True and stale["stale_reasons"] == [f"changed app/shop.py:{line}"]
         other = GitRepo(tmp_path / "billing")
         other.commit("billing", {"app/shop.py": SHOP_PY})
         wrong = one_error_line(logagent("memory", "show", "cited", "--repo", str(other.path), data_dir=data_dir), 2)
