@@ -6,9 +6,9 @@ symlinks leading outside are refused. A file is opened without blocking and read
 descriptor is a regular file of bounded size, so a FIFO, socket or device in a working tree can neither
 hang a tool nor feed it endless bytes. Every refusal is a `Refused` whose message the model can act on.
 
-In a working tree (`logagent analyze --repo` without a commit) only the files git tracks are seen: an
-untracked script, the event file beside it or an ignored `.env` is part of no commit, so it is neither
-read, listed nor searched (`tracked_only`); nor is a tracked symlink's untracked target.
+In a working tree (`logagent analyze --repo` without a commit) only the files of its HEAD commit are seen:
+an untracked or only staged script, the event file beside it or an ignored `.env` is part of no commit, so
+it is neither read, listed nor searched (`tracked_only`); nor is a committed symlink's target outside them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
-__all__ = ["Jail", "Refused", "tracked_only"]
+__all__ = ["Jail", "Refused", "shown_name", "tracked_only"]
 
 _BINARY_SNIFF_BYTES = 8192
 _KINDS = (
@@ -35,9 +35,15 @@ class Refused(Exception):
     """A path or file the jail refuses; the message is shown to the model."""
 
 
+def shown_name(name: str) -> str:
+    """A file name as output prints it: one with a newline, another control character or a bidi override
+    written out, so a name committed as `x\\nconfig.py:1: FAKE` cannot pass for a line of output."""
+    return name if name.isprintable() else name.encode("unicode_escape").decode("ascii")
+
+
 def tracked_only(tracked: frozenset[str] | None) -> Callable[[str], bool]:
     """Whether a repo-relative posix path ('' for the root) is seen: every one in a worktree at a commit
-    (`tracked` None); in a working tree, its tracked files and the directories that hold them."""
+    (`tracked` None); in a working tree, the files of its commit and the directories that hold them."""
     if tracked is None:
         return lambda _rel: True
     shown = {"", *tracked}

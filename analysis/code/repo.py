@@ -31,6 +31,7 @@ from pathlib import Path
 import git
 from pydantic import BaseModel, Field
 
+from analysis.code.jail import shown_name
 from analysis.errors import LogAgentError
 
 _TOKEN_ENV = "LOGAGENT_GIT_TOKEN"  # noqa: S105 - the name of the child's env var, not a secret
@@ -138,8 +139,8 @@ class Checkout:
     sync_errors: tuple[str, ...] = ()
     stand_in: str = ""
     tracked: frozenset[str] | None = None
-    """In a working tree read as it is (`open_local` without a commit), the files git tracks: the only ones
-    read (`jail.tracked_only`). None in a worktree at a commit, which holds nothing else."""
+    """In a working tree read as it is (`open_local` without a commit), the files of its HEAD commit: the only
+    ones read (`jail.tracked_only`). None in a worktree at a commit, which holds nothing else."""
     modified: frozenset[str] = frozenset()
     """In such a working tree, the tracked files whose content is not the commit's (their lines may not be)."""
     untracked: tuple[str, ...] = ()
@@ -553,11 +554,6 @@ def _working_tree_files(repo: git.Repo) -> tuple[frozenset[str], frozenset[str],
     return tracked, modified, untracked
 
 
-def _shown(name: str) -> str:
-    """A file name as a note prints it: one holding a line break or a bidi override written out."""
-    return name if name.isprintable() else name.encode("unicode_escape", "backslashreplace").decode("ascii")
-
-
 def _not_a_repository(path: Path) -> str:
     """Why `path` opens no repository, and where the repository is when `path` is a folder inside one."""
     if not path.is_dir():
@@ -580,7 +576,7 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
             notes.append("working tree has uncommitted changes; citations are pinned to HEAD")
         tracked, modified, untracked = _working_tree_files(repo)
         if untracked:
-            named = ", ".join(map(_shown, untracked[:3])) + (f" and {len(untracked) - 3} more" if len(untracked) > 3
+            named = ", ".join(map(shown_name, untracked[:3])) + (f" and {len(untracked) - 3} more" if len(untracked) > 3
                                                              else "")
             notes.append(f"untracked files are not read ({named})")
         return Checkout(root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir,

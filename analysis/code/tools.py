@@ -22,7 +22,7 @@ import git
 import regex
 
 from analysis.code.gitlog import BlameLine, GitReadError, LogEntry, blame_lines, log_entries
-from analysis.code.jail import Jail, Refused
+from analysis.code.jail import Jail, Refused, shown_name
 from analysis.code.toolspec import FileExcerpt, GrepMatch, Status, ToolLimits, ToolResult, ok, tool_specs
 
 __all__ = ["FileExcerpt", "FileTools", "GrepMatch", "Status", "ToolLimits", "ToolResult", "pattern_items", "tool_specs"]
@@ -74,12 +74,6 @@ def pattern_items(pattern: str) -> int:
         sizes[-1] += atom
         last = atom
     return sum(sizes)
-
-
-def _shown(name: str) -> str:
-    """A file name as a tool prints it: one with a newline or another control character escaped, so a name
-    committed as `x\\nconfig.py:1: FAKE` cannot pass for a line of output."""
-    return name if name.isprintable() else name.encode("unicode_escape").decode("ascii")
 
 
 def _never_raises(tool: _F) -> _F:
@@ -158,7 +152,7 @@ class FileTools:
             out.append(row)
             used += len(row) + 1
             shown_last = number
-        header = f"{_shown(rel)} (lines {first}-{shown_last} of {total})"
+        header = f"{shown_name(rel)} (lines {first}-{shown_last} of {total})"
         footer = ""
         if shown_last < last:
             footer = (
@@ -187,7 +181,7 @@ class FileTools:
         try:
             prefix = f"{rel}/" if rel else ""
             entries = sorted(
-                _shown(e.name) + ("/" if e.is_dir() and not e.is_symlink() else "")
+                shown_name(e.name) + ("/" if e.is_dir() and not e.is_symlink() else "")
                 for e in real.iterdir()
                 if e.name != ".git" and self.jail.visible(prefix + e.name)
             )
@@ -280,7 +274,7 @@ class FileTools:
             searched = f"no match for {pattern!r} in {len(files) - skipped} files searched"
             return ToolResult("no_data", searched + (f"; {unread}" if skipped else ""))
         matches.sort(key=lambda m: (m.path, m.line))
-        body = "\n".join(f"{_shown(m.path)}:{m.line}: {m.text}" for m in matches)
+        body = "\n".join(f"{shown_name(m.path)}:{m.line}: {m.text}" for m in matches)
         if more:
             body += f"\n[{more} more matches not shown; narrow the search with path= or file_extension=]"
         if skipped:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from analysis.code.filemap import FileIndex
-from analysis.code.jail import tracked_only
+from analysis.code.jail import shown_name, tracked_only
 from analysis.code.linemap import Hunk, file_hunks, map_line
 from analysis.code.localiser import localise
 from analysis.code.repo import Checkout, RepoError, RepoSync, open_local, resolve_revision
@@ -210,7 +210,7 @@ def _untracked_in_trace(event: ErrorEvent, checkout: Checkout) -> str:
         for frame in exc.frames:
             parts = (frame.abs_path or frame.filename).replace("\\", "/").split("/")
             tails |= {"/".join(parts[-count:]) for count in range(1, min(depth, len(parts)) + 1)}
-    named = [name for name in checkout.untracked if name in tails]
+    named = [shown_name(name) for name in checkout.untracked if name in tails]
     if not named:
         return ""
     if len(named) == 1:
