@@ -121,8 +121,10 @@ class ClueFinder:
                 clues += module
                 continue
             name = tail or term
-            clues += self.definitions(name, strength * 0.9, f"defines {name}, which the message names")
-            clues += self._mentions(name, strength * 0.6, f"uses {name}, which the message names")
+            defined = self.definitions(name, strength * 0.9, f"defines {name}, which the message names")
+            lines = {(clue.path, clue.line) for clue in defined}  # a definition uses its name too: said once
+            clues += defined + [clue for clue in self._mentions(name, strength * 0.6, f"uses {name}, which the message "
+                                                                "names") if (clue.path, clue.line) not in lines]
         return clues
 
     def _member(self, clue: Clue, name: str) -> Clue:

@@ -88,6 +88,13 @@ class TestFinder:
         clues = finder.from_message("connect ECONNREFUSED 127.0.0.1:47392", 0.5, distinctive=False)
         assert [(c.path, c.line) for c in clues] == [("src/config.js", 1)]
 
+    def test_a_name_defined_on_the_line_that_uses_it_is_said_once(self, finder: ClueFinder) -> None:
+        """A new-user trial read "defines port, which the message names; uses port, which the message names" of one
+        line: its definition says it."""
+        clues = combine(finder.from_message("'total' failed", 0.5, distinctive=True))
+        assert [(c.path, c.line, c.reasons) for c in clues] == [
+            ("app/pricing.py", 4, ["defines total, which the message names (app/pricing.py:4)"])]
+
     def test_constant_loaded_from_a_data_file(self, finder: ClueFinder) -> None:
         """SETTINGS is defined from settings.json: both the definition and the data file are clues."""
         clues = finder.constant("SETTINGS", 0.5, "defines SETTINGS")
