@@ -376,7 +376,8 @@ def _follow(sites: Sequence[Site], k: int, param: str, kind: str, evidence: list
             k += 1
             continue
         if k + 2 < len(sites) and adjacent(sites[k + 2], caller):
-            evidence.append(f"caller {caller.name}() passed the constant {_short(arg)} at {caller.where}")
+            written = caller.source.as_written(caller.line, [arg])[0] if caller.source and caller.line else arg
+            evidence.append(f"caller {caller.name}() passed the constant {_short(written)} at {caller.where}")
             return Blame(caller, caller.line, evidence, raiser, None, passed)
         break
     # The value came from outside the application (a test, a request, the command line): the code that

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,7 +144,15 @@ class Checkout:
     modified: frozenset[str] = frozenset()
     """In such a working tree, the tracked files whose content is not the commit's (their lines may not be)."""
     untracked: tuple[str, ...] = ()
-    """And the files git does not track (nor ignore), which are not read."""
+    """And the files there that are not the commit's (untracked, or staged only), which are not read."""
+
+    def other_lines(self, path: str) -> bool:
+        """Whether `path` (or the file a symlink of that name leads to) may not hold the commit's lines."""
+        if not self.modified:
+            return False
+        real = (self.root / path).resolve()
+        return path in self.modified or (real.is_relative_to(self.root)
+                                         and real.relative_to(self.root).as_posix() in self.modified)
 
 
 def redact_secret(text: str, secrets: tuple[str, ...]) -> str:
@@ -536,6 +544,12 @@ def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = N
         return _open_local(repo, path, commit, cache_dir)
 
 
+def not_in_commit_note(names: Sequence[str], sha: str) -> str:
+    """The note naming a working tree's files that its commit lacks (the first three), which are not read."""
+    shown = ", ".join(map(shown_name, names[:3])) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"files not in commit {sha[:12]} are not read ({shown})"
+
+
 def _working_tree_files(repo: git.Repo) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
     """A working tree's files as `Checkout` holds them: those of HEAD (submodules' included) that are there,
     those whose content may not be HEAD's (changed, or hidden from git by `skip-worktree` or `assume-unchanged`),
@@ -557,7 +571,8 @@ def _working_tree_files(repo: git.Repo) -> tuple[frozenset[str], frozenset[str],
 def _not_a_repository(path: Path) -> str:
     """Why `path` opens no repository, and where the repository is when `path` is a folder inside one."""
     if not path.is_dir():
-        return f"no such repository directory: {path}"
+        return f"{path} is a file, not a repository's folder" if path.exists() else \
+            f"no such repository directory: {path}"
     top = next((folder for folder in path.resolve().parents if (folder / ".git").exists()), None)
     inside = f" (it is a folder of the repository at {top}: give that)" if top is not None else ""
     return f"not a git repository: {path}{inside}"
@@ -576,9 +591,7 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
             notes.append("working tree has uncommitted changes; citations are pinned to HEAD")
         tracked, modified, untracked = _working_tree_files(repo)
         if untracked:
-            named = ", ".join(map(shown_name, untracked[:3])) + (f" and {len(untracked) - 3} more" if len(untracked) > 3
-                                                             else "")
-            notes.append(f"untracked files are not read ({named})")
+            notes.append(not_in_commit_note(untracked, sha))
         return Checkout(root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir,
                         notes=tuple(notes), tracked=tracked, modified=modified, untracked=untracked)
     sha = _resolve_commit(repo, commit) if _safe_revision(commit) else None

@@ -88,6 +88,9 @@ def validate_citations(
             if blob is None:
                 dropped.append(f"{path}: no such file at {checkout.commit[:12]}")
                 continue
+            if checkout.other_lines(path):  # read in a working tree, where its lines are not the blob's
+                dropped.append(f"{path}: changed since {checkout.commit[:12]}, so its lines cannot be cited there")
+                continue
             sha, lines = blob
             if ref.end_line < ref.start_line or ref.end_line > len(lines):
                 dropped.append(f"{path}:{ref.start_line}-{ref.end_line}: outside the file (1-{len(lines)})")

@@ -16,7 +16,7 @@ from analysis.code.filemap import FileIndex
 from analysis.code.jail import shown_name, tracked_only
 from analysis.code.linemap import Hunk, file_hunks, map_line
 from analysis.code.localiser import localise
-from analysis.code.repo import Checkout, RepoError, RepoSync, open_local, resolve_revision
+from analysis.code.repo import Checkout, RepoError, RepoSync, not_in_commit_note, open_local, resolve_revision
 from analysis.code.tools import FileTools, ToolLimits
 from analysis.errors import BadInput, LogAgentError
 from analysis.event import Cluster, ErrorEvent, Frame
@@ -60,7 +60,8 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
     plain = _plain_text(raw)
     if plain:
         if len(raw) > config.max_message_bytes:
-            raise UsageError(f"the trace is larger than input.max_message_bytes ({config.max_message_bytes} bytes)")
+            raise UsageError(f"the trace is larger than LOGAGENT_INPUT__MAX_MESSAGE_BYTES ({config.max_message_bytes} "
+                             "bytes): raise it, or cut the trace")
         raw = orjson.dumps({"message": "", "error.stack_trace": raw.decode("utf-8", errors="replace")})
         # Written into JSON, a trace grows by its escapes: the limit is the text's, checked above.
         config = config.model_copy(update={"max_message_bytes": max(config.max_message_bytes, len(raw))})
@@ -116,7 +117,8 @@ def _checkout(repo: Path, commit: str | None, event_commit: str | None) -> Check
     """The checkout to read: `--commit`, else the event's commit when the repo has it, else the tree
     (`_align` then says what that means for the trace's lines)."""
     if not repo.is_dir():
-        raise UsageError(f"no such repository directory: {repo}")
+        raise UsageError(f"{repo} is a file, not a repository's folder" if repo.exists() else
+                         f"no such repository directory: {repo}")
     try:
         if commit is not None:
             return open_local(repo, commit)
@@ -186,7 +188,7 @@ def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> A
     why = alignment.unverified
     if culprit is not None and culprit.line is not None and (culprit.path, culprit.line) in alignment.changed:
         why = f"{culprit.path}:{culprit.line} changed since the event's commit"
-    if culprit is not None and _changed_in_working_tree(checkout, culprit.path):
+    if culprit is not None and checkout.other_lines(culprit.path):
         why = (f"{culprit.path} has uncommitted changes: the line is the working tree's, not "
                f"{checkout.commit[:12]}'s")
     update: dict[str, Any] = {"notes": [*analysis.notes, *alignment.notes]}
@@ -195,27 +197,24 @@ def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> A
     return analysis.model_copy(update=update)
 
 
-def _changed_in_working_tree(checkout: Checkout, path: str) -> bool:
-    """Whether `path` (or the file a symlink of that name leads to) may not hold what the commit holds."""
-    real = (checkout.root / path).resolve()
-    return path in checkout.modified or (real.is_relative_to(checkout.root)
-                                         and real.relative_to(checkout.root).as_posix() in checkout.modified)
-
-
-def _untracked_in_trace(event: ErrorEvent, checkout: Checkout) -> str:
-    """What to say of the untracked files the trace's frames name, or ""."""
+def _not_in_commit_named(event: ErrorEvent, checkout: Checkout) -> Checkout:
+    """`checkout` with its notes saying first which files the trace names are not in its commit (so not read,
+    and what to do), and then the others."""
     depth = min(_MAX_DEPTH, max((name.count("/") + 1 for name in checkout.untracked), default=0))
-    tails = set()  # the last 1..depth parts of every path a frame names: one set lookup per untracked file
+    tails = set()  # the last 1..depth parts of every path a frame names: one set lookup per file not in the commit
     for exc in event.exceptions:
         for frame in exc.frames:
             parts = (frame.abs_path or frame.filename).replace("\\", "/").split("/")
             tails |= {"/".join(parts[-count:]) for count in range(1, min(depth, len(parts)) + 1)}
-    named = [shown_name(name) for name in checkout.untracked if name in tails]
+    named = [name for name in checkout.untracked if name in tails]
     if not named:
-        return ""
-    if len(named) == 1:
-        return f"the trace's {named[0]} is not tracked by git, so not read: commit it to analyse it"
-    return f"the trace's {' and '.join(named[:3])} are not tracked by git, so not read: commit them to analyse them"
+        return checkout
+    shown, sha = " and ".join(map(shown_name, named[:3])), checkout.commit[:12]
+    said = (f"the trace's {shown} {'is' if len(named) == 1 else 'are'} not in commit {sha}, so not read: commit "
+            f"{'it' if len(named) == 1 else 'them'} to analyse {'it' if len(named) == 1 else 'them'}")
+    others = [name for name in checkout.untracked if name not in named]
+    rest = [note for note in checkout.notes if not note.startswith("files not in commit")]
+    return dataclasses.replace(checkout, notes=(said, *rest, *([not_in_commit_note(others, sha)] if others else [])))
 
 
 def _single_burst(event: ErrorEvent, checkout: Checkout, settings: Settings) -> Cluster:
@@ -246,8 +245,7 @@ def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, 
          llm: bool) -> tuple[Analysis, Checkout, _Alignment]:
     """The analysis of `event`, the checkout it read, and how the trace's lines were aligned to it."""
     checkout = _checkout(repo, commit, event.commit)
-    if said := _untracked_in_trace(event, checkout):
-        checkout = dataclasses.replace(checkout, notes=(said, *checkout.notes))
+    checkout = _not_in_commit_named(event, checkout)
     event, alignment = _align(event, checkout, settings.tools)
     cluster = _single_burst(event, checkout, settings)
     if llm:

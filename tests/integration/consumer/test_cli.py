@@ -345,8 +345,10 @@ class TestAnalyzeReadable:
         analysis = Analysis.model_validate_json(out.stdout)
         assert analysis.culprit is not None and (analysis.culprit.path, analysis.culprit.line) == ("lib.py", 2)
         assert {suspect.path for suspect in analysis.suspects} == {"lib.py"}
-        assert analysis.notes[:2] == ["the trace's try.py is not tracked by git, so not read: commit it to analyse it",
-                                      "untracked files are not read (ev.json, try.py)"]
+        head = analysis.commit[:12]
+        assert analysis.notes[:2] == [
+            f"the trace's try.py is not in commit {head}, so not read: commit it to analyse it",
+            f"files not in commit {head} are not read (ev.json)"]
         assert not [note for note in analysis.notes if note.startswith("citation dropped")]
 
 
@@ -365,6 +367,13 @@ class TestAnalyzeReadable:
         assert (analysis.culprit.path, analysis.culprit.line) == ("lib.py", 2)
         assert out.stderr.count("\n") == 1 and "read as plain text" in out.stderr  # one note, not two
 
+    def test_a_file_given_as_the_repository_is_named_a_file(self, tmp_path: Path) -> None:
+        """A second trial gave a script as `--repo` and read "no such repository directory"."""
+        script = tmp_path / "run.py"
+        script.write_text("print(1)\n")
+        out = run("analyze", "--repo", str(script), "--offline", env=clean_env(), stdin=b"boom")
+        assert out.returncode == 2 and out.stderr.strip() == f"logagent: {script} is a file, not a repository's folder"
+
     def test_plain_text_is_told_from_json_as_printed(self, tmp_path: Path) -> None:
         """An attacker review: a byte-order mark before `{` read the record as text, a log line opening with `[`
         was refused as JSON, and a long trace was refused for its size once written into JSON."""
@@ -381,7 +390,7 @@ class TestAnalyzeReadable:
         out = run(*args, env=clean_env(), stdin=trace + b"KeyError: 'x'\n")  # 0.8 MB, over 1 MiB in JSON
         assert out.returncode == 0, out.stderr
         out = run(*args, env=clean_env(), stdin=b"x" * 2_000_000)
-        assert out.returncode == 2 and out.stderr.strip().endswith("input.max_message_bytes (1048576 bytes)")
+        assert out.returncode == 2 and "LOGAGENT_INPUT__MAX_MESSAGE_BYTES (1048576 bytes)" in out.stderr
 
     def test_a_culprit_hidden_from_git_or_reached_by_a_link_asks_for_review(self, tmp_path: Path) -> None:
         """An attacker review: a file marked `skip-worktree` (local secrets kept in a tracked config) and a
@@ -419,6 +428,10 @@ class TestAnalyzeReadable:
         assert analysis.culprit is not None and (analysis.culprit.path, analysis.culprit.line) == ("lib.py", 4)
         assert analysis.needs_review and any("lib.py has uncommitted changes" in reason
                                              for reason in analysis.review_reasons), analysis.review_reasons
+        # A second trial: its lines were cited at HEAD, where line 4 of lib.py is not the line meant.
+        assert not [c for c in analysis.citations if c.path == "lib.py"], analysis.citations
+        assert any(note.endswith("lib.py: changed since " + analysis.commit[:12] + ", so its lines cannot be cited "
+                                 "there") for note in analysis.notes), analysis.notes
 
 
 class TestAnalyzeGuardRails:

@@ -322,6 +322,15 @@ class TestRuntimeFaults:
         verdict = read({"shop/inventory.py": py}, [("shop/inventory.py", "reserve", 3)], "TypeError", message)
         assert "available is computed in reserve() itself, assigned at shop/inventory.py:2" in verdict.evidence[0]
 
+    def test_a_string_constant_passed_is_quoted_as_written(self) -> None:
+        """A second trial read `caller main() passed the constant " "`: the masked statement's blank string."""
+        files = {"app/s.py": "import json\n\ndef load(raw):\n    return json.loads(raw)\n\ndef main():\n"
+                             "    return load('{bad')\n\nmain()\n"}
+        deeper = [Frame(function="loads", module="json")]
+        verdict = read(files, [("app/s.py", "load", 4), ("app/s.py", "main", 7), ("app/s.py", "<module>", 9)],
+                       "JSONDecodeError", "Expecting property name", deeper)
+        assert "caller main() passed the constant '{bad' at app/s.py:7" in verdict.evidence, verdict.evidence
+
     def test_an_index_the_line_computes_keeps_the_blame(self) -> None:
         """`batch[len(batch)]` is off by one where it is written, whoever passed the batch."""
         go = ("package ledger\n\nfunc (l *Ledger) Settle(batch []Entry) Entry {\n    last := batch[len(batch)]\n"
