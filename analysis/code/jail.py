@@ -87,7 +87,7 @@ class Jail:
             raise Refused("the .git directory is not readable")
         shown = rel.as_posix() if rel.parts else ""
         if not self.visible(shown):
-            raise Refused(f"{path!r} is not tracked by git: only the files of the commit are read")
+            raise Refused(f"{path!r} is not in the commit: only the commit's files are read")
         return real, shown
 
     def inside(self, path: str) -> bool:

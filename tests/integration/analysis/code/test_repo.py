@@ -440,7 +440,7 @@ class TestOpenLocal:
         tools = FileTools(checkout.root, repo_dir=checkout.repo_dir, commit=checkout.commit, tracked=checkout.tracked)
         for hidden in ("try.py", ".env", "link.txt", "src/scratch.py"):
             result = tools.read_file(hidden)
-            assert result.status == "error" and "not tracked by git" in result.output, hidden
+            assert result.status == "error" and "is not in the commit" in result.output, hidden
         assert tools.read_file("src/cart.py").status == "ok"
         grep = tools.grep_files("price", file_extension="")
         assert [match.path for match in grep.data or ()] == ["src/cart.py"]
