@@ -545,7 +545,8 @@ def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = N
 
 
 def not_in_commit_note(names: Sequence[str], sha: str) -> str:
-    """The note naming a working tree's files that its commit lacks (the first three), which are not read."""
+    """The note naming a working tree's files that its commit lacks (the first three), which are not read
+    (`Checkout.untracked`: said by its reader, which knows which of them a trace names)."""
     shown = ", ".join(map(shown_name, names[:3])) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return f"files not in commit {sha[:12]} are not read ({shown})"
 
@@ -590,8 +591,6 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
         if repo.is_dirty(untracked_files=False):
             notes.append("working tree has uncommitted changes; citations are pinned to HEAD")
         tracked, modified, untracked = _working_tree_files(repo)
-        if untracked:
-            notes.append(not_in_commit_note(untracked, sha))
         return Checkout(root=Path(repo.working_tree_dir).resolve(), commit=sha, repo_dir=repo_dir,
                         notes=tuple(notes), tracked=tracked, modified=modified, untracked=untracked)
     sha = _resolve_commit(repo, commit) if _safe_revision(commit) else None

@@ -197,9 +197,9 @@ def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> A
     return analysis.model_copy(update=update)
 
 
-def _not_in_commit_named(event: ErrorEvent, checkout: Checkout) -> Checkout:
-    """`checkout` with its notes saying first which files the trace names are not in its commit (so not read,
-    and what to do), and then the others."""
+def _with_files_not_in_commit(event: ErrorEvent, checkout: Checkout) -> Checkout:
+    """`checkout` with notes saying which of a working tree's files are not in its commit, so not read: those
+    the trace names first (and what to do), then the others."""
     depth = min(_MAX_DEPTH, max((name.count("/") + 1 for name in checkout.untracked), default=0))
     tails = set()  # the last 1..depth parts of every path a frame names: one set lookup per file not in the commit
     for exc in event.exceptions:
@@ -207,14 +207,13 @@ def _not_in_commit_named(event: ErrorEvent, checkout: Checkout) -> Checkout:
             parts = (frame.abs_path or frame.filename).replace("\\", "/").split("/")
             tails |= {"/".join(parts[-count:]) for count in range(1, min(depth, len(parts)) + 1)}
     named = [name for name in checkout.untracked if name in tails]
-    if not named:
-        return checkout
-    shown, sha = " and ".join(map(shown_name, named[:3])), checkout.commit[:12]
-    said = (f"the trace's {shown} {'is' if len(named) == 1 else 'are'} not in commit {sha}, so not read: commit "
-            f"{'it' if len(named) == 1 else 'them'} to analyse {'it' if len(named) == 1 else 'them'}")
-    others = [name for name in checkout.untracked if name not in named]
-    rest = [note for note in checkout.notes if not note.startswith("files not in commit")]
-    return dataclasses.replace(checkout, notes=(said, *rest, *([not_in_commit_note(others, sha)] if others else [])))
+    others = [name for name in checkout.untracked if name not in tails]
+    notes = [not_in_commit_note(others, checkout.commit)] if others else []
+    if named:
+        shown, one = " and ".join(map(shown_name, named[:3])), len(named) == 1
+        notes.insert(0, f"the trace's {shown} {'is' if one else 'are'} not in commit {checkout.commit[:12]}, so not "
+                        f"read: commit {'it' if one else 'them'} to analyse {'it' if one else 'them'}")
+    return dataclasses.replace(checkout, notes=(*notes, *checkout.notes)) if notes else checkout
 
 
 def _single_burst(event: ErrorEvent, checkout: Checkout, settings: Settings) -> Cluster:
@@ -245,7 +244,7 @@ def _run(event: ErrorEvent, repo: Path, commit: str | None, settings: Settings, 
          llm: bool) -> tuple[Analysis, Checkout, _Alignment]:
     """The analysis of `event`, the checkout it read, and how the trace's lines were aligned to it."""
     checkout = _checkout(repo, commit, event.commit)
-    checkout = _not_in_commit_named(event, checkout)
+    checkout = _with_files_not_in_commit(event, checkout)
     event, alignment = _align(event, checkout, settings.tools)
     cluster = _single_burst(event, checkout, settings)
     if llm:

@@ -15,7 +15,16 @@ import pytest
 
 from analysis.code.filemap import FileIndex
 from analysis.code.jail import tracked_only
-from analysis.code.repo import RepoConfig, RepoError, RepoSpec, RepoSync, RepoUnavailable, _safe_revision, open_local
+from analysis.code.repo import (
+    RepoConfig,
+    RepoError,
+    RepoSpec,
+    RepoSync,
+    RepoUnavailable,
+    _safe_revision,
+    not_in_commit_note,
+    open_local,
+)
 from analysis.code.tools import FileTools
 from tests.gitrepo import GitRepo, git
 
@@ -434,8 +443,8 @@ class TestOpenLocal:
         upstream.write({"try.py": "PRICE = 'price'\n", "ev.json": '{"message": "price"}', ".env": "price=hunter2\n",
                         "src/scratch.py": "price = 1\n"})
         checkout = open_local(upstream.path)
-        assert f"files not in commit {checkout.commit[:12]} are not read (ev.json, src/scratch.py, try.py)" in \
-            checkout.notes
+        assert not_in_commit_note(checkout.untracked, checkout.commit) == \
+            f"files not in commit {checkout.commit[:12]} are not read (ev.json, src/scratch.py, try.py)"
         assert checkout.untracked == ("ev.json", "src/scratch.py", "try.py")
         tools = FileTools(checkout.root, repo_dir=checkout.repo_dir, commit=checkout.commit, tracked=checkout.tracked)
         for hidden in ("try.py", ".env", "link.txt", "src/scratch.py"):
@@ -470,7 +479,7 @@ class TestOpenLocal:
         assert "staged.py" not in checkout.tracked and "staged.py" in checkout.untracked
         assert "bad\udcffname.py" in checkout.untracked and 'é"q.py' in checkout.untracked
         assert checkout.modified == {"settings.py"}
-        note = next(note for note in checkout.notes if note.startswith("files not in commit"))
+        note = not_in_commit_note(checkout.untracked, checkout.commit)
         assert "\n" not in note and note.isprintable()
         tools = FileTools(checkout.root, repo_dir=checkout.repo_dir, commit=checkout.commit, tracked=checkout.tracked)
         assert tools.read_file("sub/lib/m.py").status == "ok" and tools.read_file("staged.py").status == "error"
