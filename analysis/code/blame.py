@@ -52,6 +52,9 @@ _ALLOCATION = re.compile(r"\bnew\s+[\w$.<>]+\s*\[|\bArray\.newInstance\s*\(|\bma
 _GUARD_STATEMENT = re.compile(
     r"^(?:\}\s*)?(?:else\b|elif\b|if\b|assert\b|throw\b|raise\b|[\w.]*(?:check|require|validate|verify|ensure)\w*\s*\()"
 )
+# The stack ran out: Python, the JVM, Ruby by type; V8 and the Go runtime by message.
+_STACK_RAN_OUT = re.compile(r"(?:^|\.)(?:RecursionError|StackOverflowError|SystemStackError)$")
+_STACK_RAN_OUT_MESSAGES = ("Maximum call stack size exceeded", "stack overflow")
 _RAISE_CALL = re.compile(r"(?<![\w$.])(?:throw|raise|panic)\s*+(?:new\s++)?[\w$.]*+\s*+\(")
 
 Adjacent = Callable[[Site, Site], bool]
@@ -97,6 +100,10 @@ def blame(sites: Sequence[Site], exc_type: str, message: str, deeper: Sequence[F
     raiser = sites[0]
     if not raiser.readable:
         return Blame(raiser, raiser.line, [f"the code at {raiser.where} could not be read"])
+    if _STACK_RAN_OUT.search(exc_type) or message.startswith(_STACK_RAN_OUT_MESSAGES):
+        recursion = _recursion(sites, adjacent)
+        if recursion is not None:
+            return recursion
     evidence: list[str] = []
     passed: list[Site] = []
     k = 0
@@ -104,14 +111,14 @@ def blame(sites: Sequence[Site], exc_type: str, message: str, deeper: Sequence[F
         why = _reports_for_caller(sites[k], sites[k - 1] if k else None, message)
         if not why:
             break
-        evidence.append(f"{sites[k].name}() {why} ({sites[k].where})")
+        evidence.append(f"{sites[k].who} {why} ({sites[k].where})")
         passed.append(sites[k])
         k += 1
     site = sites[k]
     moved_from = raiser if k else None
     found = _raise_at(site, exc_type, message, deeper if k == 0 else (), sites[k - 1] if k else None)
     if found.kind == "unhandled":
-        evidence.append(f"{site.name}() has no case for this {_short(found.expr)}: its switch falls to the default "
+        evidence.append(f"{site.who} has no case for this {_short(found.expr)}: its switch falls to the default "
                         f"branch, which raises ({site.where})")
         return Blame(site, site.line, evidence, moved_from, None, passed)
     # A null check's argument is the value itself (a call's result is made here); any other check's
@@ -123,6 +130,35 @@ def blame(sites: Sequence[Site], exc_type: str, message: str, deeper: Sequence[F
     verdict = _decide(sites, k, found, found_roles, exc_type, evidence, passed, adjacent)
     verdict.constants = constants
     return verdict
+
+
+def _recursion(sites: Sequence[Site], adjacent: Adjacent) -> Blame | None:
+    """The stack ran out: the calls that go round (the innermost frame's function, called again further up),
+    blamed at the call that closes the cycle; None when no application function recurs."""
+    def key(site: Site) -> tuple[str, str]:
+        return site.path, site.frame.function  # a comprehension's frame is not its function's
+
+    period = next((p for p in range(1, len(sites)) if key(sites[p]) == key(sites[0])), None)
+    if period is None or not all(adjacent(sites[i + 1], sites[i]) for i in range(period)):
+        return None
+    cycle = sites[period]
+    names = _distinct([site.who for site in reversed(sites[: period + 1])])
+    if len(set(names)) == 1:
+        evidence = [f"{cycle.who} calls itself at {cycle.where}"]
+    else:
+        calls = dict.fromkeys(site.where for site in reversed(sites[1 : period + 1]))
+        evidence = [f"the calls go round {' → '.join(names)} (at {', '.join(calls)})"]
+    evidence[0] += " and never reached a case that ends the recursion before the stack ran out"
+    going_round = {key(site) for site in sites[:period]}
+    entry = next((i for i in range(period, len(sites)) if key(sites[i]) not in going_round), None)
+    if entry is not None and adjacent(sites[entry], sites[entry - 1]):
+        evidence.append(f"it was entered from {sites[entry].who} at {sites[entry].where}")
+    return Blame(cycle, cycle.line, evidence, sites[0] if sites[0].line != cycle.line else None)
+
+
+def _distinct(items: list[str]) -> list[str]:
+    """`items` without an item equal to the one before it."""
+    return [item for i, item in enumerate(items) if not i or item != items[i - 1]]
 
 
 def _decide(sites: Sequence[Site], k: int, found: _Raise, found_roles: list[tuple[str, list[str]]], exc_type: str,
@@ -142,14 +178,14 @@ def _decide(sites: Sequence[Site], k: int, found: _Raise, found_roles: list[tupl
     if params:
         param = base_name(params[0])
         quoted = _short(found.text or found.expr)
-        evidence.append(f"{site.name}() {what} {quoted}, its parameter {param} ({site.where})")
+        evidence.append(f"{site.who} {what} {quoted}, its parameter {param} ({site.where})")
         return _follow(sites, k, param, found.kind, evidence, passed, adjacent, raiser)
     if state and found.kind in ("guard", "check", "raise"):
         quoted = _short(found.text or found.expr)
-        evidence.append(f"{site.name}() {what} {quoted}: the object's own state ({site.where})")
+        evidence.append(f"{site.who} {what} {quoted}: the object's own state ({site.where})")
         return _drive(sites, k, evidence, passed, adjacent, raiser)
-    evidence.append(f"{site.name}() {what} {_short(found.text or found.expr)} at {site.where}" if found.expr
-                    else f"{site.name}() raises at {site.where} whatever it is given")
+    evidence.append(f"{site.who} {what} {_short(found.text or found.expr)} at {site.where}" if found.expr
+                    else f"{site.who} raises at {site.where} whatever it is given")
     return Blame(site, site.line, evidence, moved_from, None, passed)
 
 
@@ -161,14 +197,14 @@ def _computed_here(site: Site, found: _Raise, what: str, computed: Sequence[str]
     for array in computed if source and sized else ():
         allocated = producer(site, array)
         if allocated and source and _ALLOCATION.search(source.statement_text(allocated)):
-            evidence.append(f"{site.name}() fails on the array {_short(array)}, allocated at {site.path}:{allocated}: "
+            evidence.append(f"{site.who} fails on the array {_short(array)}, allocated at {site.path}:{allocated}: "
                             "its size and element type decide what fits")
             return Blame(site, allocated, evidence, moved_from, (site.path, site.line or allocated), passed)
     value = computed[0]
     line = producer(site, value)
     where = f", assigned at {site.path}:{line}" if line else ""
     quoted = _short(found.text or found.expr)
-    evidence.append(f"{site.name}() {what} {quoted}: {_short(value)} is computed in {site.name}() itself{where}")
+    evidence.append(f"{site.who} {what} {quoted}: {_short(value)} is computed in {site.who} itself{where}")
     return Blame(site, site.line, evidence, moved_from, (site.path, line) if line and line != site.line else None,
                  passed)
 
@@ -354,31 +390,37 @@ def _follow(sites: Sequence[Site], k: int, param: str, kind: str, evidence: list
             adjacent: Adjacent, raiser: Site) -> Blame:
     """Follow a parameter up the call lines to the frame whose argument expression produced the value."""
     start = k
+    given, giver = "", None
     while k + 1 < len(sites) and adjacent(sites[k + 1], sites[k]) and sites[k + 1].readable:
         callee, caller = sites[k], sites[k + 1]
         call = _argument(caller, callee)
         index = _param_index(callee, param)
         if call is None or index is None or index >= len(call[1]):
-            evidence.append(f"its caller {caller.name}() calls it at {caller.where}")
+            evidence.append(f"{_caller(caller)} calls it at {caller.where}")
             return Blame(caller, caller.line, evidence, raiser, None, passed)
         arg = call[1][index].strip()
         arg_roles = roles(caller, arg, "argument")
         if "local" in arg_roles or "call" in arg_roles or ("field" in arg_roles and "param" not in arg_roles):
             line = producer(caller, arg) if "local" in arg_roles else None
             made = f", assigned at {caller.path}:{line}" if line else ""
-            evidence.append(f"caller {caller.name}() passed {_short(arg)} at {caller.where}{made}")
+            evidence.append(f"{_caller(caller)} passed {_short(arg)} at {caller.where}{made}")
             return Blame(caller, caller.line, evidence, raiser, (caller.path, line) if line else None, passed)
         if "param" in arg_roles:
-            evidence.append(f"{caller.name}() passes its own parameter on ({_short(arg)} at {caller.where})")
+            passes = f"{caller.who} passes its own parameter on ({_short(arg)} at {caller.where})"
+            if passes not in evidence:  # a recursion passes it on at the same lines in every round
+                evidence.append(passes)
             passed.append(caller)
             param = next(base_name(op) for op in operands(arg)
                          if "param" in operand_roles(caller, op, "argument", caller.line or 0))
             k += 1
             continue
+        written = caller.source.as_written(caller.line, [arg])[0] if caller.source and caller.line else arg
         if k + 2 < len(sites) and adjacent(sites[k + 2], caller):
-            written = caller.source.as_written(caller.line, [arg])[0] if caller.source and caller.line else arg
-            evidence.append(f"caller {caller.name}() passed the constant {_short(written)} at {caller.where}")
+            evidence.append(f"{_caller(caller)} passed the constant {_short(written)} at {caller.where}")
             return Blame(caller, caller.line, evidence, raiser, None, passed)
+        if caller.top_level:  # a script's input, written in it: its checks are where bad input is caught
+            given = f"the value is the constant {_short(written)}, which {caller.who} passes at {caller.where}"
+            giver = caller
         break
     # The value came from outside the application (a test, a request, the command line): the code that
     # checked it is the place; for a method that only checks, the code that chose to call the check.
@@ -387,7 +429,10 @@ def _follow(sites: Sequence[Site], k: int, param: str, kind: str, evidence: list
             sites[start + 1], target):
         target = sites[start + 1]
     done = "checks it" if kind in ("guard", "check", "raise") else "is the first code of the application to use it"
-    evidence.append(f"the value comes from outside the application; {target.name}() at {target.where} {done}")
+    if given:
+        evidence.append(given if target is giver else f"{given}; {target.who} at {target.where} {done}")
+    else:
+        evidence.append(f"the value comes from outside the application; {target.who} at {target.where} {done}")
     return Blame(target, target.line, evidence, raiser if target is not raiser else None, None,
                  [s for s in passed if s is not target])
 
@@ -410,9 +455,14 @@ def _drive(sites: Sequence[Site], k: int, evidence: list[str], passed: list[Site
         how = f" inside `{_short(around, 50)}`" if around else (f" on {_short(receiver, 40)}" if receiver else "")
         line = producer(caller, receiver) if receiver and not same_object else None
         made = f" ({_short(receiver, 40)} assigned at {caller.path}:{line})" if line else ""
-        evidence.append(f"caller {caller.name}() drove it there at {caller.where}{how}{made}")
+        evidence.append(f"{_caller(caller)} drove it there at {caller.where}{how}{made}")
         return Blame(caller, caller.line, evidence, raiser, (caller.path, line) if line else None, passed)
     return Blame(sites[k], sites[k].line, evidence, raiser if sites[k] is not raiser else None, None, passed)
+
+
+def _caller(site: Site) -> str:
+    """A caller as the evidence names it: `caller main()`, or the module's top-level code."""
+    return site.who if site.top_level else f"caller {site.who}"
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -164,7 +164,7 @@ def _clues(
     clues = finder.from_message(message, weight * 0.6, distinctive=framed)
     if verdict is not None:
         clues += [c for name in verdict.constants for c in finder.constant(
-            name, weight, f"defines {name}, the value {verdict.site.name}() failed on")]
+            name, weight, f"defines {name}, the value {verdict.site.who} failed on")]
     if not framed:
         clues += finder.from_test_frames(event, weight * 0.7)
     return combine(clues)
@@ -275,7 +275,7 @@ def _suspect(c: Candidate) -> Suspect:
 def _root_cause_sentence(event: ErrorEvent, findings: Findings) -> str:
     root = event.root_cause
     message = " ".join((root.value if root else event.message).split())[:_MAX_MESSAGE_CHARS]
-    what = f"{root.type}: {message}" if root else message
+    what = (f"{root.type}: {message}" if message else root.type) if root else message
     culprit = findings.culprit
     if culprit is None:
         if not any(exception.frames for exception in event.exceptions):

@@ -66,6 +66,16 @@ class Site:
         return self.method.name if self.method else code_name(self.frame)
 
     @property
+    def top_level(self) -> bool:
+        """Whether the frame runs a module's top-level code rather than a function."""
+        return self.method is not None and self.method.name == "<module>"
+
+    @property
+    def who(self) -> str:
+        """The frame as a sentence names it: `walk()`, or the module's top-level code."""
+        return "the module's top-level code" if self.top_level else f"{self.name}()"
+
+    @property
     def where(self) -> str:
         """path:line as cited."""
         return f"{self.path}:{self.line}" if self.line else self.path

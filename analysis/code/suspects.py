@@ -195,7 +195,7 @@ def candidates_from(verdict: Blame, sites: Sequence[Site], weight: float, where:
     if raiser is not None and raiser not in verdict.passed:
         # Below the first callers: the value came from above, the raise is only where it was noticed.
         out.append(Candidate(raiser.path, raiser.line, raiser.frame.function, top * 0.2,
-                             [f"raised here ({frame_name(raiser.frame)}), on behalf of {blamed.name}()",
+                             [f"raised here ({frame_name(raiser.frame)}), on behalf of {blamed.who}",
                               *_unverified(raiser)]))
     name = blamed.name
     for rank, site in _by_line(above):

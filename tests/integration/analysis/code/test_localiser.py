@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -455,3 +457,155 @@ class TestWithoutApplicationFrames:
         reason = unknown.suspects[0].reason
         assert f"its file changed in the analysed commit {checkout.commit[:12]}" in reason
         assert "last good deploy" not in reason
+
+
+# --- The stack ran out: real runs of recursions that never end -------------------------------------------
+
+_RECURSIONS = {
+    "python": ("app.py", """\
+def walk(node):
+    return walk(node + 1)  # MARK:cycle
+
+
+def main():
+    print(walk(0))  # MARK:entry
+
+
+main()
+"""),
+    "node": ("rec.js", """\
+function depth(n) {
+  return depth(n + 1) + 1; // MARK:cycle
+}
+console.log(depth(0)); // MARK:entry
+"""),
+    "java": ("src/main/java/Rec.java", """\
+public class Rec {
+    static int depth(int n) {
+        return depth(n + 1) + 1; // MARK:cycle
+    }
+    public static void main(String[] args) {
+        System.out.println(depth(0)); // MARK:entry
+    }
+}
+"""),
+}
+
+
+def _crash(service: Service, language: str) -> ErrorEvent:
+    """Run the committed program for real; what it printed on stderr, parsed, as an event."""
+    root, name = service.path, _RECURSIONS[language][0]
+    if language == "python":
+        command = [sys.executable, name]
+    elif language == "node":
+        node = shutil.which("node")
+        assert node, "node is required for the Node localiser tests"
+        command = [node, name]
+    else:
+        compile_java(root, root / "classes")
+        java = shutil.which("java")
+        assert java, "java is required for the Java localiser tests"
+        command = [java, "-Xss512k", "-cp", str(root / "classes"), "Rec"]
+    proc = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0, proc.stdout
+    chain = parse_trace(proc.stderr)
+    assert chain, proc.stderr[-500:]
+    return ErrorEvent(server_id="rec", timestamp=1.0, message=chain[-1].value, exceptions=chain,
+                      raw_trace=proc.stderr)
+
+
+class TestTheStackRanOut:
+    """RecursionError, StackOverflowError, V8's call stack: the call that goes round is the culprit, not the
+    caller that passed the first value (a trial saw `main() passed the constant 0` blamed, and the same
+    sentence once per frame of the recursion)."""
+
+    @pytest.mark.parametrize("language", sorted(_RECURSIONS))
+    def test_a_function_calling_itself_without_end_is_blamed_at_its_call(self, tmp_path: Path,
+                                                                         language: str) -> None:
+        name, code = _RECURSIONS[language]
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("bug", "Walk", {name: code})
+        analysis = analyse(service, _crash(service, language))
+        cycle = service.line(name, "MARK:cycle")
+        assert culprit_at(analysis) == (name, cycle)
+        function = "walk" if language == "python" else "depth"
+        said = f"{function}() calls itself at {name}:{cycle} and never reached a case that ends the recursion"
+        assert said in analysis.root_cause
+        assert analysis.root_cause.count("calls itself") == 1
+        assert "constant" not in analysis.root_cause
+        if language == "java":  # an error without a message reads as its type alone
+            assert analysis.root_cause.startswith(f"java.lang.StackOverflowError at {name}:{cycle} in depth.")
+        if language == "python":  # the other traces are cut before the entry's frame
+            assert f"entered from main() at {name}:{service.line(name, 'MARK:entry')}" in analysis.root_cause
+
+    def test_calls_that_go_round_two_functions_name_both(self, tmp_path: Path) -> None:
+        """visit() → walk() → visit(), through a list comprehension's own frame."""
+        code = """\
+def visit(node):
+    return [walk(child) for child in node["children"]]  # MARK:visit
+
+
+def walk(node):
+    return visit(node)  # MARK:walk
+
+
+loop = {"children": []}
+loop["children"].append(loop)
+walk(loop)
+"""
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("bug", "Visit", {"app.py": code})
+        analysis = analyse(service, _crash(service, "python"))
+        visit, walk = service.line("app.py", "MARK:visit"), service.line("app.py", "MARK:walk")
+        assert culprit_at(analysis) == ("app.py", visit)
+        assert f"the calls go round visit() → walk() → visit() (at app.py:{visit}, app.py:{walk})" in \
+            analysis.root_cause
+
+
+class TestTopLevelCode:
+    """Code at a module's top level is no function, and is the application's own."""
+
+    def test_a_constant_passed_from_top_level_code_is_blamed_there(self, tmp_path: Path) -> None:
+        """A trial read `the value comes from outside the application; <module>() at app.py:7 checks it`. A
+        script's top-level code is where its input is written, so a check below it stays a suspect when it
+        is the first code to use the value (a measured case of evals/localisation.py)."""
+        code = """\
+def check_port(port):
+    if port <= 0:
+        raise ValueError(f"bad port {port}")
+    return port
+
+
+check_port(-1)  # MARK:call
+"""
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("bug", "Port", {"app.py": code})
+        analysis = analyse(service, _crash(service, "python"))
+        call = service.line("app.py", "MARK:call")
+        assert culprit_at(analysis) == ("app.py", call)
+        assert f"the value is the constant -1, which the module's top-level code passes at app.py:{call}." in \
+            analysis.root_cause
+        assert "outside the application" not in analysis.root_cause
+        assert "<module>()" not in " ".join(s.reason for s in analysis.suspects)
+
+    def test_a_value_passed_down_a_recursion_is_said_once(self, tmp_path: Path) -> None:
+        """Each frame of the recursion passes the parameter on at the same line: one sentence says so."""
+        code = """\
+def parse(depth, n):
+    if depth == 0:
+        if n < 0:
+            raise ValueError(f"negative: {n}")  # MARK:raise
+        return n
+    return parse(depth - 1, n)  # MARK:pass
+
+
+parse(3, -1)  # MARK:call
+"""
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("bug", "Parse", {"app.py": code})
+        analysis = analyse(service, _crash(service, "python"))
+        passed, call = service.line("app.py", "MARK:pass"), service.line("app.py", "MARK:call")
+        assert culprit_at(analysis) == ("app.py", service.line("app.py", "MARK:raise"))
+        assert analysis.root_cause.count(f"parse() passes its own parameter on (n at app.py:{passed})") == 1
+        assert f"the value is the constant -1, which the module's top-level code passes at app.py:{call}; " \
+            f"parse() at app.py:{service.line('app.py', 'MARK:raise')} checks it" in analysis.root_cause
