@@ -41,7 +41,7 @@ def parse_python(text: str, max_frames: int) -> Chain:
     printed: list[ExceptionInfo] = []  # in print order: root cause first
     frames: list[Frame] = []
     message: list[str] = []
-    in_traceback = False
+    in_traceback = chained = False
 
     def close() -> None:
         if message and len(printed) < MAX_CHAIN:
@@ -60,12 +60,14 @@ def parse_python(text: str, max_frames: int) -> Chain:
         stripped = line.strip()
         if stripped.endswith(TRACEBACK):
             close()
-            in_traceback = True
+            if not chained and raw_line.strip() == TRACEBACK:
+                printed.clear()  # no chain sentence since the error before: that one is another failure
+            in_traceback, chained = True, False
         elif not in_traceback:
             continue
         elif stripped in CHAIN_MARKERS:
             close()
-            in_traceback = False
+            in_traceback, chained = False, True
         elif line[:1] in (" ", "\t"):
             if not message and stripped.startswith("File "):
                 frame = _python_frame(stripped)
@@ -134,12 +136,17 @@ def _rebuild(headers: list[str], stacks: Stacks) -> Chain:
             if stripped not in CHAIN_MARKERS:
                 kind, value = split_type(stripped) or ("", stripped)
                 return (new_exception(kind, value.strip(), stacks[0]),)
-    printed = []
-    for header, frames in zip(headers, stacks, strict=True):
+    printed: list[ExceptionInfo] = []
+    chained, header_before = False, ""
+    for index, (header, frames) in enumerate(zip(headers, stacks, strict=True)):
+        if index and not chained and not header_before.rpartition("\n")[2].strip():
+            printed.clear()  # as `parse_python`: the traceback before is another failure
         message = []
+        chained = False
         for line in header.splitlines():
             stripped = line.strip()
             if stripped in CHAIN_MARKERS:
+                chained = True
                 break
             if stripped and line[:1] not in (" ", "\t"):
                 message.append(stripped)
@@ -147,6 +154,7 @@ def _rebuild(headers: list[str], stacks: Stacks) -> Chain:
         parsed = parsed or ("", message[0] if message else "")
         value = "\n".join([parsed[1], *message[1:MAX_HEADER_LINES]]).strip()
         printed.append(new_exception(parsed[0], value, frames))
+        header_before = header
     return tuple(reversed(printed))
 
 

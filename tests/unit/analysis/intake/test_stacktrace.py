@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -250,6 +253,59 @@ class TestPythonTraces:
         (group,) = parse_trace(text)
         assert group.type == "ExceptionGroup"
         assert [(f.filename, f.function) for f in group.frames] == [("/srv/app/jobs/fanout.py", "run")]
+
+
+_LOGGED_THEN_CRASHED = """\
+import logging
+log = logging.getLogger("svc")
+def warm_cache(path):
+    try:
+        open(path)
+    except OSError:
+        log.exception("cache warm-up failed, continuing without cache")
+def serve(req):
+    return req["user"].upper()
+warm_cache("/nonexistent/cache-%s.db")
+print(serve({"user": None}))
+"""
+
+
+def _stderr_of(tmp_path: Path, code: str) -> str:
+    """What a real interpreter prints running `code` (its exit status: not 0)."""
+    script = tmp_path / "svc.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, "-B", str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr
+
+
+class TestUnrelatedTracebacks:
+    """Two tracebacks with no chain sentence between them are two failures (a handled error logged by
+    `log.exception`, then the crash): a trial saw the handled one analysed as the crash's cause."""
+
+    def test_the_last_failure_is_read_alone(self, tmp_path: Path) -> None:
+        text = _stderr_of(tmp_path, _LOGGED_THEN_CRASHED % 1)
+        assert text.count("Traceback (most recent call last):") == 2
+        (crash,) = parse_trace(text)
+        assert (crash.type, crash.value) == ("AttributeError", "'NoneType' object has no attribute 'upper'")
+        assert [f.function for f in crash.frames] == ["serve", "<module>"]
+
+    def test_a_chain_sentence_still_links_them(self, tmp_path: Path) -> None:
+        code = _LOGGED_THEN_CRASHED.replace('log.exception("cache warm-up failed, continuing without cache")',
+                                            'raise RuntimeError("no cache")')
+        outer, root = parse_trace(_stderr_of(tmp_path, code % 1))
+        assert (outer.type, root.type) == ("RuntimeError", "FileNotFoundError")
+
+    def test_the_cached_frames_read_them_as_the_full_parser(self, tmp_path: Path) -> None:
+        """Repeats with fresh ids take the frame-region cache, which must give the full parse: the same
+        frames learned from a chained text do not make an unrelated one a chain, nor the reverse."""
+        unrelated = _stderr_of(tmp_path, _LOGGED_THEN_CRASHED % 7)
+        second = unrelated.index("\nTraceback", unrelated.index("Traceback") + 1)
+        chained = (unrelated[:second] + "\n\nDuring handling of the above exception, another exception occurred:\n"
+                   + unrelated[second:])
+        for text in (chained, unrelated, chained.replace("7", "8"), unrelated.replace("7", "9"), chained):
+            assert parse_trace(text) == _parse(text, DEFAULT_MAX_FRAMES)
+        assert [len(parse_trace(t.replace("7", "5"))) for t in (unrelated, chained)] == [1, 2]
 
 
 class TestNodeTraces:
