@@ -40,7 +40,7 @@ def case_detail(row: Mapping[str, Any], verdicts: Sequence[VerdictEntry], config
                 *, commit: str | None = None, is_changed: IsChanged | None = None) -> CaseDetail:
     """The whole of a stored row. Staleness is judged by age, and, given `commit` and `is_changed`, by
     whether the lines it cites changed between its commit and `commit`."""
-    summary = case_summary(row)
+    summary = case_summary(row, verdict=verdicts[-1].verdict if verdicts else None)
     max_age_s = config.max_age_for(summary.scope)
     cited = cited_ranges(row)
     freshness = assess(cited, case_commit=summary.commit, current_commit=commit,

@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -56,7 +57,7 @@ from store.table import (
     row_analysis,
     with_retries,
 )
-from store.verdicts import forget_verdicts, judge, read_verdicts
+from store.verdicts import forget_verdicts, judge, latest_verdicts, read_verdicts
 
 T = TypeVar("T")
 _VISIBLE_POLL_S = 0.01
@@ -361,13 +362,13 @@ class MemoryStore:
 
     def list_cases(self, server: str | None, tenant: str | None = None, limit: int = 50) -> list[CaseSummary]:
         """Stored cases of a server (every server without one; optionally one tenant), newest first."""
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[str, dict[str, Any]]] = []
         for table in self._tables_for(server):
             where = browse_filter(server, tenant)
             query = table.search().select(SUMMARY_COLUMNS).limit(max(1, table.count_rows()))
-            rows += (query.where(where) if where else query).to_list()
-        rows.sort(key=lambda r: -float(r["created_at"]))
-        return [case_summary(row) for row in rows[:limit]]
+            rows += [(table.name, row) for row in (query.where(where) if where else query).to_list()]
+        rows.sort(key=lambda r: -float(r[1]["created_at"]))
+        return self._judged([(name, case_summary(row)) for name, row in rows[:limit]])
 
     def search(self, server: str | None, tenant: str | None, text: str, k: int = 10) -> list[CaseSummary]:
         """Cases of a server (every server without one; optionally one tenant) most similar to `text`,
@@ -377,12 +378,19 @@ class MemoryStore:
             return []
         vector = self._embed_one(text)
         where = browse_filter(server, tenant)
-        found: list[CaseSummary] = []
+        found: list[tuple[str, CaseSummary]] = []
         for table in tables:
             query = table.search(vector).distance_type("cosine")
             rows = fetch_rows(query.where(where, prefilter=True) if where else query, k)
-            found += [case_summary(row, cosine(vector, row["vector"])) for row in rows]
-        return sorted(found, key=lambda case: -(case.score or 0.0))[:k]
+            found += [(table.name, case_summary(row, cosine(vector, row["vector"]))) for row in rows]
+        return self._judged(sorted(found, key=lambda pair: -(pair[1].score or 0.0))[:k])
+
+    def _judged(self, cases: list[tuple[str, CaseSummary]]) -> list[CaseSummary]:
+        """The cases of their tables (name, case), each with its latest verdict, as `show` lists them last."""
+        latest: dict[str, Verdict] = {}
+        for name in {name for name, _ in cases}:
+            latest |= latest_verdicts(self._connection(), name, [c.memory_id for n, c in cases if n == name])
+        return [replace(case, verdict=latest.get(case.memory_id)) for _, case in cases]
 
     def servers(self, now: float) -> list[ServerSummary]:
         """What the memory holds per server and tenant: cases, the newest, how many expired."""

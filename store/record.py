@@ -164,6 +164,7 @@ class CaseSummary:
     culprit: str = ""
     """`path:line function` of the stored culprit."""
     verdict: Verdict | None = None
+    """The latest human verdict, which its trust follows."""
     note: str = ""
 
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from store.errors import IncompatibleEmbedding, StoreError
-from store.record import CaseSummary, CitedRange, NewCase, net_verdict
+from store.record import CaseSummary, CitedRange, NewCase, Verdict
 
 META_DIM = b"logagent.embedding_dim"
 META_EMBEDDER = b"logagent.embedder"
@@ -163,8 +163,9 @@ def culprit_text(analysis: Mapping[str, Any]) -> str:
     return f"{where} {culprit.get('function') or ''}".strip()
 
 
-def case_summary(row: Mapping[str, Any], score: float | None = None) -> CaseSummary:
-    """The operator view of a stored row, with the first line of its root cause and its culprit."""
+def case_summary(row: Mapping[str, Any], score: float | None = None, verdict: Verdict | None = None) -> CaseSummary:
+    """The operator view of a stored row, with the first line of its root cause and its culprit, and the
+    latest verdict on it (from its log: the row keeps the net)."""
     analysis = row_analysis(row)
     root_cause = str(analysis.get("root_cause") or "").strip()
     feedback = float(row.get("feedback") or 0.0)
@@ -176,7 +177,7 @@ def case_summary(row: Mapping[str, Any], score: float | None = None) -> CaseSumm
         feedback=feedback, created_at=float(row["created_at"]),
         expires_at=float(row["expires_at"]), commit=row.get("commit"), score=score,
         root_cause=root_cause.splitlines()[0] if root_cause else "", culprit=culprit_text(analysis),
-        verdict=net_verdict(feedback), note=str(row.get("feedback_note") or ""),
+        verdict=verdict, note=str(row.get("feedback_note") or ""),
     )
 
 

@@ -23,8 +23,8 @@ from store.config import TrustWeights
 from store.record import Judged, Verdict, VerdictEntry
 from store.scope import TABLE_PREFIX, case_filter, sql_string
 
-__all__ = ["VerdictFold", "append_verdict", "fold_verdicts", "forget_verdicts", "judge", "read_verdicts",
-           "verdict_schema", "verdict_table"]
+__all__ = ["VerdictFold", "append_verdict", "fold_verdicts", "forget_verdicts", "judge", "latest_verdicts",
+           "read_verdicts", "verdict_schema", "verdict_table"]
 
 log = logging.getLogger("logagent.memory")
 
@@ -178,6 +178,18 @@ def read_verdicts(db: Any, memory_table: str, memory_id: str, weights: TrustWeig
     """The verdicts on `memory_id`, oldest first, each with the trust before and after it by the fold."""
     fold = fold_verdicts(_log_entries(db, memory_table, memory_id), weights)
     return fold.entries if fold else ()
+
+
+def latest_verdicts(db: Any, memory_table: str, memory_ids: Sequence[str]) -> dict[str, Verdict]:
+    """The latest verdict on each of `memory_ids` that has one, in the fold's order: the one its trust
+    follows (the net in `feedback` is 0 after a wrong and a correct one)."""
+    table = _open(db, memory_table) if memory_ids else None
+    if table is None:
+        return {}
+    rows = table.search().where(f"memory_id IN ({', '.join(map(sql_string, memory_ids))})").limit(None).to_list()
+    entries = sorted(((str(row["memory_id"]), _entry(row)) for row in rows),
+                     key=lambda pair: (pair[1].at, pair[1].verdict, pair[1].note))
+    return {memory_id: entry.verdict for memory_id, entry in entries}
 
 
 def _log_entries(db: Any, memory_table: str, memory_id: str) -> list[VerdictEntry]:

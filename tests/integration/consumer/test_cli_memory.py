@@ -188,6 +188,19 @@ class TestMemoryShow:
         assert [round(p["trust"], 2) for p in detail["trust_history"]] == [0.7, 0.35, 1.0]
         assert detail["stale"] is False and detail["checked_against"] is None
         assert detail["error_text"].startswith("NullPointerException")
+        # The list, the search and the summary say the latest verdict, which the trust follows: a trial saw
+        # "trust 1.00, no verdict" (the net of one wrong and one correct is 0).
+        assert detail["summary"]["verdict"] == "correct"
+        listed = {r["memory_id"]: r["verdict"] for r in json_lines(logagent("memory", "list", data_dir=data_dir))}
+        assert (listed["npe-old"], listed["key-price"]) == ("correct", None)
+        found = json_lines(logagent("memory", "search", "--server", "orders", "NullPointerException in the cache",
+                                    data_dir=data_dir))
+        assert {r["memory_id"]: r["verdict"] for r in found}["npe-old"] == "correct"
+        text = logagent("memory", "list", "--text", data_dir=data_dir).stdout.decode()
+        assert "trust       1.00, marked correct" in text
+        assert memory.feedback("orders", "npe-old", "wrong", "no, the cache after all")
+        listed = {r["memory_id"]: r["verdict"] for r in json_lines(logagent("memory", "list", data_dir=data_dir))}
+        assert listed["npe-old"] == "wrong"
 
     def test_a_terminal_shows_it_readably(self, data_dir: Path, embedder: OnnxEmbedder) -> None:
         """On a terminal: the verdict with its note, the trust history, freshness and the stored analysis,
