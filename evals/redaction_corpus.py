@@ -675,6 +675,63 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                               "docker login --password-stdin")):
         flag = _fill(rng, "{b62:12}")
         add("secret", f"exec failed: {spelling.format(v=flag)}", flag, source=source)
+    for spelling, source in (
+            ("Command '['mysql', '-h', 'db', '-u', 'app', '-p{v}', '-e', 'select 1']' returned non-zero exit status 1.",
+             "subprocess.CalledProcessError of mysql, its password glued to -p"),
+            ("Command '['ldapsearch', '-x', '-D', 'cn=admin,dc=x', '-w', '{v}', '-b', 'dc=x']' returned non-zero "
+             "exit status 49.", "subprocess.CalledProcessError of ldapsearch -w"),
+            ("Command '['curl', '-sf', '-u', 'admin:{v}', 'https://api.internal/v1']' returned non-zero exit "
+             "status 22.",
+             "subprocess.CalledProcessError of curl -u user:password"),
+            ("+ ldapsearch -x -H ldap://dir -D cn=admin,dc=x -w {v} -b dc=x", "bash -x of ldapsearch -w"),
+            ("+ zip -q -P {v} backup.zip dump.sql", "bash -x of zip -P"),
+            ("+ openssl enc -aes-256-cbc -pbkdf2 -k {v} -in dump.sql", "bash -x of openssl enc -k"),
+            ("+ openssl pkcs12 -export -in c.pem -passout pass:{v} -out c.p12", "bash -x of openssl -passout pass:"),
+            ("sqlcmd -S db -U sa -P {v} -Q \"select 1\"", "Go's exec.Cmd String() of sqlcmd -P"),
+            ("+ mongosh --host db -u admin -p {v} --eval 'db.stats()'", "bash -x of mongosh -p"),
+            ("+ az login --service-principal -u 0b1c -p {v} --tenant t1", "bash -x of az login -p"),
+            ("+ smbclient //fs01/share -U admin%{v} -c ls", "bash -x of smbclient -U user%password"),
+            ("+ ipmitool -I lanplus -H bmc1 -U admin -P {v} chassis status", "bash -x of ipmitool -P"),
+            ("+ 7z a -p{v} backup.7z dump.sql", "bash -x of 7z -p"),
+            ("pymysql.err.IntegrityError: (1062, \"Duplicate entry '{v}' for key 'users.token_UNIQUE'\")",
+             "MariaDB's duplicate key error through pymysql"),
+            ("INSERT INTO users (email, password) VALUES ('jane@example.com', '{v}')", "MariaDB's general log"),
+            ("DB_PASSWORD_PROD={v}", "an environment's secret with its stage's suffix (env)"),
+            ("environ({{'STRIPE_SECRET_LIVE': '{v}'}})", "os.environ's repr, a suffixed name"),
+            ("DataSourceProps[url=jdbc:x, passwordProd={v}]", "a Java record's toString, a suffixed name"),
+            ("[(b'host', b'api'), (b'x-api-key', b'{v}')]", "an ASGI scope's raw headers (Starlette)"),
+            ("Cookie(version=0, name='session', value='{v}', port=None)", "http.cookiejar's Cookie repr"),
+            ('http.Cookie{{Name:"session", Value:"{v}", Path:"/"}}', "Go's %#v of an http.Cookie"),
+            ("ALTER LOGIN sa WITH PASSWORD=N'{v}'", "SQL Server's ALTER LOGIN with a Unicode literal"),
+            ("ALTER USER app WITH PASSWORD E'{v}'", "PostgreSQL's escape string literal"),
+            ("CREATE USER 'app'@'%' IDENTIFIED WITH mysql_native_password BY '{v}'", "MySQL's auth plugin clause"),
+            ("dsn: app:{v}@db/shop", "a connection string without a scheme, named dsn"),
+            ("3 validation errors for Signup\npassword\n  String should have at least 12 characters "
+             "[type=string_too_short, input_value='{v}', input_type=str]", "pydantic 2's ValidationError"),
+            ('422 {{"detail":[{{"type":"string_too_short","loc":["body","password"],"msg":"String should have at '
+             'least 12 characters","input":"{v}","ctx":{{"min_length":12}}}}]}}', "FastAPI's 422 body"),
+            ("send: b'GET /v1/me HTTP/1.1\\r\\nHost: api\\r\\nAuthorization: Token {v}\\r\\n\\r\\n'",
+             "http.client's debug output, headers after an escaped line break")):
+        flag = _fill(rng, "{b62:12}")
+        add("secret", spelling.format(v=flag), flag, source=f"{source} (run by a review)")
+    shared = _fill(rng, "{b62:24}")
+    add("secret", f'{{"sharedKey": "{shared}", "primaryKey": "id"}}', shared,
+        source="a shared key by its camel-case name: a generated value only (run by a review)")
+    cookie = _fill(rng, "{b62:20}")
+    add("cookie", f"send: b'GET / HTTP/1.1\\r\\nCookie: sessionid={cookie}\\r\\n\\r\\n'", cookie,
+        source="http.client's debug output: a cookie after an escaped line break (run by a review)")
+    jwk_d = _fill(rng, "{url:43}")
+    add("private_key", f'loaded signing key {{"crv":"P-256","d":"{jwk_d}","kty":"EC","x":"AQAB","y":"AQAB"}}', jwk_d,
+        source="RFC 7517 JWK: an EC private key's d (jwcrypto's export, run by a review)")
+    pem64 = "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2UUlCQURBTkJn" + _fill(rng, "{b64:64}")
+    add("private_key", f"    client-key-data: {pem64}", pem64, source="a kubeconfig's base-64 PEM key")
+    der = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + _fill(rng, "{b64:96}")
+    add("private_key", f"SIGNING_KEY_B64={der}", der, source="a PKCS #8 DER key in base 64 (cryptography's export)")
+    for number, network in (("2200", "Mir"), ("9792", "Troy")):
+        card = _luhn_complete(number + _fill(rng, "{dig:11}"))
+        add("credit_card", f"charge declined for card {card}", card, source=f"{network}: a Luhn-valid 16-digit number")
+    ticket = f"ST-{rng.randint(1, 99999)}-{_fill(rng, '{b62:20}')}-cas01"
+    add("secret", f"GET /login?service=https%3A%2F%2Fapp&ticket={ticket} 302", ticket, source="a CAS service ticket")
     basic = base64.b64encode(f"svc:{_fill(rng, '{b62:12}')}".encode()).decode()
     add("bearer", f'upstream rejected {{"auth": "Basic {basic}"}}', basic, source="RFC 7617 Basic under another name")
     area = rng.choice([n for n in range(1, 900) if n != 666])
@@ -805,5 +862,14 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("type reprs", "refresh failed: token=AccessToken(expiresAt=2024-01-15T10:22:33Z, scope=read)"),
     Negative("type reprs", "login with credentials=Credentials[username=bob, realm=prod]"),
     Negative("type reprs", "window token=WindowToken{3f2a9c1 u0 com.example.shop/.MainActivity}"),
+    Negative("ordinary log text", "Command '['docker', 'run', '-u', '1000:1000', 'app']' returned non-zero exit "
+                                  "status 1."),
+    Negative("ordinary log text", "pymysql.err.IntegrityError: (1062, \"Duplicate entry 'bob' for key "
+                                  "'users.email'\")"),
+    Negative("ordinary log text", '{"p": "abcdefghijklmnopqrstu", "q": "search terms go here", "page": 2}'),
+    Negative("ordinary log text", "+ zip -r -q backup.zip dump; 7z x backup.7z -o/tmp/out; mongosh --port 27017"),
+    Negative("ordinary log text", "ST-1234 fixed in release 4.2; see ST-1234-follow-up"),
+    Negative("ordinary log text", "INSERT INTO events (kind, detail) VALUES ('login', 'ok'), ('logout', 'ok')"),
+    Negative("type reprs", "Field(name='password', required=True, min_length=12)"),
 )
 """Text that must come out of redaction exactly as it went in."""

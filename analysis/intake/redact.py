@@ -104,7 +104,7 @@ _UPPER_BOUND = re.compile(r"\{(\d+),\d+\}\+?")  # a possessive repeat is a plain
 
 def _prefilter_pattern(rule: Rule) -> bytes:
     """The rule's pattern as Hyperscan reads it over UTF-8 bytes, matching at least what the rule matches."""
-    pattern = rule.pattern.pattern.replace(INTL, r"\x80-\xff")  # a non-ASCII character is 2-4 such bytes
+    pattern = (rule.prefilter or rule.pattern.pattern).replace(INTL, r"\x80-\xff")  # a non-ASCII character: 2-4 bytes
     return _UPPER_BOUND.sub(r"{\1,}", pattern).encode()  # ... so character counts may not cap byte counts
 
 

@@ -20,10 +20,10 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from analysis.intake.sql_parameters import LITERAL_INSERT, redact_literal_values, redact_parameters
 from analysis.intake.sql_parameters import PATTERN as SQL_PARAMETERS
-from analysis.intake.sql_parameters import redact_parameters
 from analysis.intake.template import TLDS
-from analysis.intake.token_formats import START, TOKEN_FORMATS
+from analysis.intake.token_formats import PREFILTER_PREFIXES, START, TOKEN_FORMATS
 
 Replacement = str | Callable[[re.Match[str]], str]
 
@@ -40,6 +40,8 @@ class Rule:
     replacement: Replacement
     spans_lines: bool = False
     """True when a match may run across a line break (a key on one line, its value on the next)."""
+    prefilter: str = ""
+    """What the prefilter looks for instead of the pattern, when that is set (a looser pattern)."""
 
 
 def placeholder(kind: str) -> str:
@@ -47,9 +49,10 @@ def placeholder(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
-def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans_lines: bool = False) -> Rule:
+def _rule(kind: str, pattern: str, replacement: Replacement | None = None, spans_lines: bool = False,
+          prefilter: str = "") -> Rule:
     return Rule(kind, re.compile(pattern, re.ASCII), placeholder(kind) if replacement is None else replacement,
-                spans_lines)
+                spans_lines, prefilter)
 
 
 # What names a taxpayer number written with spaces (`SSN: 123 45 6789`, `customerSsn=…`, `taxpayer_id=…`),
@@ -123,22 +126,28 @@ _LONG_KEYS = (
 )
 _SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|cvv2?|cvc2?"  # and a card's security code (not `csc`: a cosecant)
 # A secret name stays secret with a suffix: `password_confirmation`, `passwordConfirm`, `PASSWORD_1`,
-# `passwd_old`, `token_value`, `secret_key_base` (but `token_count`, `token_type` are no secrets).
-_KEY_SUFFIX = r"(?:[_-]?(?i:confirmation|confirm|old|new|current|value|base|hash|plain|digest|[0-9]{1,3})){0,2}"
+# `passwd_old`, `token_value`, `secret_key_base`, and an environment's or a slot's (`DB_PASSWORD_PROD`,
+# `apiKeyLive`, `API_KEY_PRIMARY`); but `token_count`, `token_type` are no secrets.
+_KEY_SUFFIX = (r"(?:[_-]?(?i:confirmation|confirm|old|new|current|value|base|hash|plain|digest|prod(?:uction)?|live"
+               r"|test|dev|staging|stage|stg|primary|secondary|backup|default|[0-9]{1,3})){0,2}")
 _STRONG_KEY = (
     rf"(?:(?<![/\\])(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?i:{_SHORT_KEYS})|(?<=[a-z0-9])(?:Pass|Pwd|Pw|Sig|PASS|PWD|PW|SIG))"
     rf"{_KEY_SUFFIX}"
 )
 # Names that are secret only when their value looks generated: `key=orders:42` stays, `key=Zm9v4…` goes.
 # (`totp` and `hotp` too, which name a second factor's seed as often as the code checking it: `totp = TOTP(…)`.)
-_WEAK_KEY = r"(?<![A-Za-z0-9])(?i:key|auth|session|sessionid|sid|code|hmac|salt|nonce|jsessionid|csrf|totp|hotp)"
+# Session ids by their usual names, and keys named by what they sign or open (`sharedKey`, `hmacKey`,
+# `writeKey`, `primaryKey`: a database's primary key names a column, which does not look generated).
+_WEAK_KEY = (r"(?<![A-Za-z0-9])(?i:key|auth|session|session[_-]?id|sid|code|hmac|salt|nonce|jsessionid|phpsessid"
+             r"|csrf|totp|hotp|appid|(?:shared|hmac|write|read|primary|secondary|storage|webhook|root|admin)[_-]?key)")
 _QUOTE_CLOSE = r"(?:\\?[\"'])?"
 _SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=])[ \t\r\n]{0,5}"  # comparisons too: `password == "…"`
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"
 _LEVELS = "ERROR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL|CRITICAL|NOTICE|SEVERE"  # `logging`'s `LEVEL:name:` prefix
 _QUOTED = (
-    # quoted, spaces and all, with a Python prefix (`b'…'`) and escaped quotes inside (`"ab\"cd"`)
-    r"(?:(?P<pre>[bBuUrRfF]{0,2})(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\])++)(?P=q)"
+    # quoted, spaces and all, with a Python prefix (`b'…'`) or SQL's (`N'…'`, `E'…'`) and escaped quotes inside
+    # (`"ab\"cd"`)
+    r"(?:(?P<pre>[bBuUrRfF]{0,2}|[NnEe])(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\])++)(?P=q)"
     # quoted in a JSON string (`\"…\"`)
     r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n])++)(?P=eq))"
 )
@@ -374,6 +383,18 @@ def _pg_row(match: re.Match[str]) -> str:
 _BASE64_PAD = "=" * 3
 
 
+_JWK_TYPE = re.compile(r"\\?\"(?:kty|crv)\\?\"[ \t]{0,3}:")
+
+
+def _jwk_member(match: re.Match[str]) -> str:
+    """A JSON Web Key's private member, when its object (read 2 kB around) names a key type or curve."""
+    text, start, end = match.string, match.start(), match.end()
+    opened, closed = text.rfind("{", max(0, start - 2048), start), text.find("}", end, end + 2048)
+    if opened < 0 or not _JWK_TYPE.search(text, opened, closed if closed >= 0 else end + 2048):
+        return match.group()
+    return match.group("head") + placeholder("private_key")
+
+
 def _basic_credentials(match: re.Match[str]) -> str:
     """`Basic <base64 of user:password>` (RFC 7617) with its credentials redacted, wherever it stands: a user
     name (letters, digits, `.@_\\-`) and a password, in UTF-8 or Latin-1, padded or not, perhaps with the
@@ -397,8 +418,10 @@ _BASIC_USER = re.compile(r"[\w.@\\+-]{1,256}", re.ASCII)
 
 _SCHEMES = (r"bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|sso-key|ssws|hmac|jwt|mac|otoken"
             r"|oauth|splunk|geniekey|dpop|aws4-hmac-sha256")
+# A cookie header's name (also after a line break written out, `\r\nCookie:`) and its separator.
+_COOKIE_NAME = r"(?i)(?P<head>(?:(?<![A-Za-z0-9_-])|(?<=\\[rnt]))(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}"
 # An `Authorization` header's name (or a key so named, `HTTP_AUTHORIZATION` too) and its separator.
-_AUTHORIZATION = r"(?<![A-Za-z0-9])authorization\\?[\"']?[ \t]{0,5}(?:=>|[:=](?!>))[ \t]{0,5}"
+_AUTHORIZATION = r"(?:(?<![A-Za-z0-9])|(?<=\\[rnt]))authorization\\?[\"']?[ \t]{0,5}(?:=>|[:=](?!>))[ \t]{0,5}"
 # An unquoted header value, perhaps in Go's brackets (`[x]`): not a quoted one, nor a quoted array element.
 _UNQUOTED = r"(?![bBfFrRuU]{0,2}\\?[\"']|\[[ \t]{0,5}[bBfFrRuU]{0,2}\\?[\"']|\[REDACTED)\[?+"
 # The schemes whose credential is one token (RFC 9110 token68), not parameters.
@@ -425,6 +448,8 @@ _CARD_NETWORKS = re.compile(
     r"|(?:6011|64[4-9][0-9]|65[0-9]{2})[0-9]{12,15}"  # Discover
     r"|35(?:2[89]|[3-8][0-9])[0-9]{12,15}"  # JCB
     r"|62[0-9]{14,17}"  # UnionPay
+    r"|220[0-4][0-9]{12,15}"  # Mir
+    r"|9792[0-9]{12}"  # Troy
     r"|(?:50|5[6-9]|6[0-9])[0-9]{10,17}",  # Maestro
     re.ASCII,
 )
@@ -449,7 +474,7 @@ _CARD_GAP = (rf"(?:[+{_CARD_SEP}]|%(?:09|20|2[BbDdEeFf]|5[Ff]|[Cc]2%[Aa]0|[Ee]2%
 # be a LIKE pattern's wildcard), opening with a network's first four digits and starting a printed shape;
 # the lookahead captures the five groups from there (a card is never longer).
 _CARD_START = re.compile(
-    r"(?=(?:2[2-7]|3[0-8]|[4-6][0-9])[0-9]{2}"
+    r"(?=(?:2[2-7]|3[0-8]|[4-6][0-9]|97)[0-9]{2}"
     rf"(?:[0-9]{{9,12}}|{_CARD_GAP}{{1,3}}(?:[0-9]{{4}}|[0-9]{{6}}|[0-9]{{8}}))(?![0-9]))"
     r"(?:(?<![0-9])|(?<=%[012][0-9A-Fa-f])|(?<=%[Cc]2%[Aa]0)|(?<=%[Ee]2%80%(?:87|93))"
     r"|(?<=\\u00(?:[012][0-9A-Fa-f]|[Aa]0))|(?<=\\u20(?:07|13))|(?<=\\x(?:[012][0-9A-Fa-f]|[Aa]0))"
@@ -673,6 +698,19 @@ _SEP = r"(?P=c)[ \t]{0,3},?[ \t]{0,3}(?P=c)"
 _ELEMENTS = rf"(?:{_SEP}[^\"'\\\r\n]{{0,256}}){{0,16}}?{_SEP}"
 _FLAGS = rf"(?:{_SEP}-[A-Za-oq-z][^\"'\\\r\n]{{0,255}}){{0,8}}?{_SEP}"
 
+# Tools whose password flag is their own (`{args}`: the arguments before it, on a command line or in a list).
+_TOOL_FLAGS = (r"ldap(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop|url)(?:\.exe)?{args}-w"
+               r"|zip(?:cloak)?{args}-P|7z[arz]?(?:\.exe)?{args}-p|openssl(?:\.exe)?{args}(?:-k|-pass(?:in|out)?"
+               r"[ \t]+pass:)|(?:sqlcmd|bcp|osql)(?:\.exe)?{args}-P"
+               r"|mongo(?:sh|dump|restore|export|import|stat|top|files)?(?:\.exe)?{args}-p|az[ \t]+login{args}-p"
+               r"|ipmitool(?:\.exe)?{args}-P"
+               r"|(?:smbclient|rpcclient|smbcacls|smbget){args}-U[ \t]*+[^\s%;|&\"']{1,128}%")
+
+
+def _tools(args: str) -> str:
+    """`_TOOL_FLAGS` with `args` before each flag."""
+    return _TOOL_FLAGS.replace("{args}", args)
+
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
     _rule("aws_secret_key",
@@ -716,7 +754,7 @@ _CONTEXT: tuple[Rule, ...] = (
     # (Go prints a header map's values in brackets: `map[Authorization:[Bearer x]]`.)
     _rule("bearer", rf"(?i)({_AUTHORIZATION}+"
                     rf"{_UNQUOTED}(?:{_TOKEN_SCHEMES})[ \t]+(?![\w-]+=[^\s=])\\?[\"']?)"
-                    r"(?!\[REDACTED)(?:[^\s\"'&\\\]]|\\[^\s\"'])++", r"\1[REDACTED:bearer]"),
+                    r"(?!\[REDACTED)(?:[^\s\"'&\\\]]|\\(?![rn])[^\s\"'])++", r"\1[REDACTED:bearer]"),
     _rule("bearer", rf"(?i)({_AUTHORIZATION}+"
                     rf"{_UNQUOTED}(?:(?:{_SCHEMES})[ \t]+)?+)(?!\\?[\"']?\[REDACTED)[^\r\n]++",
           r"\1[REDACTED:bearer]"),
@@ -728,10 +766,10 @@ _CONTEXT: tuple[Rule, ...] = (
     # `Basic <credentials>` under any name (`auth: Basic …`): when it decodes to `user:password`.
     _rule("bearer", r"((?<![A-Za-z0-9_-])(?i:basic)[ \t]+)(?!\[REDACTED)([A-Za-z0-9+/]{6,4096}={0,2})"
                     r"(?![A-Za-z0-9+/=])", _basic_credentials),
-    _rule("cookie", r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\\?[\"']?)"
-                    r"(?P<pairs>[^\r\n\"']{1,8192})", _cookie),
+    _rule("cookie", _COOKIE_NAME + r"\\?[\"']?)"
+                    r"(?P<pairs>(?:[^\r\n\"'\\]|\\(?![rn]))(?:[^\r\n\"'\\]|\\(?![rn])){0,8191})", _cookie),
     # Headers written as arrays (Node, axios): `"set-cookie": ["sid=…; Path=/", "b=…"]`, each element.
-    _rule("cookie", r"(?i)(?P<head>(?<![A-Za-z0-9_-])(?:set-)?cookie\\?[\"']?[ \t]{0,5}[:=][ \t]{0,5}\[[ \t]{0,5})"
+    _rule("cookie", _COOKIE_NAME + r"\[[ \t]{0,5})"
                     r"(?P<pairs>(?:\\?[\"'][^\r\n\"'\]]{0,4096}\\?[\"'][ \t]{0,5},?[ \t]{0,5}){1,64})", _cookie),
     # URL userinfo (RFC 3986) `scheme://user:password@host`: the password may hold `@` and `/` (last `@`);
     # in a JSON string the slashes may be escaped (`https:\/\/`).
@@ -760,11 +798,11 @@ _CONTEXT: tuple[Rule, ...] = (
     # without them these would be tried on nearly every text.)
     _rule("url_password", r"((?<![\w.+/@\[-])(?!(?:" + _LEVELS + r"):)\w[\w.+-]{0,63}:)(?!\[REDACTED)"
                           r"[^\s:\"'<>]{1,128}(@(?:tcp6?|udp|unix)\(|@/\w)", r"\1[REDACTED:url_password]\2"),
-    # A password named in words, its value quoted (`password 'hunter2'`, `passwd is "x"`, escaped quotes and
-    # the other quote inside); a secret or key so
-    # named only when its value looks generated (`api key Zm9v…`; `secret "db-creds" not found` stays).
+    # A password named in words, its value quoted (`password 'hunter2'`, SQL's `PASSWORD E'x'`, `passwd is "x"`,
+    # escaped quotes and the other quote inside); a secret or key so named only when its value looks generated
+    # (`api key Zm9v…`; `secret "db-creds" not found` stays).
     _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:password|passwd|passphrase|passcode)"
-                    r"(?i:[ \t]{1,3}(?:is|was)(?:[ \t]{1,3}now)?)?:?[ \t]{1,3})(?P<pre>)(?P<q>\\?[\"'`])"
+                    r"(?i:[ \t]{1,3}(?:is|was)(?:[ \t]{1,3}now)?)?:?[ \t]{1,3})(?P<pre>[NnEe]?)(?P<q>\\?[\"'`])"
                     r"(?P<qv>(?!\[REDACTED)(?:(?!(?P=q))\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
     # Spring's binding errors name the field and quote its value: `field 'password': rejected value [x]`.
     _rule("secret", r"((?i:field) '[\w.\[\]-]{0,64}(?i:password|passwd|secret|token|api[_-]?key|credentials?)"
@@ -794,14 +832,24 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|(?:(?:docker|podman|nerdctl|buildah|skopeo|oras)(?:\.exe)?(?:[ \t]+--?[\w-]{{1,32}}"
                     rf"(?:[ \t=]+[^-\s;|&][^\s;|&]{{0,255}})?){{0,4}}?|helm[ \t]+registry|crane[ \t]+auth)[ \t]+login"
                     rf"{_ARGS}-p)(?:=|[ \t]{{0,5}}+))(?!-|\$)" + _ARG, _keyed),
+    # Other tools' password flags: the OpenLDAP clients' `-w x`, `zip -P x`, `7z a -px`, `openssl … -k x` and
+    # `-pass pass:x`, `sqlcmd -P x` (bcp, osql), `mongosh -p x` (the Mongo tools), `az login -p x`,
+    # `ipmitool -P x`, and Samba's `smbclient -U user%x`.
+    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_-])(?:{_tools(_ARGS)})(?:=|[ \t]{{0,5}}+))(?!-|\$)"
+                    + _ARG, _keyed),
     # The same as an argument list (`['docker', 'login', '-u', 'bob', '-p', 'x']`, `"args": ["redis-cli", "-a",
     # "x"]`, Go's `["sshpass" "-p" "x"]`), glued or not, and any long password flag there (`'--password', 'x'`).
     _rule("secret", rf"(?P<head>(?P<c>\\?[\"'])(?:[^\"'\s]{{0,128}}/)?(?:(?:redis|valkey|keydb)-(?:cli|benchmark)"
                     rf"{_ELEMENTS}-a|sshpass{_FLAGS}-p|(?:docker|podman|nerdctl|buildah|skopeo|oras|registry|auth)"
-                    rf"(?P=c)[ \t]{{0,3}},?[ \t]{{0,3}}(?P=c)login{_ELEMENTS}-p|--?(?:[a-z0-9]+-){{0,4}}"
+                    rf"(?P=c)[ \t]{{0,3}},?[ \t]{{0,3}}(?P=c)login{_ELEMENTS}-p|{_tools(_ELEMENTS)}"
+                    rf"|(?:mysql|mariadb)[\w.-]{{0,16}}{_ELEMENTS}-p(?=[^\"',\s\\])|--?(?:[a-z0-9]+-){{0,4}}"
                     r"(?:password|passwd|pass|pwd|passphrase|token|secret|api-?key|access-?key|secret-?key)(?![A-Za-z-]))"
                     r"(?:(?P=c)[ \t]{0,3},?[ \t]{0,3}(?!\\?[\"']-)|=?+(?![\\\"']|-|\$|\[REDACTED)))"
                     r"(?:" + _QUOTED + r"|(?<=[A-Za-z=])(?P<bv>[^\"'\\\s]++)(?=(?P=c)))", _keyed),
+    # `-u user:password` as an argument list (`['curl', '-u', 'bob:x']`); a uid:gid (`'-u', '1000:1000'`) stays.
+    _rule("secret", r"(?P<head>(?P<c>\\?[\"'])(?:-u|--user|--proxy-user)(?P=c)[ \t]{0,3},?[ \t]{0,3}(?P=c)"
+                    r"(?![0-9]{1,10}:[0-9]{1,10}(?P=c))[^\s:\"'\\]{1,128}:)(?!\[REDACTED)(?:(?!(?P=c))[^\r\n])++(?=(?P=c))",
+          r"\g<head>[REDACTED:secret]"),
     # Python's HTTP clients take a user and a password in a tuple or an auth object: `auth=("bob", "x")`,
     # `basic_auth=(…)`, `{"auth": ("bob", "x")}`, `HTTPBasicAuth(user, 'x')`, `aiohttp.BasicAuth("bob", "x")`
     # (a traceback prints the source line), or in a string: `http_auth="bob:x"`.
@@ -839,6 +887,8 @@ _CONTEXT: tuple[Rule, ...] = (
     # SQLAlchemy's errors: a statement, then its positional parameters (`analysis.intake.sql_parameters`).
     _rule("secret", SQL_PARAMETERS,
           lambda match: redact_parameters(match, secret_key, looks_generated, placeholder("secret")), spans_lines=True),
+    _rule("secret", LITERAL_INSERT,
+          lambda match: redact_literal_values(match, secret_key, looks_generated, placeholder("secret"))),
     # PostgreSQL's constraint errors: the values of secret-named columns, in English and in the server's
     # translations (`lc_messages`): `Schlüssel »(…)=(…)« existiert bereits`, `La clé « (…)=(…) » existe déjà`,
     # `キー(…)=(…)がありません`, `(…)=(…) 키가 …` (the Korean catalogue names the key after it).
@@ -860,9 +910,48 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", rf"(?P<head>(?i:\bname|\bkey|ParameterKey|OptionName)\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}\\?[\"']"
                     rf"[\w.-]{{0,64}}{_STRONG_KEY}\\?[\"'][ \t]{{0,3}},?[ \t]{{0,3}}\\?[\"']?(?i:value|ParameterValue)"
                     rf"\\?[\"']?[ \t]{{0,3}}[:=][ \t]{{0,3}}){_VALUE}", _keyed),
-    # SQL's `CREATE USER … IDENTIFIED BY 'x'`, `ALTER USER … IDENTIFIED BY x`, `GRANT … IDENTIFIED BY 'x'`.
+    # A connection string named so, without a scheme (`dsn: app:x@db/shop`; with one, `url_password` reads it).
+    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9])(?i:dsn|database[_-]?url|db[_-]?url|connection[_-]?string|conn[_-]?str"
+                    rf"|data[_-]?source){_QUOTE_CLOSE}{_SEPARATOR}\\?[\"']?[^\s:@/\"'\\]{{1,128}}:)(?!\[REDACTED|//)"
+                    r"[^\s@\"'\\]{1,256}+(?=@[A-Za-z0-9])", r"\g<head>[REDACTED:secret]"),
+    # A CAS ticket (service, proxy, proxy-granting, ticket-granting): `ticket=ST-1234-…-cas01`.
+    _rule("secret", r"(?<![A-Za-z0-9-])(?:ST|PT|PGT|TGT)-[0-9]{1,20}-[A-Za-z0-9]{16,128}+(?:-[A-Za-z0-9.]{1,64}+)?"),
+    # MySQL's and MariaDB's duplicate key error prints the value before the key it collided on: `Duplicate entry
+    # 'x' for key 'users.token_UNIQUE'`.
+    _rule("secret", rf"(?P<head>(?i:duplicate entry)[ \t]\\?')(?!\[REDACTED)(?:[^'\\\r\n]|\\[^\r\n]){{1,4096}}+"
+                    rf"(?P<tail>\\?'[ \t](?i:for key)[ \t]\\?'[\w.$-]{{0,64}}?(?:{_STRONG_KEY})[\w$-]{{0,32}}\\?')",
+          r"\g<head>[REDACTED:secret]\g<tail>"),
+    # A JSON Web Key's private members (RFC 7518: `d`, an RSA key's primes and exponents, a symmetric key's
+    # `k`), in the object that names its key type.
+    _rule("private_key", r"(?P<head>\\?\"(?:d|p|q|dp|dq|qi|k)\\?\"[ \t]{0,3}:[ \t]{0,3}\\?\")"
+                         r"(?P<key>[A-Za-z0-9_-]{16,8192}+)(?=\\?\")", _jwk_member),
+    # Pydantic's validation error names the field on a line of its own and repeats the value it rejected under
+    # it (`password\n  String should have at least 12 characters [type=…, input_value='x', input_type=str]`);
+    # its `errors()`, and FastAPI's 422 body, after the field's location (`"loc":["body","password"], …,
+    # "input":"x"`).
+    _rule("secret", rf"(?P<head>(?:\A|(?<=\n)|(?<=\\n))(?:[\w-]{{1,64}}\.){{0,8}}[\w-]{{0,64}}?(?:{_STRONG_KEY})"
+                    r"(?:\r?\n|\\n)[ \t]{2,8}[^\r\n\[]{0,512}\[type=[\w.-]{1,64},[ \t]input_value=)(?!\[REDACTED)"
+                    r"(?:'(?:\\.|[^'\\\r\n]){0,4096}+'|\"(?:\\.|[^\"\\\r\n]){0,4096}+\"|[^,\]\r\n]{1,4096}+)",
+          r"\g<head>[REDACTED:secret]", spans_lines=True),
+    _rule("secret", rf"(?P<head>(?P<q>\\?[\"'])loc(?P=q)[ \t]{{0,3}}:[ \t]{{0,3}}[\[(][^\[\]()\r\n]{{0,512}}?(?P=q)"
+                    rf"[\w.-]{{0,64}}?(?:{_STRONG_KEY})(?P=q)[ \t]{{0,3}},?[ \t]{{0,3}}[\])][^{{}}\r\n]{{0,2048}}?"
+                    rf"(?P=q)input(?P=q)[ \t]{{0,3}}:[ \t]{{0,3}})(?!\\?[\"']?\[REDACTED)"
+                    r"(?:(?P=q)(?:(?!(?P=q))(?:\\[^\r\n]|[^\\\r\n])){0,4096}+(?P=q)|[^,}\]\s]{1,256}+)",
+          r"\g<head>[REDACTED:secret]"),
+    # A header or a field held as a (name, value) pair, `(b'x-api-key', b'x')` (an ASGI scope, Starlette's raw
+    # headers), or as an object with a name and a value: a cookie (`Cookie(version=0, name='session', value='x'`,
+    # Go's `http.Cookie{Name:"session", Value:"x"`); the value quoted (`define('DB_PASSWORD', getenv(…))` stays).
+    _rule("secret", rf"(?P<head>(?:\([ \t]{{0,3}}|(?i:\bname)[ \t]{{0,3}}[=:][ \t]{{0,3}})[bB]?(?P<n>[\"'])"
+                    rf"(?:[\w.-]{{0,64}}?(?:{_STRONG_KEY})|(?i:authorization|cookie|session(?:[_-]?id)?|sid"
+                    rf"|phpsessid|jsessionid|connect\.sid))(?P=n)[ \t]{{0,3}},[ \t]{{0,3}}"
+                    rf"(?:(?i:value)[ \t]{{0,3}}[=:][ \t]{{0,3}})?)"
+                    rf"(?!\\?[\"']\[REDACTED){_QUOTED}", _keyed),
+    # SQL's `CREATE USER … IDENTIFIED BY 'x'`, `ALTER USER … IDENTIFIED BY x`, `GRANT … IDENTIFIED BY 'x'`,
+    # MySQL's `IDENTIFIED WITH mysql_native_password BY 'x'` (or `AS '<hash>'`).
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_])(?i:(?:create|alter)[ \t]{{1,5}}(?:user|role)|grant)[ \t]"
-                    rf"[^\r\n;]{{0,200}}?(?<![A-Za-z0-9_])(?i:identified)[ \t]{{1,5}}(?i:by)[ \t]{{1,5}}){_VALUE}",
+                    rf"[^\r\n;]{{0,200}}?(?<![A-Za-z0-9_])(?i:identified)"
+                    rf"(?:[ \t]{{1,5}}(?i:with)[ \t]{{1,5}}[\w-]{{1,64}})?"
+                    rf"[ \t]{{1,5}}(?i:by|as)[ \t]{{1,5}}){_VALUE}",
           _keyed),
     # A passphrase is words: an unquoted one runs to the end of its line.
     _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]++",
@@ -913,7 +1002,9 @@ _CONTEXT: tuple[Rule, ...] = (
           rf"|::(?:[{_HEX}]{{1,4}}:){{0,6}}[{_HEX}]{{1,4}})(?![\w:])", _ipv6),
 )
 
-RULES: tuple[Rule, ...] = (*(_rule(kind, START + pattern) for kind, pattern in TOKEN_FORMATS), *_CONTEXT)
+RULES: tuple[Rule, ...] = (*(_rule(kind, START + pattern, prefilter=START + PREFILTER_PREFIXES[kind]
+                                  if kind in PREFILTER_PREFIXES else "") for kind, pattern in TOKEN_FORMATS),
+                           *_CONTEXT)
 """Every rule, in the order they are applied."""
 
 PRIVATE_KEY = "private_key"

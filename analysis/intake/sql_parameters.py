@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-__all__ = ["PATTERN", "redact_parameters"]
+__all__ = ["LITERAL_INSERT", "PATTERN", "redact_literal_values", "redact_parameters"]
 
 # Between the statement and its parameters: a line break (also escaped, `#012` as rsyslog writes it) and the
 # prefix a log repeats on each line (`  | ` of an exception group, a container runtime's time and stream), or
@@ -162,6 +162,45 @@ def _one(text: str, head: re.Match[str], secret_key: Callable[[str], str | None]
         return _always if row and row[0][1] is None and len(row) != positional else secret
 
     return _hide(text, start, stop, head.group(), rows, test, hidden), stop
+
+
+# An INSERT with its values written in (a statement log's, MariaDB's general log, `log_statement`): its rows
+# are read from their first `(` on, to the end of the line.
+LITERAL_INSERT = _INSERT.pattern + r"(?=\()[^\r\n]{1,131072}"
+_SQL_KEPT = frozenset({"NULL", "DEFAULT", "TRUE", "FALSE"})
+_MARK_ONLY = re.compile(rf"(?:{_MARK})\Z", re.ASCII)  # a bind mark, which the parameters' reading ties
+
+
+def redact_literal_values(match: re.Match[str], secret_key: Callable[[str], str | None],
+                          looks_generated: Callable[[str], bool], hidden: str) -> str:
+    """The match with each literal value of a secret-named or personal column replaced by `hidden`
+    (`INSERT INTO users (email, password) VALUES ('a@b.c', 'x'), (…)`); a row that cannot be read whole and
+    the rest of the line after it go."""
+    text, names = match.group(), _columns(match.group("columns"))
+    index = text.index("(", match.end("columns") - match.start() + 1)  # the first row's: VALUES is all between
+    out: list[str] = []
+    last = 0
+    while True:
+        read = _values(text, index, len(text))
+        if read is None:
+            return "".join([*out, text[last:index], hidden])
+        row, index = read
+        for position, ((begin, end), _) in enumerate(row):
+            name = names[position] if position < len(names) else None
+            value = text[begin:end]
+            kind = secret_key(name) if name else None
+            kept = value.upper() in _SQL_KEPT or _MARK_ONLY.match(value)
+            if not kept and (name is None or kind == "strong" or _personal(name)
+                             or (kind == "weak" and _generated(value, looks_generated))):
+                out += [text[last:begin], hidden]
+                last = end
+        following = text[index:].lstrip(" \t")
+        if not following.startswith(","):
+            return "".join([*out, text[last:]])
+        following = following[1:].lstrip(" \t")
+        if not following.startswith("("):
+            return "".join([*out, text[last:]])
+        index = len(text) - len(following)
 
 
 def _personal(name: str) -> bool:
