@@ -400,13 +400,14 @@ def _follow(sites: Sequence[Site], k: int, param: str, kind: str, evidence: list
             return Blame(caller, caller.line, evidence, raiser, None, passed)
         arg = call[1][index].strip()
         arg_roles = roles(caller, arg, "argument")
+        written = caller.source.as_written(caller.line, [arg])[0] if caller.source and caller.line else arg
         if "local" in arg_roles or "call" in arg_roles or ("field" in arg_roles and "param" not in arg_roles):
             line = producer(caller, arg) if "local" in arg_roles else None
             made = f", assigned at {caller.path}:{line}" if line else ""
-            evidence.append(f"{_caller(caller)} passed {_short(arg)} at {caller.where}{made}")
+            evidence.append(f"{_caller(caller)} passed {_short(written)} at {caller.where}{made}")
             return Blame(caller, caller.line, evidence, raiser, (caller.path, line) if line else None, passed)
         if "param" in arg_roles:
-            passes = f"{caller.who} passes its own parameter on ({_short(arg)} at {caller.where})"
+            passes = f"{caller.who} passes its own parameter on ({_short(written)} at {caller.where})"
             if passes not in evidence:  # a recursion passes it on at the same lines in every round
                 evidence.append(passes)
             passed.append(caller)
@@ -414,7 +415,6 @@ def _follow(sites: Sequence[Site], k: int, param: str, kind: str, evidence: list
                          if "param" in operand_roles(caller, op, "argument", caller.line or 0))
             k += 1
             continue
-        written = caller.source.as_written(caller.line, [arg])[0] if caller.source and caller.line else arg
         if k + 2 < len(sites) and adjacent(sites[k + 2], caller):
             evidence.append(f"{_caller(caller)} passed the constant {_short(written)} at {caller.where}")
             return Blame(caller, caller.line, evidence, raiser, None, passed)

@@ -111,7 +111,7 @@ def find_suspects(
         if position == 0:
             notes += _unmapped_in_app(exc.frames, index, in_app_prefixes)
     clues = _clues(event, tools, index, reader, changed, verdict, bool(candidates))
-    if not event.exceptions:
+    if not any(exception.frames for exception in event.exceptions):
         notes.append(NO_TRACE_NOTE)
     elif not candidates:
         notes.append("no frame of the trace maps to a file of the repository at this commit")
@@ -275,7 +275,7 @@ def _suspect(c: Candidate) -> Suspect:
 def _root_cause_sentence(event: ErrorEvent, findings: Findings) -> str:
     root = event.root_cause
     message = " ".join((root.value if root else event.message).split())[:_MAX_MESSAGE_CHARS]
-    what = (f"{root.type}: {message}" if message else root.type) if root else message
+    what = ": ".join(part for part in (root.type, message) if part) if root else message
     culprit = findings.culprit
     if culprit is None:
         if not any(exception.frames for exception in event.exceptions):
@@ -371,7 +371,7 @@ def localise(
         confidence=_confidence(findings),
         citations=citations,
         suspect_commits=_suspect_commits(tools, findings),
-        notes=[*checkout.notes, *findings.notes, *(f"citation dropped: {d}" for d in dropped)],
+        notes=list(dict.fromkeys([*checkout.notes, *findings.notes, *(f"citation dropped: {d}" for d in dropped)])),
         timings={"localise_s": round(time.monotonic() - started, 4)},
     )
 

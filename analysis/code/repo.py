@@ -187,6 +187,19 @@ def resolve_revision(repo_dir: Path, revision: str) -> str | None:
         return _resolve_commit(repo, revision)
 
 
+def typed_revision(path: Path, revision: str) -> str | None:
+    """The full sha of a revision a person typed (`HEAD~1`, `v1.2^`, a branch, a short sha); None when there
+    is no such commit, or no repository. Any revision git reads is taken, but one read as an option: unlike
+    a log's commit (`resolve_revision`), it comes from the person running the command."""
+    if not revision or revision.startswith("-") or not revision.isprintable():
+        return None
+    try:
+        with open_repo(path) as repo:
+            return _resolve_commit(repo, revision)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+
+
 def _resolve_commit(repo: git.Repo, revision: str) -> str | None:
     """The full sha `revision` names in `repo`, or None when it is not there (or not a commit)."""
     try:

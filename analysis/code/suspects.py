@@ -164,7 +164,7 @@ def rank_exception(
             elif index == 0:
                 reasons.append("raised here")
         else:
-            reasons.append(f"caller, {effective} frames above")
+            reasons.append("caller, 1 frame above" if effective == 1 else f"caller, {effective} frames above")
         if match.ambiguous:
             score *= 0.8
             reasons.append("file name matches several files")
@@ -197,16 +197,19 @@ def candidates_from(verdict: Blame, sites: Sequence[Site], weight: float, where:
         out.append(Candidate(raiser.path, raiser.line, raiser.frame.function, top * 0.2,
                              [f"raised here ({frame_name(raiser.frame)}), on behalf of {blamed.who}",
                               *_unverified(raiser)]))
-    name = blamed.name
+    name = blamed.who
     for rank, site in _by_line(above):
-        why = f"calls {name}()" if rank == 1 else f"leads to {name}(), {rank} frames up the stack"
+        if rank == 1:
+            why = "loads the module whose top-level code failed" if blamed.top_level else f"calls {name}"
+        else:
+            why = f"leads to {name}, {rank} frames up the stack"
         out.append(Candidate(site.path, site.line, site.frame.function, top * 0.5 * _DEPTH_DECAY ** (rank - 1),
                              [why, *_unverified(site)]))
     for rank, site in _by_line([s for s in reversed(sites[:position]) if s is not raiser]):
         reported = site in verdict.passed
         score = top * (0.02 if reported else 0.3 * _DEPTH_DECAY ** (rank - 1))
         why = "only passed the value on, or reported" if reported else \
-            f"called by {name}()" if rank == 1 else f"runs under {name}(), {rank} frames down the stack"
+            f"called by {name}" if rank == 1 else f"runs under {name}, {rank} frames down the stack"
         out.append(Candidate(site.path, site.line, site.frame.function, score, [why, *_unverified(site)]))
     return out
 

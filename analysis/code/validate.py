@@ -71,7 +71,7 @@ def validate_citations(
 ) -> tuple[list[Citation], list[str]]:
     """Keep citations whose path and lines exist at the commit (and were read, when `files_read` is given).
 
-    Returns the kept citations pinned to commit and blob sha, and one reason per dropped citation.
+    Returns the kept citations pinned to commit and blob sha, and why the others were dropped (each reason once).
     Duplicates are kept once.
     """
     tree = _Tree(checkout)
@@ -112,7 +112,7 @@ def validate_citations(
                 )
     finally:
         tree.close()
-    return kept, dropped
+    return kept, list(dict.fromkeys(dropped))  # a file changed or missing is said once, however often cited
 
 
 def _file_lines(path: str, checkout: Checkout) -> tuple[str | None, list[str] | None, str | None]:

@@ -16,7 +16,15 @@ from analysis.code.filemap import FileIndex
 from analysis.code.jail import shown_name, tracked_only
 from analysis.code.linemap import Hunk, file_hunks, map_line
 from analysis.code.localiser import localise
-from analysis.code.repo import Checkout, RepoError, RepoSync, not_in_commit_note, open_local, resolve_revision
+from analysis.code.repo import (
+    Checkout,
+    RepoError,
+    RepoSync,
+    not_in_commit_note,
+    open_local,
+    resolve_revision,
+    typed_revision,
+)
 from analysis.code.tools import FileTools, ToolLimits
 from analysis.errors import BadInput, LogAgentError
 from analysis.event import Cluster, ErrorEvent, Frame
@@ -62,7 +70,12 @@ def _read_event(name: str, config: DecodeConfig) -> tuple[ErrorEvent, list[str]]
         if len(raw) > config.max_message_bytes:
             raise UsageError(f"the trace is larger than LOGAGENT_INPUT__MAX_MESSAGE_BYTES ({config.max_message_bytes} "
                              "bytes): raise it, or cut the trace")
-        raw = orjson.dumps({"message": "", "error.stack_trace": raw.decode("utf-8", errors="replace")})
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as bad:  # as the service's DLQ says of such a record (`invalid_utf8`)
+            raise UsageError(f"{'stdin' if name == '-' else name} is not UTF-8 text (invalid_utf8 at byte "
+                             f"{bad.start}): give a trace as printed or one JSON log record") from bad
+        raw = orjson.dumps({"message": "", "error.stack_trace": text})
         # Written into JSON, a trace grows by its escapes: the limit is the text's, checked above.
         config = config.model_copy(update={"max_message_bytes": max(config.max_message_bytes, len(raw))})
         notes.append("read as plain text (a trace or a log line as printed), not a JSON log record: it names no "
@@ -120,8 +133,8 @@ def _checkout(repo: Path, commit: str | None, event_commit: str | None) -> Check
         raise UsageError(f"{repo} is a file, not a repository's folder" if repo.exists() else
                          f"no such repository directory: {repo}")
     try:
-        if commit is not None:
-            return open_local(repo, commit)
+        if commit is not None:  # typed: `HEAD~1` too
+            return open_local(repo, typed_revision(repo, commit) or commit)
         if event_commit:
             try:
                 return open_local(repo, event_commit)

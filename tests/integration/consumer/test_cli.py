@@ -206,6 +206,13 @@ class TestAnalyze:
         older = orders.commits[0]
         analysis = self._analyze(message.value, "--repo", str(orders.repo), "--commit", older)
         assert analysis.commit == older
+        # A revision as a person types it (a trial saw `HEAD~1` refused); an option never is one.
+        assert len(orders.commits) >= 2
+        before_head = self._analyze(message.value, "--repo", str(orders.repo), "--commit", "HEAD~1")
+        assert before_head.commit == orders.commits[-2]
+        line = _one_error_line(logagent("analyze", "--repo", str(orders.repo), "--commit=--all", "--offline",
+                                        stdin=message.value))
+        assert "'--all' not found" in line
 
     def test_bad_event_is_a_user_error(self, services: dict[str, SampleService], tmp_path: Path) -> None:
         """An event that does not decode ends with one line naming the file, the reason and what to give
@@ -391,6 +398,16 @@ class TestAnalyzeReadable:
         assert out.returncode == 0, out.stderr
         out = run(*args, env=clean_env(), stdin=b"x" * 2_000_000)
         assert out.returncode == 2 and "LOGAGENT_INPUT__MAX_MESSAGE_BYTES (1048576 bytes)" in out.stderr
+        # A third trial: a line without a trace read ": hello world" and "no frame of the trace maps"; bytes
+        # that are no text were analysed as a message (the service's DLQ refuses them: invalid_utf8).
+        out = run(*args, env=clean_env(), stdin=b"hello world\n")
+        analysis = Analysis.model_validate_json(out.stdout)
+        assert analysis.root_cause == "hello world (the log carries no stack trace: no code to locate)."
+        assert not [note for note in analysis.notes if "no frame of the trace" in note], analysis.notes
+        out = run(*args, env=clean_env(), stdin=b"\x89PNG\r\n\x1a\n\xff\xfe\x00 not text")
+        assert out.returncode == 2 and out.stderr.strip() == (
+            "logagent: stdin is not UTF-8 text (invalid_utf8 at byte 0): give a trace as printed or one JSON log "
+            "record"), out.stderr
 
     def test_a_culprit_hidden_from_git_or_reached_by_a_link_asks_for_review(self, tmp_path: Path) -> None:
         """An attacker review: a file marked `skip-worktree` (local secrets kept in a tracked config) and a
@@ -432,6 +449,20 @@ class TestAnalyzeReadable:
         assert not [c for c in analysis.citations if c.path == "lib.py"], analysis.citations
         assert any(note.endswith("lib.py: changed since " + analysis.commit[:12] + ", so its lines cannot be cited "
                                  "there") for note in analysis.notes), analysis.notes
+
+    def test_a_changed_file_is_said_once_however_many_of_its_lines_are_cited(self, tmp_path: Path) -> None:
+        """A third trial read the same "citation dropped" note three times, one per suspect in the file."""
+        repo = GitRepo(tmp_path / "edited")
+        repo.commit("main", {"main.py": "def get_port(cfg):\n    return int(cfg['port'])\n\n\ndef main():\n"
+                                        "    print(get_port({}))\n\n\nmain()\n"})
+        repo.write({"main.py": "# edited\n" + (repo.path / "main.py").read_text()})
+        crash = _run_python(repo.path, "main.py")
+        out = run("analyze", "--repo", str(repo.path), "--offline", "--json", env=clean_env(),
+                  stdin=crash.stderr.encode())
+        analysis = Analysis.model_validate_json(out.stdout)
+        assert len(analysis.suspects) >= 3, analysis.suspects
+        dropped = [note for note in analysis.notes if note.startswith("citation dropped: main.py")]
+        assert len(dropped) == 1, analysis.notes
 
 
 class TestAnalyzeGuardRails:

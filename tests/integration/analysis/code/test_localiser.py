@@ -492,11 +492,16 @@ public class Rec {
 }
 
 
-def _crash(service: Service, language: str) -> ErrorEvent:
+def _crash_file(service: Service, name: str) -> ErrorEvent:
+    """Run the committed Python program `name` for real; what it printed on stderr, parsed, as an event."""
+    return _crash(service, "python", name)
+
+
+def _crash(service: Service, language: str, name: str = "") -> ErrorEvent:
     """Run the committed program for real; what it printed on stderr, parsed, as an event."""
-    root, name = service.path, _RECURSIONS[language][0]
+    root, name = service.path, name or _RECURSIONS[language][0]
     if language == "python":
-        command = [sys.executable, name]
+        command = [sys.executable, "-B", name]
     elif language == "node":
         node = shutil.which("node")
         assert node, "node is required for the Node localiser tests"
@@ -609,3 +614,25 @@ parse(3, -1)  # MARK:call
         assert analysis.root_cause.count(f"parse() passes its own parameter on (n at app.py:{passed})") == 1
         assert f"the value is the constant -1, which the module's top-level code passes at app.py:{call}; " \
             f"parse() at app.py:{service.line('app.py', 'MARK:raise')} checks it" in analysis.root_cause
+
+    def test_an_import_that_fails_at_top_level_is_said_so(self, tmp_path: Path) -> None:
+        """A trial read `<module>() fails on DEFAULTS` and `calls <module>()` of an import-time crash."""
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("bug", "Settings", {"settings.py": 'DEFAULTS = {"timeout": 3}\nTIMEOUT = DEFAULTS["retries"]\n',
+                                           "app.py": "import settings\n\nprint(settings.TIMEOUT)\n"})
+        analysis = analyse(service, _crash_file(service, "app.py"))
+        assert culprit_at(analysis) == ("settings.py", 2)
+        assert "the module's top-level code fails on DEFAULTS at settings.py:2" in analysis.root_cause
+        reasons = {(s.path, s.line): s.reason for s in analysis.suspects}
+        assert reasons[("app.py", 1)] == "loads the module whose top-level code failed"
+        assert "<module>()" not in analysis.root_cause + " ".join(reasons.values())
+
+    def test_an_argument_is_quoted_as_written(self, tmp_path: Path) -> None:
+        """A trial read `handle() passes its own parameter on (job[" "] …)`: the masked statement's blank."""
+        code = ('def parse(n):\n    return int(n)\n\n\ndef handle(job):\n    return parse(job["n"])\n\n\n'
+                'handle({"n": "x1"})\n')
+        service = Service(GitRepo(tmp_path / "repo"))
+        service.commit("bug", "Worker", {"app.py": code})
+        analysis = analyse(service, _crash(service, "python"))
+        assert 'handle() passes its own parameter on (job["n"] at app.py:6)' in analysis.root_cause
+        assert 'the value is the constant {"n": "x1"}' in analysis.root_cause
