@@ -25,6 +25,19 @@ CHAIN_MARKERS = (
 _FRAME = re.compile(r'File "([^"]*)", line (\d+)(?:, in (.+))?')
 _MESSAGE_START = re.compile(r"\n(?=[^ \t\n])")
 _GROUP = "Exception Group"
+# A line after the exception's that is no part of its message but what printed next: a log record (a time or
+# a level first) or a runner's exit line (`exit status 1`, `Process finished with exit code 1`).
+_NEXT_OUTPUT = re.compile(r"\[?[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]|\[?(?:INFO|DEBUG|WARN|WARNING|ERROR|CRITICAL|FATAL"
+                          r"|TRACE|NOTICE)\]?[ :|-]|(?i:exit(?:ed with)? (?:status|code) [0-9])"
+                          r"|Process finished with exit code|make(?:\[[0-9]+\])?: \*\*\*|npm ERR!")
+
+
+def _own_lines(message: list[str]) -> list[str]:
+    """The lines of an exception's message: up to the one that reads as the next output (its first is its own)."""
+    for index in range(1, min(len(message), MAX_HEADER_LINES)):
+        if _NEXT_OUTPUT.match(message[index]):
+            return message[:index]
+    return message[:MAX_HEADER_LINES]
 
 
 @memoize("trace_python.frame", 16384, 8 << 20)
@@ -46,7 +59,7 @@ def parse_python(text: str, max_frames: int) -> Chain:
     def close() -> None:
         if message and len(printed) < MAX_CHAIN:
             parsed = split_type(message[0]) or ("", message[0])
-            value = "\n".join([parsed[1], *message[1:MAX_HEADER_LINES]]).strip()
+            value = "\n".join([parsed[1], *_own_lines(message)[1:]]).strip()
             innermost_first = tuple(reversed(frames[-max_frames:]))
             printed.append(new_exception(parsed[0], value, innermost_first))
         frames.clear()
@@ -152,7 +165,7 @@ def _rebuild(headers: list[str], stacks: Stacks) -> Chain:
                 message.append(stripped)
         parsed = split_type(message[0]) if message else None
         parsed = parsed or ("", message[0] if message else "")
-        value = "\n".join([parsed[1], *message[1:MAX_HEADER_LINES]]).strip()
+        value = "\n".join([parsed[1], *_own_lines(message)[1:]]).strip()
         printed.append(new_exception(parsed[0], value, frames))
         header_before = header
     return tuple(reversed(printed))

@@ -308,6 +308,28 @@ class TestUnrelatedTracebacks:
         assert [len(parse_trace(t.replace("7", "5"))) for t in (unrelated, chained)] == [1, 2]
 
 
+class TestWhatPrintsAfterATraceback:
+    """A trial piped `(python main.py; echo "exit status $?") 2>&1` and a log that goes on after the crash:
+    what printed next was read as the exception's message (`KeyError: 'port' Exit status 1`)."""
+
+    def test_an_exit_line_and_a_log_record_after_it_are_not_its_message(self, tmp_path: Path) -> None:
+        script = tmp_path / "main.py"
+        script.write_text("import atexit, logging\n"
+                          "logging.basicConfig(format='%(asctime)s %(levelname)s %(message)s', level=logging.INFO)\n"
+                          "atexit.register(lambda: logging.info('shutting down'))\n"
+                          "config = {}\nprint(config['port'])\n")
+        proc = subprocess.run(["bash", "-c", f'"{sys.executable}" -B "{script}"; echo "exit status $?"'],
+                              capture_output=True, text=True, timeout=60)
+        text = proc.stderr + proc.stdout
+        assert "INFO shutting down" in text and text.rstrip().endswith("exit status 1"), text
+        for variant in (text, text.replace("'port'", "'host'"), text):  # the full parse, then the cached frames
+            (error,) = parse_trace(variant)
+            assert error.type == "KeyError" and error.value in ("'port'", "'host'"), error.value
+            assert parse_trace(variant) == _parse(variant, DEFAULT_MAX_FRAMES)
+        (error,) = parse_trace(text.replace("KeyError: 'port'", "ValueError: bad port\nport must be a number"))
+        assert error.value == "bad port\nport must be a number"  # a message's own lines stay
+
+
 class TestNodeTraces:
     def test_cause_chain_and_frames(self) -> None:
         """`[cause]:` starts the next exception of the chain; frames carry path, line and function."""
