@@ -67,7 +67,9 @@ def register(commands: Any) -> None:
                     "to read.",
         examples=["logagent demo", "logagent demo --events 500 --keep ./demo-run",
                   "LOGAGENT_DATA_DIR=./demo-run logagent memory servers"])
-    demo.add_argument("--events", type=positive_int, default=3_000, help="events to produce (default 3000)")
+    demo.add_argument("--events", type=positive_int, default=3_000,
+                      help="about how many events to produce (default 3000); each burst of the demo has 5 at least, "
+                           "so a small number rounds up")
     demo.add_argument("--seed", type=int, default=7, help="seed of the generated stream (default 7)")
     demo.add_argument("--timeout", type=positive_seconds, default=120.0,
                       help="seconds to wait for every analysis (default 120)")
