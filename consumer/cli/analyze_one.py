@@ -210,6 +210,10 @@ def _guarded(analysis: Analysis, alignment: _Alignment, checkout: Checkout) -> A
     return analysis.model_copy(update=update)
 
 
+_SOURCE_SUFFIXES = (".py", ".java", ".kt", ".scala", ".groovy", ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx", ".go",
+                    ".rb", ".cs", ".php", ".rs", ".swift", ".c", ".cc", ".cpp", ".h")
+
+
 def _with_files_not_in_commit(event: ErrorEvent, checkout: Checkout) -> Checkout:
     """`checkout` with notes saying which of a working tree's files are not in its commit, so not read: those
     the trace names first (and what to do), then the others."""
@@ -220,7 +224,9 @@ def _with_files_not_in_commit(event: ErrorEvent, checkout: Checkout) -> Checkout
             parts = (frame.abs_path or frame.filename).replace("\\", "/").split("/")
             tails |= {"/".join(parts[-count:]) for count in range(1, min(depth, len(parts)) + 1)}
     named = [name for name in checkout.untracked if name in tails]
-    others = [name for name in checkout.untracked if name not in tails]
+    # Code first: a module not yet committed matters more than the logs and outputs beside it.
+    others = sorted((name for name in checkout.untracked if name not in tails),
+                    key=lambda name: not name.endswith(_SOURCE_SUFFIXES))
     notes = [not_in_commit_note(others, checkout.commit)] if others else []
     if named:
         shown, one = " and ".join(map(shown_name, named[:3])), len(named) == 1

@@ -357,6 +357,11 @@ class TestAnalyzeReadable:
             f"the trace's try.py is not in commit {head}, so not read: commit it to analyse it",
             f"files not in commit {head} are not read (ev.json)"]
         assert not [note for note in analysis.notes if note.startswith("citation dropped")]
+        # A third trial: a module not yet committed was named after the logs and outputs beside it.
+        repo.write({"a.err": "", "b.log": "", "c.out": "", "z_helpers.py": "", "d.txt": ""})
+        out = run("analyze", "--repo", str(repo.path), "--offline", "--json", "--event", str(event), env=clean_env())
+        assert Analysis.model_validate_json(out.stdout).notes[1] == (
+            f"files not in commit {head} are not read (z_helpers.py, a.err, b.log and 3 more)")
 
 
     def test_a_trace_as_printed_is_read_without_wrapping(self, tmp_path: Path) -> None:
