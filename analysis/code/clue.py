@@ -108,7 +108,7 @@ class ClueFinder:
                 clues += self._files_named(term, strength, f"the message names {term}")
                 clues += self._mentions(term, strength * 0.7, f"refers to {term}, which the message names")
                 basename = term.rsplit("/", 1)[-1]
-                if basename != term:  # code names a file by its last parts, joined at run time
+                if basename != term and len(basename) > 2:  # code names a file by its last parts (not `a` of `n/a`)
                     clues += self._mentions(basename, strength * 0.6, f"refers to {basename}, which the message names")
                 continue
             dotted = term.split("$", 1)[0]

@@ -188,6 +188,10 @@ def _explicit_raise(exc_type: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w$.])(?:throw|raise)\s+(?:new\s+)?(?:[\w$]+\.)*{simple}\b")
 
 
+# The JVM's errors of a class whose static initialiser failed, raised where the class was first used.
+_CLASS_INIT_ERRORS = ("ExceptionInInitializerError", "NoClassDefFoundError")
+
+
 def _expectation(source: Source, methods: Sequence[Method], callee: Frame | None, exc_type: str,
                  throwable: bool) -> Callable[[int], bool]:
     """What a frame's line must hold: the call to the next frame; for the innermost frame the raise of the
@@ -202,7 +206,7 @@ def _expectation(source: Source, methods: Sequence[Method], callee: Frame | None
         else:
             pattern = re.compile(r"(?<![\w$])" + re.escape(target) + r"\b")
         return lambda n: bool(pattern.search(source.statement_text(n)))
-    if throwable:
+    if throwable or exc_type.endswith(_CLASS_INIT_ERRORS):  # a class's initialiser ran at its first use: any line
         return lambda n: bool(source.masked(n).strip(" {}"))
     explicit = _explicit_raise(exc_type)
     if any(explicit.search(source.statement_text(n)) for m in methods for n in range(m.start, m.end + 1)):

@@ -636,3 +636,29 @@ parse(3, -1)  # MARK:call
         analysis = analyse(service, _crash(service, "python"))
         assert 'handle() passes its own parameter on (job["n"] at app.py:6)' in analysis.root_cause
         assert 'the value is the constant {"n": "x1"}' in analysis.root_cause
+
+
+class TestClassInitialisers:
+    def test_a_static_initialiser_that_fails_is_read_at_the_first_use(self, tmp_path: Path) -> None:
+        """A trial: the line that first used the class read "could not be matched (line unverified)", and
+        the message's `n/a` named a file `a`."""
+        service = Service(GitRepo(tmp_path / "repo"))
+        prices, main = "src/main/java/Prices.java", "src/main/java/Main2.java"
+        service.commit("bug", "Prices", {
+            prices: 'public class Prices {\n    static final double PEAR = Double.parseDouble("n/a");\n}\n',
+            main: 'public class Main2 {\n    public static void main(String[] args) {\n        System.out.println(1);\n'
+                  '        System.out.println(Prices.PEAR);\n    }\n}\n'})
+        compile_java(service.path, service.path / "classes")
+        java = shutil.which("java")
+        assert java, "java is required for the Java localiser tests"
+        proc = subprocess.run([java, "-cp", str(service.path / "classes"), "Main2"], capture_output=True, text=True,
+                              timeout=120)
+        assert "ExceptionInInitializerError" in proc.stderr, proc.stderr
+        chain = parse_trace(proc.stderr)
+        event = ErrorEvent(server_id="shop", timestamp=1.0, message=chain[-1].value, exceptions=chain,
+                           raw_trace=proc.stderr)
+        analysis = analyse(service, event)
+        assert culprit_at(analysis) == (prices, 2)
+        reasons = {(s.path, s.line): s.reason for s in analysis.suspects}
+        assert "unverified" not in reasons[(main, 4)], reasons
+        assert "refers to a," not in reasons[(prices, 2)], reasons
