@@ -730,6 +730,13 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     for number, network in (("2200", "Mir"), ("9792", "Troy")):
         card = _luhn_complete(number + _fill(rng, "{dig:11}"))
         add("credit_card", f"charge declined for card {card}", card, source=f"{network}: a Luhn-valid 16-digit number")
+    for spelling, source in (('{{"phone": "{v}"}}', "a JSON field named phone"), ("msisdn={v}", "an MSISDN"),
+                             ("customer_phone: {v}", "a prefixed phone name")):
+        number = "415" + _fill(rng, "{dig:7}")
+        add("phone", spelling.format(v=number), number, source=f"a phone number without a country code: {source}")
+    config = base64.b64encode(('{"auths":{"ghcr.io":{"auth":"' + base64.b64encode(
+        f"ci:{_fill(rng, '{b62:16}')}".encode()).decode() + '"}}}').encode()).decode()
+    add("secret", f"  .dockerconfigjson: {config}", config, source="a Kubernetes registry secret, base 64 whole")
     ticket = f"ST-{rng.randint(1, 99999)}-{_fill(rng, '{b62:20}')}-cas01"
     add("secret", f"GET /login?service=https%3A%2F%2Fapp&ticket={ticket} 302", ticket, source="a CAS service ticket")
     basic = base64.b64encode(f"svc:{_fill(rng, '{b62:12}')}".encode()).decode()
@@ -871,5 +878,6 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "ST-1234 fixed in release 4.2; see ST-1234-follow-up"),
     Negative("ordinary log text", "INSERT INTO events (kind, detail) VALUES ('login', 'ok'), ('logout', 'ok')"),
     Negative("type reprs", "Field(name='password', required=True, min_length=12)"),
+    Negative("ordinary log text", "phone_id=12345678 phone_count=3 hotel=12345678 telemetry=42"),
 )
 """Text that must come out of redaction exactly as it went in."""

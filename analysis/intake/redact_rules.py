@@ -711,6 +711,10 @@ def _tools(args: str) -> str:
     """`_TOOL_FLAGS` with `args` before each flag."""
     return _TOOL_FLAGS.replace("{args}", args)
 
+# A phone's name: `phone`, `mobile_number`, `msisdn`, `customer_phone`, `contactPhone` (not `phone_id`).
+_PHONE_NAME = (r"(?:(?:(?<![A-Za-z0-9])|(?<=_))(?i:phone|mobile|msisdn|cell[_ -]?phone|telephone|tel|fax)"
+               r"|(?<=[a-z])(?:Phone|Mobile|Msisdn|Telephone|Tel|Fax))(?i:[_ -]?(?:number|num|no|nr))?")
+
 _CONTEXT: tuple[Rule, ...] = (
     _rule("jwt", rf"{START}eyJ[{_URLSAFE}]{{5,4096}}\.eyJ[{_URLSAFE}]{{5,8192}}(?:\.[{_URLSAFE}]{{0,4096}}){{1,3}}"),
     _rule("aws_secret_key",
@@ -914,6 +918,8 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9])(?i:dsn|database[_-]?url|db[_-]?url|connection[_-]?string|conn[_-]?str"
                     rf"|data[_-]?source){_QUOTE_CLOSE}{_SEPARATOR}\\?[\"']?[^\s:@/\"'\\]{{1,128}}:)(?!\[REDACTED|//)"
                     r"[^\s@\"'\\]{1,256}+(?=@[A-Za-z0-9])", r"\g<head>[REDACTED:secret]"),
+    # A container registry's credentials file in base 64 whole (a Kubernetes `.dockerconfigjson`): `{"auths":`.
+    _rule("secret", r"(?<![A-Za-z0-9+/])eyJhdXRocyI6[A-Za-z0-9+/]{8,65536}+={0,2}"),
     # A CAS ticket (service, proxy, proxy-granting, ticket-granting): `ticket=ST-1234-…-cas01`.
     _rule("secret", r"(?<![A-Za-z0-9-])(?:ST|PT|PGT|TGT)-[0-9]{1,20}-[A-Za-z0-9]{16,128}+(?:-[A-Za-z0-9.]{1,64}+)?"),
     # MySQL's and MariaDB's duplicate key error prints the value before the key it collided on: `Duplicate entry
@@ -970,6 +976,10 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("iban", r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
           _iban),
     # Phone numbers: international `+CC …` (E.164) with separators, or the North American `(415) 555-0132`.
+    # A number under a phone's name, however it is written (`{"phone": "4155550132"}`, `msisdn=14155550132`,
+    # `mobile: 07700 900123`).
+    _rule("phone", rf"(?P<head>{_PHONE_NAME}{_QUOTE_CLOSE}{_SEPARATOR}\\?[\"']?)(?!\[REDACTED)"
+                   r"\+?\(?[0-9](?:[0-9]|[ ().-](?=[ ()]?[0-9])){5,24}+(?![0-9A-Za-z])", r"\g<head>[REDACTED:phone]"),
     _rule("phone", r"(?<![A-Za-z0-9+])\+[1-9][0-9]{0,2}(?:[ .-]?\(?[0-9]{1,4}\)?){1,5}[ .-]?[0-9]{2,4}(?![0-9])",
           _phone),
     _rule("phone", r"(?<![A-Za-z0-9(])(?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}[.-])[2-9][0-9]{2}[.-][0-9]{4}(?![0-9])",
