@@ -714,6 +714,46 @@ def _context_positives(rng: random.Random) -> list[Positive]:
              "http.client's debug output, headers after an escaped line break")):
         flag = _fill(rng, "{b62:12}")
         add("secret", spelling.format(v=flag), flag, source=f"{source} (run by a review)")
+    for spelling, source in (
+            ("{{'Name': '/prod/db/password', 'Type': 'SecureString', 'Value': '{v}', 'Version': 1}}",
+             "boto3's get_parameter of an SSM SecureString (botocore's stream logger)"),
+            ('{{"Name": "prod/api-token", "SecretString": "{v}"}}', "boto3's get_secret_value (Secrets Manager)"),
+            ("Invalid type for parameter MasterUserPassword, value: b'{v}', type: <class 'bytes'>",
+             "botocore's ParamValidationError"),
+            ("> b'FJDD1 LOGIN bob \"{v}\"'", "imaplib's debug output"),
+            ("*cmd* 'PASS {v}'", "poplib's debug output"),
+            ('1700000000.123456 [0 10.0.0.5:6379] "AUTH" "{v}"', "Redis MONITOR"),
+            ("127.0.0.1:6379> AUTH {v}", "redis-cli's prompt"),
+            ('"cmd": "echo {v} | passwd --stdin svc; exit 1"', "an Ansible shell task's failure"),
+            ("+ unzip -q -P {v} backup.zip", "bash -x of unzip -P"),
+            ("+ ssh-keygen -q -t ed25519 -N {v} -f key", "bash -x of ssh-keygen -N"),
+            ("+ twine upload -u __token__ -p {v} dist/x.whl", "bash -x of twine -p"),
+            ("+ sqlplus -s scott/{v}", "bash -x of sqlplus user/password"),
+            ("+ rabbitmqadmin -u admin -p {v} list queues", "bash -x of rabbitmqadmin -p"),
+            ("+ cqlsh -u cassandra -p {v}", "bash -x of cqlsh -p"),
+            ("登录失败: 用户=zhang.wei, 密码：{v}", "a Chinese key with a full-width colon (Python logging)"),
+            ("environ({{'DB_PASSWORD_EU': '{v}'}})", "os.environ with a region's suffix"),
+            ("INFO sqlalchemy.engine.Engine [generated in 0.00008s] ('bob', '{v}')", "SQLAlchemy's echo"),
+            ("DETAIL:  parameters: $1 = 'bob', $2 = '{v}'", "PostgreSQL's log_statement parameters"),
+            ("(0.000) insert into apikeys (user_id, api_token) values (%s, %s); args=(1, '{v}'); alias=default",
+             "Django's django.db.backends debug line"),
+            ("{{ method: 'insert', options: {{}}, bindings: [ '{v}', 'bob' ], sql: 'insert into keys' }}",
+             "knex's debug object"),
+            ("INSERT INTO public.users VALUES (1, 'bob', '{v}', NULL);", "pg_dump --inserts"),
+            ("[\n  'Host',\n  'api',\n  'X-Api-Key',\n  '{v}'\n]", "Node's console.log of req.rawHeaders"),
+            ("[{{'type': 'string_too_short', 'loc': ('password',), 'msg': 'too short', 'input': '{v}'}}]",
+             "pydantic's errors() repr")):
+        flag = _fill(rng, "{b62:16}")
+        add("secret", spelling.format(v=flag), flag, source=f"{source} (run by a second review)")
+    plain = base64.b64encode(f"\0bob@example.com\0{_fill(rng, '{b62:16}')}".encode()).decode()
+    add("secret", f"send: 'AUTH PLAIN {plain}\\r\\n'", plain, source="smtplib's debug output (run by a second review)")
+    cookie = _fill(rng, "{b62:24}")
+    add("cookie", f"<Cookie connect.sid=s%3A{cookie}.k2j3 for 10.0.0.7/>", cookie,
+        source="requests' cookie jar repr (run by a second review)")
+    jwk_k = _fill(rng, "{url:43}")
+    add("private_key", f"{{'kty': 'oct', 'k': '{jwk_k}'}}", jwk_k, source="jwcrypto's export(as_dict=True)")
+    verifier = _fill(rng, "{url:43}")
+    add("secret", f'{{"code": "x", "code_verifier": "{verifier}"}}', verifier, source="an OAuth PKCE token request")
     shared = _fill(rng, "{b62:24}")
     add("secret", f'{{"sharedKey": "{shared}", "primaryKey": "id"}}', shared,
         source="a shared key by its camel-case name: a generated value only (run by a review)")
@@ -879,5 +919,7 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "INSERT INTO events (kind, detail) VALUES ('login', 'ok'), ('logout', 'ok')"),
     Negative("type reprs", "Field(name='password', required=True, min_length=12)"),
     Negative("ordinary log text", "phone_id=12345678 phone_count=3 hotel=12345678 telemetry=42"),
+    Negative("ordinary log text", "--- PASS: TestCheckout (0.00s)\n--- FAIL: TestRefund (0.01s)\nAUTH failed"),
+    Negative("ordinary log text", "['token', 'expired', 'password', 'reset'] auth failed for user bob"),
 )
 """Text that must come out of redaction exactly as it went in."""

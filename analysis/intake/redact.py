@@ -509,7 +509,7 @@ def redact_event(event: ErrorEvent, redactor: Redactor) -> ErrorEvent:
         redact_id(event.server_id, redactor),
         event.timestamp,
         redact(event.message),
-        event.level,
+        redact(event.level),
         redact(event.logger),
         redact_commit(event.commit, redactor),
         redact_id(event.tenant, redactor),
@@ -626,9 +626,22 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool =
             name = value.get(name_key)
             if type(name) is str and value_key in value and secret_key(name) == "strong":
                 mapping[_redact_key(value_key, redactor)] = placeholder("secret")
+        location = value.get("loc")  # pydantic's `errors()`, FastAPI's 422 body: the input a secret field refused
+        if "input" in value and isinstance(location, list | tuple) and any(
+                type(part) is str and secret_key(part) == "strong" for part in location):
+            mapping[_redact_key("input", redactor)] = placeholder("secret")
         return mapping
     if isinstance(value, list | tuple):
-        return [redact_value(item, redactor, depth + 1, numbers) for item in value]
+        items = [redact_value(item, redactor, depth + 1, numbers) for item in value]
+        # A name and its value side by side (Node's `rawHeaders`, an argument list): the value goes whole. A
+        # name as a header or a flag writes it (`X-Api-Key`, `Cookie`, `--password`, `api_token`), or the
+        # value looks generated (`["token", "expired"]` is words).
+        for index in range(1, len(value)):
+            name, item = value[index - 1], value[index]
+            if type(name) is str and len(name) <= 64 and type(item) is str and secret_key(name) == "strong" and (
+                    name[:1].isupper() or "-" in name or "_" in name or looks_generated(item)):
+                items[index] = placeholder("secret")
+        return items
     if not numbers:
         return value
     # A card number sent as a number, also as a float (`4111111111111111.0`).

@@ -20,7 +20,13 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from analysis.intake.sql_parameters import LITERAL_INSERT, redact_literal_values, redact_parameters
+from analysis.intake.sql_parameters import (
+    LITERAL_INSERT,
+    PG_PARAMETERS,
+    redact_literal_values,
+    redact_parameters,
+    redact_pg_parameters,
+)
 from analysis.intake.sql_parameters import PATTERN as SQL_PARAMETERS
 from analysis.intake.template import TLDS
 from analysis.intake.token_formats import PREFILTER_PREFIXES, START, TOKEN_FORMATS
@@ -114,14 +120,15 @@ def _named_taxpayer(kind: str, gap: str = _SPACE) -> Replacement:
 
 # A key whose name says its value is secret. Long names may follow anything (`dbpassword`, `csrftoken`);
 # short ones only a separator or a camel-case hump, so `bypass=` and `compass:` stay. A path segment
-# (`stream/token: …`) is no key.
+# (`stream/token: …`) is no key, nor Go's test verdict (`--- PASS: TestX`).
 # A second-factor seed or recovery code is a password too; so is `password` in the languages logs are written in
 # (under `re.ASCII`, only ASCII letters fold: `Пароль` is spelled out).
 _LONG_KEYS = (
     r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey|sshpass|rediscli_auth"
     r"|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
     r"|shared[_-]?access)[_-]?key|signature|security[_-]?code|(?:mfa|2fa|tfa|totp|hotp|otp)[_ -]?seed"
-    r"|(?:recovery|backup)[_ -]?codes?|passwort|wachtwoord|l(?:ö|Ö)senord|has(?:ł|Ł)o|contrase(?:ñ|Ñ)a|contrasena"
+    r"|(?:recovery|backup)[_ -]?codes?|code[_-]?verifier"
+    r"|passwort|wachtwoord|l(?:ö|Ö)senord|has(?:ł|Ł)o|contrase(?:ñ|Ñ)a|contrasena"
     r"|mot[_ -]?de[_ -]?passe|(?<![A-Za-z])(?:senha|passord|heslo)|(?:П|п)ароль|ПАРОЛЬ|密码|密碼|パスワード|비밀번호"
 )
 _SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|cvv2?|cvc2?"  # and a card's security code (not `csc`: a cosecant)
@@ -129,9 +136,11 @@ _SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|cvv2?|cvc2?"  # and a card's security co
 # `passwd_old`, `token_value`, `secret_key_base`, and an environment's or a slot's (`DB_PASSWORD_PROD`,
 # `apiKeyLive`, `API_KEY_PRIMARY`); but `token_count`, `token_type` are no secrets.
 _KEY_SUFFIX = (r"(?:[_-]?(?i:confirmation|confirm|old|new|current|value|base|hash|plain|digest|prod(?:uction)?|live"
-               r"|test|dev|staging|stage|stg|primary|secondary|backup|default|[0-9]{1,3})){0,2}")
+               r"|test|dev|staging|stage|stg|primary|secondary|backup|default|root|admin|master|eu|us|uk|apac|emea"
+               r"|string|binary|v[0-9]{1,2}|[0-9]{1,3})){0,2}")
 _STRONG_KEY = (
-    rf"(?:(?<![/\\])(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?i:{_SHORT_KEYS})|(?<=[a-z0-9])(?:Pass|Pwd|Pw|Sig|PASS|PWD|PW|SIG))"
+    rf"(?:(?<![/\\])(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?<!--- )(?i:{_SHORT_KEYS})"
+    rf"|(?<=[a-z0-9])(?:Pass|Pwd|Pw|Sig|PASS|PWD|PW|SIG))"
     rf"{_KEY_SUFFIX}"
 )
 # Names that are secret only when their value looks generated: `key=orders:42` stays, `key=Zm9v4…` goes.
@@ -141,7 +150,8 @@ _STRONG_KEY = (
 _WEAK_KEY = (r"(?<![A-Za-z0-9])(?i:key|auth|session|session[_-]?id|sid|code|hmac|salt|nonce|jsessionid|phpsessid"
              r"|csrf|totp|hotp|appid|(?:shared|hmac|write|read|primary|secondary|storage|webhook|root|admin)[_-]?key)")
 _QUOTE_CLOSE = r"(?:\\?[\"'])?"
-_SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=])[ \t\r\n]{0,5}"  # comparisons too: `password == "…"`
+# Comparisons too (`password == "…"`), and the full-width colon of CJK text (U+FF1A).
+_SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=]|：)[ \t\r\n]{0,5}"
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"
 _LEVELS = "ERROR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL|CRITICAL|NOTICE|SEVERE"  # `logging`'s `LEVEL:name:` prefix
 _QUOTED = (
@@ -383,16 +393,45 @@ def _pg_row(match: re.Match[str]) -> str:
 _BASE64_PAD = "=" * 3
 
 
-_JWK_TYPE = re.compile(r"\\?\"(?:kty|crv)\\?\"[ \t]{0,3}:")
+_JWK_TYPE = re.compile(r"\\?[\"'](?:kty|crv)\\?[\"'][ \t]{0,3}:")
 
 
 def _jwk_member(match: re.Match[str]) -> str:
     """A JSON Web Key's private member, when its object (read 2 kB around) names a key type or curve."""
     text, start, end = match.string, match.start(), match.end()
     opened, closed = text.rfind("{", max(0, start - 2048), start), text.find("}", end, end + 2048)
-    if opened < 0 or not _JWK_TYPE.search(text, opened, closed if closed >= 0 else end + 2048):
+    stop = closed if closed >= 0 else end + 2048
+    # Plain searches first: a megabyte of `{"d":"…",` is 36k members, each with 4 kB around it.
+    if opened < 0 or (text.find("kty", opened, stop) < 0 and text.find("crv", opened, stop) < 0) \
+            or not _JWK_TYPE.search(text, opened, stop):
         return match.group()
     return match.group("head") + placeholder("private_key")
+
+
+# In one object of pydantic's `errors()` (or FastAPI's 422 body): the field's location, then the value rejected.
+_LOC = re.compile(rf"(?P<q>\\?[\"'])loc(?P=q)[ \t]{{0,3}}:[ \t]{{0,3}}[\[(][^\[\]()]{{0,512}}?(?P=q)"
+                  rf"[\w.-]{{0,64}}?(?:{_STRONG_KEY})(?P=q)[ \t]{{0,3}},?[ \t]{{0,3}}[\])]", re.ASCII)
+_INPUT = re.compile(r"(?P<head>(?P<q>\\?[\"'])input(?P=q)[ \t]{0,3}:[ \t]{0,3})(?!\\?[\"']?\[REDACTED)"
+                    r"(?:(?P=q)(?:(?!(?P=q))(?:\\[^\r\n]|[^\\\r\n])){0,4096}+(?P=q)|[^,}\]\s]{1,256}+)", re.ASCII)
+
+
+def _rejected_input(match: re.Match[str]) -> str:
+    """An error object whose location names a secret field, with the input it rejected hidden (read from the
+    object's brace to the next one: each object's text once)."""
+    body = match.group()
+    found = _LOC.search(body)
+    if found is None:
+        return body
+    return body[:found.end()] + _INPUT.sub(r"\g<head>[REDACTED:secret]", body[found.end():], count=1)
+
+
+def _listed_pair(match: re.Match[str]) -> str:
+    """A list's value after a secret's name, when the name is written as a header's or a flag's (`X-Api-Key`,
+    `Cookie`, `--password`, `api_token`) or the value looks generated (`['token', 'expired']` is words)."""
+    name = match.group("name")
+    if name[:1].isupper() or "-" in name or "_" in name or looks_generated(_value(match)):
+        return _keyed(match)
+    return match.group()
 
 
 def _basic_credentials(match: re.Match[str]) -> str:
@@ -703,7 +742,8 @@ _TOOL_FLAGS = (r"ldap(?:search|modify|add|delete|whoami|passwd|compare|modrdn|ex
                r"|zip(?:cloak)?{args}-P|7z[arz]?(?:\.exe)?{args}-p|openssl(?:\.exe)?{args}(?:-k|-pass(?:in|out)?"
                r"[ \t]+pass:)|(?:sqlcmd|bcp|osql)(?:\.exe)?{args}-P"
                r"|mongo(?:sh|dump|restore|export|import|stat|top|files)?(?:\.exe)?{args}-p|az[ \t]+login{args}-p"
-               r"|ipmitool(?:\.exe)?{args}-P"
+               r"|ipmitool(?:\.exe)?{args}-P|unzip{args}-P|ssh-keygen{args}-[NP]|twine{args}-p|rabbitmqadmin{args}-p"
+               r"|cqlsh{args}-p"
                r"|(?:smbclient|rpcclient|smbcacls|smbget){args}-U[ \t]*+[^\s%;|&\"']{1,128}%")
 
 
@@ -877,7 +917,8 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|(?i:net[ \t]+use)(?:[ \t]+(?:[A-Za-z]:|\*))?[ \t]+{_WORD}[ \t]+/(?i:user|u):{_WORD})"
                     r"[ \t]+)(?!-|\$|/)" + _ARG, _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_-])echo[ \t]+(?:-n[ \t]+)?)(?!\[REDACTED|\$)(?:'[^'\r\n]++'"
-                    r"|\"[^\"\r\n]++\"|[^\s\"'|]++)(?=[ \t]*\|[^|;&\r\n]{0,256}--password-stdin)",
+                    r"|\"[^\"\r\n]++\"|[^\s\"'|]++)"
+                    r"(?=[ \t]*\|[^|;&\r\n]{0,256}(?:--password-stdin|passwd[ \t]+--stdin))",
           r"\1[REDACTED:secret]"),
     # PHP's `define('DB_PASSWORD', 'x')`; SQL's `PASSWORD('x')` and MySQL's `SET PASSWORD [FOR u] = 'x'`.
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_])(?i:define)\([ \t]{{0,3}}[\"'][\w.-]{{0,64}}{_STRONG_KEY}[\"']"
@@ -892,7 +933,9 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", SQL_PARAMETERS,
           lambda match: redact_parameters(match, secret_key, looks_generated, placeholder("secret")), spans_lines=True),
     _rule("secret", LITERAL_INSERT,
-          lambda match: redact_literal_values(match, secret_key, looks_generated, placeholder("secret"))),
+          lambda match: redact_literal_values(match, secret_key, looks_generated, placeholder("secret")),
+          spans_lines=True),
+    _rule("secret", PG_PARAMETERS, lambda match: redact_pg_parameters(match, placeholder("secret"))),
     # PostgreSQL's constraint errors: the values of secret-named columns, in English and in the server's
     # translations (`lc_messages`): `Schlüssel »(…)=(…)« existiert bereits`, `La clé « (…)=(…) » existe déjà`,
     # `キー(…)=(…)がありません`, `(…)=(…) 키가 …` (the Korean catalogue names the key after it).
@@ -917,9 +960,36 @@ _CONTEXT: tuple[Rule, ...] = (
     # A connection string named so, without a scheme (`dsn: app:x@db/shop`; with one, `url_password` reads it).
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9])(?i:dsn|database[_-]?url|db[_-]?url|connection[_-]?string|conn[_-]?str"
                     rf"|data[_-]?source){_QUOTE_CLOSE}{_SEPARATOR}\\?[\"']?[^\s:@/\"'\\]{{1,128}}:)(?!\[REDACTED|//)"
-                    r"[^\s@\"'\\]{1,256}+(?=@[A-Za-z0-9])", r"\g<head>[REDACTED:secret]"),
+                    r"[^\s@\"'\\]{1,256}+(?=@[A-Za-z0-9])", r"\g<head>[REDACTED:secret]", spans_lines=True),
     # A container registry's credentials file in base 64 whole (a Kubernetes `.dockerconfigjson`): `{"auths":`.
-    _rule("secret", r"(?<![A-Za-z0-9+/])eyJhdXRocyI6[A-Za-z0-9+/]{8,65536}+={0,2}"),
+    _rule("secret", r"(?<![A-Za-z0-9+/])(?:eyJhdXRocyI6|ewoJImF1dGhzIj|ewogICJhdXRocyI6|ewogICAgImF1dGhzIj"
+                    r"|eyAiYXV0aHMiO)[A-Za-z0-9+/]{8,65536}+={0,2}"),
+    # AWS: an SSM parameter of type SecureString (its `Value`, decrypted), a botocore validation error quoting a
+    # secret parameter's value (`Invalid type for parameter MasterUserPassword, value: b'x'`).
+    _rule("secret", r"(?P<head>(?P<t>\\?[\"'])Type(?P=t)[ \t]{0,3}:[ \t]{0,3}(?P=t)SecureString(?P=t)[^{}\r\n]{0,512}?"
+                    r"(?P=t)Value(?P=t)[ \t]{0,3}:[ \t]{0,3})" + _QUOTED, _keyed),
+    _rule("secret", rf"(?P<head>(?i:for parameter) [\w.\[\]-]{{0,64}}?(?:{_STRONG_KEY})[\w.\[\]-]{{0,32}}, value: )"
+                    + _VALUE, _keyed),
+    # Mail and cache protocols' debug output: `AUTH PLAIN <base 64>` (SMTP, smtplib's `send:`), IMAP's `LOGIN
+    # user "x"`, POP3's `PASS x` (poplib's `*cmd*`), Redis's `AUTH x` (also as MONITOR quotes it).
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9])AUTH[ \t]+(?:PLAIN|LOGIN|XOAUTH2|OAUTHBEARER)[ \t]+)"
+                    r"(?!\[REDACTED)[A-Za-z0-9+/=_-]{4,8192}+", r"\g<head>[REDACTED:secret]"),
+    _rule("secret", r"(?P<head>(?:^|(?<=[\n'\"])|(?<=> ))[A-Z]{1,8}[0-9]{1,8}[ \t]+LOGIN[ \t]+"
+                    r"(?:\"[^\"\r\n]{1,256}\"|[^\s\"]{1,256})[ \t]+)(?!\[REDACTED)"
+                    r"(?:\"(?:\\.|[^\"\\\r\n]){1,1024}+\"|[^\s\"'\\]{1,1024}+)", r"\g<head>[REDACTED:secret]"),
+    _rule("secret", r"(?P<head>(?:(?<=\*cmd\* ')|(?<=C: )|(?<=> ))PASS[ \t]+)(?!\[REDACTED)[^\s'\"\\]{1,1024}+",
+          r"\g<head>[REDACTED:secret]"),
+    _rule("secret", r"(?P<head>\"(?i:auth)\"[ \t]+(?:\"[^\"\r\n]{1,256}\"[ \t]+)?\")(?!\[REDACTED)"
+                    r"(?:\\.|[^\"\\\r\n]){1,1024}+(?=\")", r"\g<head>[REDACTED:secret]"),
+    _rule("secret", r"(?P<head>(?<=> )AUTH[ \t]+(?:[^\s]{1,256}[ \t]+)?)(?!\[REDACTED)[^\s]{1,1024}+",
+          r"\g<head>[REDACTED:secret]"),
+    # A cookie jar's repr (`<Cookie connect.sid=s%3A… for example.com/>`): every value.
+    _rule("cookie", r"(?P<head><Cookie [^=\s<>]{1,256}=)(?!\[REDACTED)[^\s<>]{1,8192}+(?= for )",
+          r"\g<head>[REDACTED:cookie]"),
+    # Oracle's `sqlplus user/password[@db]`.
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_-])sqlplus(?:\.exe)?(?:[ \t]+-[A-Za-z]{1,16}){0,4}[ \t]+[\w$#.]{1,128}/)"
+                    r"(?!\[REDACTED|/)[^\s@/;|&]{1,256}+", r"\g<head>[REDACTED:secret]"),
+
     # A CAS ticket (service, proxy, proxy-granting, ticket-granting): `ticket=ST-1234-…-cas01`.
     _rule("secret", r"(?<![A-Za-z0-9-])(?:ST|PT|PGT|TGT)-[0-9]{1,20}-[A-Za-z0-9]{16,128}+(?:-[A-Za-z0-9.]{1,64}+)?"),
     # MySQL's and MariaDB's duplicate key error prints the value before the key it collided on: `Duplicate entry
@@ -929,8 +999,8 @@ _CONTEXT: tuple[Rule, ...] = (
           r"\g<head>[REDACTED:secret]\g<tail>"),
     # A JSON Web Key's private members (RFC 7518: `d`, an RSA key's primes and exponents, a symmetric key's
     # `k`), in the object that names its key type.
-    _rule("private_key", r"(?P<head>\\?\"(?:d|p|q|dp|dq|qi|k)\\?\"[ \t]{0,3}:[ \t]{0,3}\\?\")"
-                         r"(?P<key>[A-Za-z0-9_-]{16,8192}+)(?=\\?\")", _jwk_member),
+    _rule("private_key", r"(?P<head>(?P<q>\\?[\"'])(?:d|p|q|dp|dq|qi|k)(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P=q))"
+                         r"(?P<key>[A-Za-z0-9_-]{16,8192}+)(?=(?P=q))", _jwk_member),
     # Pydantic's validation error names the field on a line of its own and repeats the value it rejected under
     # it (`password\n  String should have at least 12 characters [type=…, input_value='x', input_type=str]`);
     # its `errors()`, and FastAPI's 422 body, after the field's location (`"loc":["body","password"], …,
@@ -939,11 +1009,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?:\r?\n|\\n)[ \t]{2,8}[^\r\n\[]{0,512}\[type=[\w.-]{1,64},[ \t]input_value=)(?!\[REDACTED)"
                     r"(?:'(?:\\.|[^'\\\r\n]){0,4096}+'|\"(?:\\.|[^\"\\\r\n]){0,4096}+\"|[^,\]\r\n]{1,4096}+)",
           r"\g<head>[REDACTED:secret]", spans_lines=True),
-    _rule("secret", rf"(?P<head>(?P<q>\\?[\"'])loc(?P=q)[ \t]{{0,3}}:[ \t]{{0,3}}[\[(][^\[\]()\r\n]{{0,512}}?(?P=q)"
-                    rf"[\w.-]{{0,64}}?(?:{_STRONG_KEY})(?P=q)[ \t]{{0,3}},?[ \t]{{0,3}}[\])][^{{}}\r\n]{{0,2048}}?"
-                    rf"(?P=q)input(?P=q)[ \t]{{0,3}}:[ \t]{{0,3}})(?!\\?[\"']?\[REDACTED)"
-                    r"(?:(?P=q)(?:(?!(?P=q))(?:\\[^\r\n]|[^\\\r\n])){0,4096}+(?P=q)|[^,}\]\s]{1,256}+)",
-          r"\g<head>[REDACTED:secret]"),
+    _rule("secret", r"\{(?=[^{}\r\n]{0,4096}?\\?[\"']loc\\?[\"'])[^{}\r\n]{1,4096}+", _rejected_input),
     # A header or a field held as a (name, value) pair, `(b'x-api-key', b'x')` (an ASGI scope, Starlette's raw
     # headers), or as an object with a name and a value: a cookie (`Cookie(version=0, name='session', value='x'`,
     # Go's `http.Cookie{Name:"session", Value:"x"`); the value quoted (`define('DB_PASSWORD', getenv(…))` stays).
@@ -952,6 +1018,11 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|phpsessid|jsessionid|connect\.sid))(?P=n)[ \t]{{0,3}},[ \t]{{0,3}}"
                     rf"(?:(?i:value)[ \t]{{0,3}}[=:][ \t]{{0,3}})?)"
                     rf"(?!\\?[\"']\[REDACTED){_QUOTED}", _keyed),
+    # A list of names and values side by side, as a header or a flag writes the name: Node's `rawHeaders`
+    # (`[ 'X-Api-Key', 'x', … ]`, an element a line as `console.log` prints it), an argument list.
+    _rule("secret", rf"(?P<head>[\[,][ \t\r\n]{{0,16}}+(?P<n>[\"'])(?P<name>[\w.-]{{0,64}}?"
+                    rf"(?:{_STRONG_KEY}|(?i:authorization|cookie)))(?P=n)[ \t]{{0,3}},[ \t\r\n]{{0,16}}+)"
+                    rf"(?!\\?[\"']\[REDACTED){_QUOTED}", _listed_pair, spans_lines=True),
     # SQL's `CREATE USER … IDENTIFIED BY 'x'`, `ALTER USER … IDENTIFIED BY x`, `GRANT … IDENTIFIED BY 'x'`,
     # MySQL's `IDENTIFIED WITH mysql_native_password BY 'x'` (or `AS '<hash>'`).
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_])(?i:(?:create|alter)[ \t]{{1,5}}(?:user|role)|grant)[ \t]"
@@ -979,7 +1050,8 @@ _CONTEXT: tuple[Rule, ...] = (
     # A number under a phone's name, however it is written (`{"phone": "4155550132"}`, `msisdn=14155550132`,
     # `mobile: 07700 900123`).
     _rule("phone", rf"(?P<head>{_PHONE_NAME}{_QUOTE_CLOSE}{_SEPARATOR}\\?[\"']?)(?!\[REDACTED)"
-                   r"\+?\(?[0-9](?:[0-9]|[ ().-](?=[ ()]?[0-9])){5,24}+(?![0-9A-Za-z])", r"\g<head>[REDACTED:phone]"),
+                   r"\+?\(?[0-9](?:[0-9]|[ ().-](?=[ ()]?[0-9])){5,24}+(?![0-9A-Za-z])", r"\g<head>[REDACTED:phone]",
+          spans_lines=True),
     _rule("phone", r"(?<![A-Za-z0-9+])\+[1-9][0-9]{0,2}(?:[ .-]?\(?[0-9]{1,4}\)?){1,5}[ .-]?[0-9]{2,4}(?![0-9])",
           _phone),
     _rule("phone", r"(?<![A-Za-z0-9(])(?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}[.-])[2-9][0-9]{2}[.-][0-9]{4}(?![0-9])",

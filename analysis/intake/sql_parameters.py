@@ -42,7 +42,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-__all__ = ["LITERAL_INSERT", "PATTERN", "redact_literal_values", "redact_parameters"]
+__all__ = ["LITERAL_INSERT", "PATTERN", "PG_PARAMETERS", "redact_literal_values", "redact_parameters",
+           "redact_pg_parameters"]
 
 # Between the statement and its parameters: a line break (also escaped, `#012` as rsyslog writes it) and the
 # prefix a log repeats on each line (`  | ` of an exception group, a container runtime's time and stream), or
@@ -53,7 +54,10 @@ __all__ = ["LITERAL_INSERT", "PATTERN", "redact_literal_values", "redact_paramet
 # by `_HEAD`, which stops at them.
 _GAP = r"(?:(?:\r?\n|\r|\\r\\n|\\n|\\r|#012)[^\[\]\r\n]{0,80}?|[ \t]{1,8})\[parameters: "
 _HEADS = (rf"(?P<head>\[SQL: (?P<sql>(?:[^\[\]]|\[(?!SQL: )|\](?!{_GAP})){{1,16384}}+)\]{_GAP})"
-          r"|(?P<lone>\[parameters: )"
+          # SQLAlchemy's echo (the `sqlalchemy.engine` logger), a line after its statement's; Django's
+          # `django.db.backends` debug line (`…; args=(…)`); knex's debug object (`bindings: [ … ]`)
+          r"|(?P<lone>\[parameters: |\[(?:generated in|cached since|no key) [0-9.]{1,16}s(?: ago)?\] "
+          r"|\[(?:raw sql|insertmanyvalues [^\]\r\n]{1,64})\] |; args=(?=[(\[])|(?<![A-Za-z_])bindings: (?=\[))"
           r"|(?P<arguments>(?:(?<![^\n\r])|(?<=\\[nr])|(?<=#012)|(?<= [FP] )|(?<=\":\")|(?<=\": \")|(?<=\]: )"
           r"|(?<=\| ))Arguments: (?=[({]))")
 PATTERN = rf"(?:{_HEADS})[^\r\n]++"
@@ -164,10 +168,23 @@ def _one(text: str, head: re.Match[str], secret_key: Callable[[str], str | None]
     return _hide(text, start, stop, head.group(), rows, test, hidden), stop
 
 
+# PostgreSQL's log of a statement's parameters (`log_statement`, the slow-query log, `DETAIL:  parameters:
+# $1 = 'x', $2 = NULL`; `CONTEXT:  unnamed portal with parameters: …`): every value but NULL.
+PG_PARAMETERS = r"(?<![A-Za-z])parameters: (?=\$[0-9])[^\r\n]{1,131072}"
+_PG_VALUE = re.compile(r"(\$[0-9]{1,4} = )'(?:[^']|'')*+(?:'|\Z)", re.ASCII)
+
+
+def redact_pg_parameters(match: re.Match[str], hidden: str) -> str:
+    """Each quoted value of PostgreSQL's `parameters: $1 = '…', …` replaced by `hidden`."""
+    return _PG_VALUE.sub(lambda value: value.group(1) + hidden, match.group())
+
+
 # An INSERT with its values written in (a statement log's, MariaDB's general log, `log_statement`): its rows
 # are read from their first `(` on, to the end of the line.
-LITERAL_INSERT = _INSERT.pattern + r"(?=\()[^\r\n]{1,131072}"
+LITERAL_INSERT = (rf"(?:{_INSERT.pattern}|(?i:insert[ \t\r\n]+(?:[a-z]+[ \t\r\n]+){{0,2}}into)[ \t\r\n]+[^(\s]{{1,256}}"
+                  r"[ \t\r\n]+(?i:values)[ \t\r\n]*)(?=\()[^\r\n]{1,131072}")  # a column list, or none (pg_dump's)
 _SQL_KEPT = frozenset({"NULL", "DEFAULT", "TRUE", "FALSE"})
+_NUMBER = re.compile(r"-?[0-9]{1,18}(?:\.[0-9]{1,18})?\Z")  # an unlisted row's ids and counts: a card goes by its rule
 _MARK_ONLY = re.compile(rf"(?:{_MARK})\Z", re.ASCII)  # a bind mark, which the parameters' reading ties
 
 
@@ -176,8 +193,10 @@ def redact_literal_values(match: re.Match[str], secret_key: Callable[[str], str 
     """The match with each literal value of a secret-named or personal column replaced by `hidden`
     (`INSERT INTO users (email, password) VALUES ('a@b.c', 'x'), (…)`); a row that cannot be read whole and
     the rest of the line after it go."""
-    text, names = match.group(), _columns(match.group("columns"))
-    index = text.index("(", match.end("columns") - match.start() + 1)  # the first row's: VALUES is all between
+    text, listed = match.group(), match.group("columns")
+    names = _columns(listed) if listed is not None else []  # without a list, no value is tied to a column
+    after = match.end("columns") - match.start() + 1 if listed is not None else text.lower().index("values")
+    index = text.index("(", after)  # the first row's: VALUES is all between
     out: list[str] = []
     last = 0
     while True:
@@ -189,7 +208,7 @@ def redact_literal_values(match: re.Match[str], secret_key: Callable[[str], str 
             name = names[position] if position < len(names) else None
             value = text[begin:end]
             kind = secret_key(name) if name else None
-            kept = value.upper() in _SQL_KEPT or _MARK_ONLY.match(value)
+            kept = value.upper() in _SQL_KEPT or _MARK_ONLY.match(value) or (listed is None and _NUMBER.match(value))
             if not kept and (name is None or kind == "strong" or _personal(name)
                              or (kind == "weak" and _generated(value, looks_generated))):
                 out += [text[last:begin], hidden]

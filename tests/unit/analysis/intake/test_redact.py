@@ -1304,7 +1304,8 @@ class TestRedactEvent:
                   Frame("ok", "/srv/app/main.py", module="bob@example.com", lineno=3))
         event = ErrorEvent(
             server_id="auth AKIAIOSFODNN7EXAMPLE", timestamp=0.0, message="login failed for bob@example.com",
-            logger="log eve@example.com", tenant="acme password=hunter2", commit="c0ffee AKIAIOSFODNN7EXAMPLE",
+            level="error dan@example.com", logger="log eve@example.com", tenant="acme password=hunter2",
+            commit="c0ffee AKIAIOSFODNN7EXAMPLE",
             exceptions=(ExceptionInfo("Err_xoxb-1234567890-abcdefghij", "token=abc123def rejected", frames),),
             raw_trace="AuthError: token=abc123def rejected",
             extra={"client": {"ip": "198.51.100.7"}, "db_password": "plain", "tags": ["carol@example.org"],
@@ -1314,6 +1315,7 @@ class TestRedactEvent:
         assert redacted.server_id == "auth [REDACTED:aws_access_key]~" + _tag("auth AKIAIOSFODNN7EXAMPLE")
         assert redacted.message == "login failed for [REDACTED:email]"
         assert redacted.logger == "log [REDACTED:email]"
+        assert redacted.level == "error [REDACTED:email]"  # a second review: a level field is text too
         assert redacted.tenant == "acme password=[REDACTED:secret]~" + _tag("acme password=hunter2")
         assert redacted.commit == "c0ffee [REDACTED:aws_access_key]~" + _tag("c0ffee AKIAIOSFODNN7EXAMPLE")
         root = redacted.exceptions[0]
@@ -1389,6 +1391,22 @@ class TestRedactValue:
             "password": hidden, "secret": hidden, "pin": hidden, "token": hidden, "card": "[REDACTED:credit_card]",
             "password_confirmation": hidden, "api_key": None, "secret_list": [], "token_count": 5,
             "price": 4111111111111112.0}  # fmt: skip
+
+    def test_a_value_beside_its_name_goes_whole(self) -> None:
+        """A second review: pino's `rawHeaders` (names and values side by side in one list) and FastAPI's 422
+        body as a JSON event (the refused input beside its field's location) each string redacted alone."""
+        hidden = "[REDACTED:secret]"
+        headers = ["Host", "api", "X-Api-Key", "Ak2Wq7Lz4Nx9Vr3Pm8Tc", "Cookie", "connect.sid=s%3AQz8", "X-Auth-Token",
+                   "Xt5Lq8"]
+        assert redact_value({"rawHeaders": headers}, REDACTOR) == {
+            "rawHeaders": ["Host", "api", "X-Api-Key", hidden, "Cookie", hidden, "X-Auth-Token", hidden]}
+        assert redact_value(["mysql", "--password", "hunter2x", "-h", "db"], REDACTOR)[2] == hidden
+        assert redact_value(["token", "expired", "password", "reset"], REDACTOR) == ["token", "expired", "password",
+                                                                                      "reset"]  # words
+        detail = {"detail": [{"type": "string_too_short", "loc": ["body", "password"], "msg": "short",
+                              "input": "Hx7Lq2Wz9Nr4Vp8K"}, {"loc": ["body", "name"], "input": "bob"}]}
+        assert redact_value(detail, REDACTOR) == {"detail": [{**detail["detail"][0], "input": hidden},
+                                                             detail["detail"][1]]}
 
     def test_a_value_too_deep_to_walk_is_hidden_as_its_text(self) -> None:
         """Past 64 levels a value came back as it was, secrets and all (fourth review): its JSON text,
