@@ -765,6 +765,9 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         source="RFC 7517 JWK: an EC private key's d (jwcrypto's export, run by a review)")
     pem64 = "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JSUV2UUlCQURBTkJn" + _fill(rng, "{b64:64}")
     add("private_key", f"    client-key-data: {pem64}", pem64, source="a kubeconfig's base-64 PEM key")
+    wrapped = [pem64[:76], _fill(rng, "{b64:76}"), _fill(rng, "{b64:40}") + "=="]
+    add("private_key", "key:\n" + "\n".join(wrapped) + "\nloaded", *wrapped[1:],
+        source="coreutils' base64 of a PEM key, wrapped at 76 (run by a second review)")
     der = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + _fill(rng, "{b64:96}")
     add("private_key", f"SIGNING_KEY_B64={der}", der, source="a PKCS #8 DER key in base 64 (cryptography's export)")
     for number, network in (("2200", "Mir"), ("9792", "Troy")):

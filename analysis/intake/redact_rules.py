@@ -961,6 +961,9 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9])(?i:dsn|database[_-]?url|db[_-]?url|connection[_-]?string|conn[_-]?str"
                     rf"|data[_-]?source){_QUOTE_CLOSE}{_SEPARATOR}\\?[\"']?[^\s:@/\"'\\]{{1,128}}:)(?!\[REDACTED|//)"
                     r"[^\s@\"'\\]{1,256}+(?=@[A-Za-z0-9])", r"\g<head>[REDACTED:secret]", spans_lines=True),
+    # A private key's PEM in base 64 wrapped over lines (`base64 key.pem` wraps at 76): the lines after the first.
+    _rule("private_key", r"(?<=\[REDACTED:private_key\])"
+                         r"(?:(?:\r?\n|\\n)[A-Za-z0-9+/]{16,76}+={0,2}(?![A-Za-z0-9+/=]))++", spans_lines=True),
     # A container registry's credentials file in base 64 whole (a Kubernetes `.dockerconfigjson`): `{"auths":`.
     _rule("secret", r"(?<![A-Za-z0-9+/])(?:eyJhdXRocyI6|ewoJImF1dGhzIj|ewogICJhdXRocyI6|ewogICAgImF1dGhzIj"
                     r"|eyAiYXV0aHMiO)[A-Za-z0-9+/]{8,65536}+={0,2}"),
