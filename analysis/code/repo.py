@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import git
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from analysis.code.jail import shown_name
 from analysis.errors import LogAgentError
@@ -97,7 +97,10 @@ def sync_reason(error_text: str) -> str:
 
 
 class RepoSpec(BaseModel):
-    """Where one server's source lives and the name of the secret holding its token."""
+    """Where one server's source lives and the name of the secret holding its token. A key it does not have
+    is refused (a trial's `brnch` read the default branch, and `tokenfile` no token, without a word)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     url: str
     branch: str = "main"
@@ -582,6 +585,17 @@ def _working_tree_files(repo: git.Repo) -> tuple[frozenset[str], frozenset[str],
     return tracked, modified, untracked
 
 
+def _why_no_head(repo: git.Repo, path: Path) -> str:
+    """Why HEAD names no commit: none yet, or git refuses a repository another user owns (`safe.directory`)."""
+    try:
+        repo.git.rev_parse("--verify", "HEAD")
+    except git.GitCommandError as refused:
+        if "dubious ownership" in str(refused.stderr):
+            return (f"git refuses {path}: another user owns it (git's safe.directory); if you trust it: "
+                    f"git config --global --add safe.directory {path.resolve()}")
+    return "repository has no commits"
+
+
 def _not_a_repository(path: Path) -> str:
     """Why `path` opens no repository, and where the repository is when `path` is a folder inside one."""
     if not path.is_dir():
@@ -598,7 +612,7 @@ def _open_local(repo: git.Repo, path: Path, commit: str | None, cache_dir: Path 
     if commit is None:
         sha = _resolve_commit(repo, "HEAD")
         if sha is None:
-            raise RepoError("repository has no commits")
+            raise RepoError(_why_no_head(repo, path))
         if repo.working_tree_dir is None:
             raise RepoError("a bare repository needs --commit")
         if repo.is_dirty(untracked_files=False):

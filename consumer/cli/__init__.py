@@ -41,6 +41,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout goes to /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:  # a directory not writable, a path that cannot be (`--keep /proc/x`): one line
+        where = f": {exc.filename}" if exc.filename is not None else ""
+        return _fail(f"{exc.strerror or type(exc).__name__}{where}")
+
+
+class _Version(argparse.Action):
+    """`logagent --version`: the package's version and commit (those `logagent_build_info` exports)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from consumer.metrics import build_info
+
+        version, commit = build_info()
+        print(f"logagent {version} (commit {commit})")
+        parser.exit(0)
 
 
 def _fail(message: str) -> int:
@@ -105,6 +123,7 @@ def _action_name(action: argparse.Action) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="logagent", description="Groups bursts of production errors and explains each from the source.")
+    parser.add_argument("--version", action=_Version, help="print the version and the commit it was built from")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (service, fingerprint, redact, analyze, memory_commands, notify, config):
         module.register(commands)

@@ -423,6 +423,17 @@ class TestFetchFailures:
 class TestOpenLocal:
     """Analysing a plain local repository (logagent analyze --repo PATH)."""
 
+    def test_a_repository_another_user_owns_says_why_git_refuses_it(self, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+        """A trial read "repository has no commits" of a repository git refused for its owner (safe.directory).
+        Git's own test switch makes it see another owner, whoever runs the test."""
+        repo = GitRepo(tmp_path / "theirs")
+        repo.commit("one", {"a.py": "print(1)\n"})
+        monkeypatch.setenv("GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")
+        with pytest.raises(RepoError, match=r"^git refuses .*another user owns it \(git's safe\.directory\); if you "
+                                            r"trust it: git config --global --add safe\.directory "):
+            open_local(repo.path)
+
     def test_head_reads_the_working_tree(self, upstream: GitRepo) -> None:
         """Without a commit the working tree itself is the root, pinned to HEAD."""
         checkout = open_local(upstream.path)

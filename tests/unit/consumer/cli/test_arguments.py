@@ -91,3 +91,21 @@ class TestHelp:
             main(list(argv))
         usage = capsys.readouterr().out.split("\n\n")[0] + "\n"
         assert exited.value.code == 0 and shown in usage and "[" + shown.strip() not in usage
+
+
+class TestTheEnvironment:
+    def test_a_path_that_cannot_be_made_is_one_line(self, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+        """A trial: `logagent demo --keep /proc/x` (and a data directory another user owns) ended in a
+        traceback; an operating system's refusal is one line naming the path, exit 2."""
+        monkeypatch.setenv("LOGAGENT_DATA_DIR", str(tmp_path))
+        assert main(["demo", "--keep", "/proc/logagent-test/keep"]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines[-1].startswith("logagent: No such file or directory: /proc/logagent-test"), lines
+
+    def test_version_names_the_commit(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A trial looked for `logagent --version`: the version and commit `logagent_build_info` exports."""
+        with pytest.raises(SystemExit) as exited:
+            main(["--version"])
+        out = capsys.readouterr().out
+        assert exited.value.code == 0 and out.startswith("logagent 0.1.0 (commit ") and out.endswith(")\n"), out

@@ -126,6 +126,11 @@ class TestMappingSettings:
         assert _error({"LOGAGENT_REPO__SERVERS": '{"shop": {"branch": "main"}}'}).startswith(
             "LOGAGENT_REPO__SERVERS is invalid at .shop.url: field required; e.g. LOGAGENT_REPO__SERVERS='")
 
+    def test_a_misspelt_key_of_a_servers_repository_is_refused(self) -> None:
+        """A trial's `brnch` and `tokenfile` were dropped without a word: the default branch was read, no token."""
+        assert _error({"LOGAGENT_REPO__SERVERS": '{"shop": {"url": "file:///x", "brnch": "dev"}}'}).startswith(
+            "LOGAGENT_REPO__SERVERS is invalid at .shop.brnch: extra inputs are not permitted")
+
     def test_a_group_written_as_json_names_the_group_and_the_field(self) -> None:
         """`LOGAGENT_WINDOW={"quiet_s": "soon"}` names LOGAGENT_WINDOW, which was set (it named
         LOGAGENT_WINDOW__QUIET_S, which was not)."""
