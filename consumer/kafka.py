@@ -43,6 +43,7 @@ __all__ = [
     "measure_lag",
     "partition_by_key",
     "poll",
+    "require_input_topic",
     "start_client",
     "start_with_retry",
     "stop_clients",
@@ -163,6 +164,26 @@ def make_forward_producer(kafka: KafkaSettings, repartition: RepartitionSettings
     )
 
 
+def _require_input(kafka: KafkaSettings, listed: set[str]) -> None:
+    """A ConfigError when the input topic is not among the broker's topics: subscribing would have a broker
+    that creates topics on demand (tansu, Kafka's default) make an empty one of a mistyped name, and the
+    service would wait on it, ready and reading nothing (a trial's `nosuch3`)."""
+    if kafka.input_topic not in listed:
+        raise ConfigError(f"the input topic {kafka.input_topic!r} does not exist: create it, or check "
+                          f"{env_name('kafka', 'input_topic')}")
+
+
+async def require_input_topic(kafka: KafkaSettings) -> None:
+    """`_require_input` for a service that reads its input keyed by server (no repartition topic to ensure)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, client_id=kafka.client_id,
+                                request_timeout_ms=max(kafka.rebalance_timeout_ms, 10_000), **_security(kafka))
+    await start_client(admin, kafka)
+    try:
+        _require_input(kafka, set(await admin.list_topics()))
+    finally:
+        await admin.close()
+
+
 async def ensure_repartition_topic(kafka: KafkaSettings, repartition: RepartitionSettings,
                                    max_message_bytes: int) -> str:
     """Create the repartition topic unless it exists (partitions: the setting, else the input topic's); its
@@ -174,14 +195,11 @@ async def ensure_repartition_topic(kafka: KafkaSettings, repartition: Repartitio
     try:
         # Listing first: some brokers (tansu) create a topic that is merely described.
         listed = set(await admin.list_topics())
+        _require_input(kafka, listed)
         if name in listed or not repartition.create:
             return name
         partitions = repartition.partitions
         if not partitions:
-            if kafka.input_topic not in listed:
-                raise ConfigError(f"the input topic {kafka.input_topic!r} does not exist, so the repartition "
-                                  f"topic cannot take its partition count: create it, or set "
-                                  f"{env_name('repartition', 'partitions')}")
             (described,) = await admin.describe_topics([kafka.input_topic])
             partitions = len(described["partitions"])
         configs = {"retention.ms": str(repartition.retention_ms), "cleanup.policy": "delete",

@@ -42,6 +42,7 @@ from consumer.kafka import (
     make_producer,
     measure_lag,
     poll,
+    require_input_topic,
     start_client,
     stop_clients,
     watch_broker,
@@ -157,7 +158,9 @@ class Service:
             self._dead_letters.start(sink)
             topics = [kafka.input_topic]
             forward_sink = sink
-            if self._forward:
+            if not self._forward:
+                await require_input_topic(kafka)
+            else:
                 max_bytes = self._settings.input.max_message_bytes
                 await ensure_repartition_topic(kafka, self._settings.repartition, max_bytes)
                 topics.append(self._repartition_topic)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from consumer.kafka import ensure_repartition_topic
+from consumer.kafka import ensure_repartition_topic, require_input_topic
 from consumer.settings import ConfigError, Settings
 from demo.broker import EmbeddedBroker
 from tests.conftest import SettingsFactory, service_env
@@ -95,3 +95,25 @@ class TestReplicationFactor:
         assert "Traceback" not in done.stderr + done.stdout
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "LOGAGENT_REPARTITION__REPLICATION_FACTOR=3" in lines[0], done.stderr
+
+
+class TestTheInputTopic:
+    def test_a_mistyped_input_topic_is_refused_once_the_group_ran_before(self, settings_factory: SettingsFactory,
+                                                                        tansu: EmbeddedBroker) -> None:
+        """A trial: after one run of the group its repartition topic existed, so a mistyped input topic was
+        subscribed to, created empty by the broker, and read: ready, and reading nothing. Now it is refused
+        however the service reads its input, and not created."""
+        settings = settings_factory(partitions=2)
+        _ensure(settings)  # the group's first run
+        mistyped = settings.model_copy(update={"kafka": settings.kafka.model_copy(
+            update={"input_topic": settings.kafka.input_topic + "-mistyped"})})
+        said = (f"the input topic '{mistyped.kafka.input_topic}' does not exist: create it, or check "
+                "LOGAGENT_KAFKA__INPUT_TOPIC")
+        with pytest.raises(ConfigError) as raised:
+            _ensure(mistyped)
+        assert str(raised.value) == said
+        with pytest.raises(ConfigError) as raised:
+            asyncio.run(require_input_topic(mistyped.kafka))
+        assert str(raised.value) == said
+        assert asyncio.run(_describe(tansu.bootstrap_servers, mistyped.kafka.input_topic)) is None
+        asyncio.run(require_input_topic(settings.kafka))  # the real one passes
