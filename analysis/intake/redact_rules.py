@@ -963,7 +963,8 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"[^\s@\"'\\]{1,256}+(?=@[A-Za-z0-9])", r"\g<head>[REDACTED:secret]", spans_lines=True),
     # A private key's PEM in base 64 wrapped over lines (`base64 key.pem` wraps at 76): the lines after the first.
     _rule("private_key", r"(?<=\[REDACTED:private_key\])"
-                         r"(?:(?:\r?\n|\\n)[A-Za-z0-9+/]{16,76}+={0,2}(?![A-Za-z0-9+/=]))++", spans_lines=True),
+                         r"(?:(?:\r?\n|\\n)[A-Za-z0-9+/]{16,76}+={0,2}(?![A-Za-z0-9+/=]))++", spans_lines=True,
+          prefilter=r"\[REDACTED:private_key\]"),  # the prefilter reads no lookbehind: any wrapped text matched
     # A container registry's credentials file in base 64 whole (a Kubernetes `.dockerconfigjson`): `{"auths":`.
     _rule("secret", r"(?<![A-Za-z0-9+/])(?:eyJhdXRocyI6|ewoJImF1dGhzIj|ewogICJhdXRocyI6|ewogICAgImF1dGhzIj"
                     r"|eyAiYXV0aHMiO)[A-Za-z0-9+/]{8,65536}+={0,2}"),
@@ -1012,7 +1013,8 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?:\r?\n|\\n)[ \t]{2,8}[^\r\n\[]{0,512}\[type=[\w.-]{1,64},[ \t]input_value=)(?!\[REDACTED)"
                     r"(?:'(?:\\.|[^'\\\r\n]){0,4096}+'|\"(?:\\.|[^\"\\\r\n]){0,4096}+\"|[^,\]\r\n]{1,4096}+)",
           r"\g<head>[REDACTED:secret]", spans_lines=True),
-    _rule("secret", r"\{(?=[^{}\r\n]{0,4096}?\\?[\"']loc\\?[\"'])[^{}\r\n]{1,4096}+", _rejected_input),
+    _rule("secret", r"\{(?=[^{}\r\n]{0,4096}?\\?[\"']loc\\?[\"'])[^{}\r\n]{1,4096}+", _rejected_input,
+          prefilter=r"\\?[\"']loc\\?[\"'][ \t]{0,3}:"),  # the lookahead is what is rare: any `{` is not
     # A header or a field held as a (name, value) pair, `(b'x-api-key', b'x')` (an ASGI scope, Starlette's raw
     # headers), or as an object with a name and a value: a cookie (`Cookie(version=0, name='session', value='x'`,
     # Go's `http.Cookie{Name:"session", Value:"x"`); the value quoted (`define('DB_PASSWORD', getenv(…))` stays).
