@@ -1014,7 +1014,7 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?:'(?:\\.|[^'\\\r\n]){0,4096}+'|\"(?:\\.|[^\"\\\r\n]){0,4096}+\"|[^,\]\r\n]{1,4096}+)",
           r"\g<head>[REDACTED:secret]", spans_lines=True),
     _rule("secret", r"\{(?=[^{}\r\n]{0,4096}?\\?[\"']loc\\?[\"'])[^{}\r\n]{1,4096}+", _rejected_input,
-          prefilter=r"\\?[\"']loc\\?[\"'][ \t]{0,3}:"),  # the lookahead is what is rare: any `{` is not
+          prefilter=r"\\?[\"']loc\\?[\"']"),  # the lookahead is what is rare: any `{` is not
     # A header or a field held as a (name, value) pair, `(b'x-api-key', b'x')` (an ASGI scope, Starlette's raw
     # headers), or as an object with a name and a value: a cookie (`Cookie(version=0, name='session', value='x'`,
     # Go's `http.Cookie{Name:"session", Value:"x"`); the value quoted (`define('DB_PASSWORD', getenv(…))` stays).
