@@ -924,5 +924,6 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "phone_id=12345678 phone_count=3 hotel=12345678 telemetry=42"),
     Negative("ordinary log text", "--- PASS: TestCheckout (0.00s)\n--- FAIL: TestRefund (0.01s)\nAUTH failed"),
     Negative("ordinary log text", "['token', 'expired', 'password', 'reset'] auth failed for user bob"),
+    Negative("stack frames", '    AUTHORIZER_TYPES = ["TOKEN", "REQUEST", "COGNITO_USER_POOLS"]'),
 )
 """Text that must come out of redaction exactly as it went in."""

@@ -38,7 +38,16 @@ from analysis.cache import OBJECT_BYTES, BoundedCache, memoize
 from analysis.event import ErrorEvent, ExceptionInfo, Frame, new_event, new_exception
 from analysis.intake import disk_cache
 from analysis.intake.private_key import KEY_HEADERS, KeyBlockLines, redact_private_keys
-from analysis.intake.redact_rules import INTL, PRIVATE_KEY, RULES, Rule, looks_generated, placeholder, secret_key
+from analysis.intake.redact_rules import (
+    INTL,
+    PRIVATE_KEY,
+    RULES,
+    Rule,
+    header_or_flag,
+    looks_generated,
+    placeholder,
+    secret_key,
+)
 from analysis.report import Analysis
 
 __all__ = ["KINDS", "RedactionConfig", "Redactor", "redact_analysis", "redact_event", "redact_id", "redact_key_fields",
@@ -633,13 +642,12 @@ def redact_value(value: Any, redactor: Redactor, depth: int = 0, numbers: bool =
         return mapping
     if isinstance(value, list | tuple):
         items = [redact_value(item, redactor, depth + 1, numbers) for item in value]
-        # A name and its value side by side (Node's `rawHeaders`, an argument list): the value goes whole. A
-        # name as a header or a flag writes it (`X-Api-Key`, `Cookie`, `--password`, `api_token`), or the
-        # value looks generated (`["token", "expired"]` is words).
+        # A name and its value side by side (Node's `rawHeaders`, an argument list): the value goes whole, when
+        # the name is written as a header's or a flag's, or the value looks generated (`["token", "expired"]`).
         for index in range(1, len(value)):
             name, item = value[index - 1], value[index]
             if type(name) is str and len(name) <= 64 and type(item) is str and secret_key(name) == "strong" and (
-                    name[:1].isupper() or "-" in name or "_" in name or looks_generated(item)):
+                    header_or_flag(name) or looks_generated(item)):
                 items[index] = placeholder("secret")
         return items
     if not numbers:

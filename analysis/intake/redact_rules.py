@@ -425,11 +425,15 @@ def _rejected_input(match: re.Match[str]) -> str:
     return body[:found.end()] + _INPUT.sub(r"\g<head>[REDACTED:secret]", body[found.end():], count=1)
 
 
+def header_or_flag(name: str) -> bool:
+    """Whether a name in a list of names and values is written as a header's or a flag's (`X-Api-Key`,
+    `Cookie`, `--password`), not as a word or a constant of code (`'token', 'expired'`, `"TOKEN", "REQUEST"`)."""
+    return "-" in name or name.lower() in ("cookie", "authorization")
+
+
 def _listed_pair(match: re.Match[str]) -> str:
-    """A list's value after a secret's name, when the name is written as a header's or a flag's (`X-Api-Key`,
-    `Cookie`, `--password`, `api_token`) or the value looks generated (`['token', 'expired']` is words)."""
-    name = match.group("name")
-    if name[:1].isupper() or "-" in name or "_" in name or looks_generated(_value(match)):
+    """A list's value after a secret's name written as a header's or a flag's, or that looks generated."""
+    if header_or_flag(match.group("name")) or looks_generated(_value(match)):
         return _keyed(match)
     return match.group()
 
