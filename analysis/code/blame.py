@@ -12,7 +12,9 @@ Starting from the innermost application frame of the root cause:
 - a check on the object's own state: the caller that drove the object there, from its loop or branch;
 - a value computed in the raising method (a local, a call's result): that method; the fault of an array
   this method allocated: the allocation;
-- a switch that falls to a raising default: the switch has no case for the value.
+- a switch that falls to a raising default: the switch has no case for the value;
+- the stack ran out (`RecursionError`, `StackOverflowError`, V8's call stack, Go's stack overflow): the call
+  that goes round, where the innermost function is called again.
 
 Every step is written as a sentence a person can check against the code.
 """

@@ -32,6 +32,13 @@ traceback's source line `logger.info(f"Arguments: {args}")` stays), after a line
 tuple or a mapping, which is what logging keeps
 (`Arguments: ['train.py', '--lr', …]` in a script's own log stays).
 
+Other printers of parameters apart from their statement lose every value the same way: SQLAlchemy's echo
+(`[generated in 0.0001s] ('bob', 'x')`, the line after the statement's), Django's `…; args=(…)`, knex's
+`bindings: [ … ]`, and PostgreSQL's `parameters: $1 = 'x', …` (`redact_pg_parameters`). A statement with its
+values written in (`INSERT INTO users (email, password) VALUES ('a@b.c', 'x')`, as a statement log prints
+it) loses the values of its secret and personal columns (`redact_literal_values`); without a column list
+(`pg_dump --inserts`) every value but numbers, NULL and the booleans.
+
 A dict of named parameters (psycopg2's and others' style) is read the same way, by key. Parameters are read
 by index, jumping from one bracket, quote or separator to the next, and stop where their brackets close: the
 rest of the line is read again (a JSON line may hold the error twice).
@@ -213,13 +220,18 @@ def redact_literal_values(match: re.Match[str], secret_key: Callable[[str], str 
                              or (kind == "weak" and _generated(value, looks_generated))):
                 out += [text[last:begin], hidden]
                 last = end
-        following = text[index:].lstrip(" \t")
-        if not following.startswith(","):
+        index = _past_spaces(text, index)  # by index: slicing the rest per row made 100k rows quadratic
+        if text[index:index + 1] != ",":
             return "".join([*out, text[last:]])
-        following = following[1:].lstrip(" \t")
-        if not following.startswith("("):
+        index = _past_spaces(text, index + 1)
+        if text[index:index + 1] != "(":
             return "".join([*out, text[last:]])
-        index = len(text) - len(following)
+
+
+def _past_spaces(text: str, index: int) -> int:
+    while text[index:index + 1] in (" ", "\t"):
+        index += 1
+    return index
 
 
 def _personal(name: str) -> bool:
