@@ -119,6 +119,8 @@ class Explainer:
         self._stop = threading.Event()
         self._warned_no_repo: set[str] = set()
         self._same_failure = _KeyedLocks()
+        self._answered = False  # Ollama answered a call or a probe since the start
+        self._probed_down = False  # the last probe got no answer, and no call has since
         if agent is not None:
             metrics.ollama_up.set(1)
 
@@ -134,9 +136,22 @@ class Explainer:
 
     @property
     def llm_reachable(self) -> bool:
-        """False while the circuit breaker keeps the LLM out."""
+        """False while the circuit breaker keeps the LLM out, or Ollama did not answer a probe (`probe_llm`)."""
         with self._breaker_lock:
-            return self._breaker.closed
+            return self._breaker.closed and not self._probed_down
+
+    def probe_llm(self) -> None:
+        """Until Ollama has answered once, ask for its version: an Ollama never reached reads as down (gauge,
+        readiness) before a burst needs it, not after three bursts failed (a trial's wrong URL showed `up` with
+        little traffic). The service's housekeeping calls it every so often; a thread may block 3 s."""
+        if self._agent is None or self._answered:
+            return
+        answered = self._agent.answers()
+        with self._breaker_lock:
+            if self._answered:  # a call answered meanwhile
+                return
+            self._answered, self._probed_down = answered, not answered
+            self._metrics.ollama_up.set(1 if answered and self._breaker.closed else 0)
 
     def close(self) -> None:
         """Cut retry waits short: the service is stopping."""
@@ -331,6 +346,7 @@ class Explainer:
                 return _note(heuristic, f"LLM unavailable ({_first_line(last_error)}); heuristic analysis")
         with self._breaker_lock:
             self._breaker.record_success()
+            self._answered, self._probed_down = True, False
         self._metrics.ollama_up.set(1)
         self._record_agent(outcome.stats)
         return outcome.analysis

@@ -26,6 +26,7 @@ __all__ = ["configure_gc", "run_service", "serve"]
 log = logging.getLogger(__name__)
 
 _HOUSEKEEPING_S = 1.0
+_PROBE_S = 15.0  # between probes of an Ollama that has not answered yet
 _MAX_LOGGED_SERVERS = 100
 
 
@@ -152,7 +153,11 @@ async def _housekeeping(settings: Settings, explainer: Explainer, health: Health
     """Keep readiness current (store reachable, LLM circuit) and run memory maintenance periodically."""
     memory = explainer.memory
     next_maintenance = time.monotonic() + settings.memory_maintenance_s
+    next_probe = time.monotonic()
     while not stop.is_set():
+        if time.monotonic() >= next_probe:  # until Ollama answers once (`Explainer.probe_llm`)
+            await asyncio.to_thread(explainer.probe_llm)
+            next_probe = time.monotonic() + _PROBE_S
         health.set_ollama_reachable(explainer.llm_reachable)
         degraded = degradations(health.snapshot())
         metrics.degraded.labels("ollama_unreachable").set(1 if "ollama_unreachable" in degraded else 0)

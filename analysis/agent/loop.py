@@ -124,6 +124,14 @@ class Agent:
         self._llm_with_tools = self._llm.bind_tools(
             [{"type": "function", "function": spec} for spec in self._specs.values()]
         )
+        self._base_url = base_url.rstrip("/")
+
+    def answers(self, timeout_s: float = 3.0) -> bool:
+        """Whether Ollama answers at all (`GET /api/version`), the model asked nothing."""
+        try:
+            return httpx.get(f"{self._base_url}/api/version", timeout=timeout_s).is_success
+        except (httpx.HTTPError, ValueError):  # refused, timed out, a URL it cannot open
+            return False
 
     def analyze(
         self,

@@ -436,6 +436,21 @@ class TestOllamaDown:
         assert not rig.explainer.llm_reachable
         assert sample(rig.metrics, "logagent_ollama_up") == 0
 
+    def test_an_ollama_never_reached_reads_as_down_before_any_burst(self, rig_factory: RigFactory) -> None:
+        """A trial's wrong URL showed `logagent_ollama_up` 1 until three bursts had failed: the service's probe
+        (`GET /api/version`) says down at once, and up for an Ollama that answers, asking the model nothing."""
+        down = rig_factory(url=closed_port_url(), memory=False)
+        assert down.explainer.llm_reachable and sample(down.metrics, "logagent_ollama_up") == 1  # nothing known yet
+        down.explainer.probe_llm()
+        assert not down.explainer.llm_reachable and sample(down.metrics, "logagent_ollama_up") == 0
+        up = rig_factory(memory=False)
+        assert up.ollama is not None
+        up.explainer.probe_llm()
+        assert up.explainer.llm_reachable and sample(up.metrics, "logagent_ollama_up") == 1
+        assert up.ollama.chat_calls == []
+        up.ollama.add(Reply.json(answer()))
+        assert up.run(burst(up.commits["base"], T0)).status == "analyzed"  # a call that answers is an answer
+
     def test_open_circuit_makes_no_requests_and_a_probe_closes_it(self, rig_factory: RigFactory) -> None:
         """After `failure_threshold` failing bursts no request reaches Ollama; once `reset_after_s` has
         passed, one probe goes through and, answered, closes the circuit."""
