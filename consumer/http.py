@@ -186,6 +186,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: _Server
     timeout = IDLE_TIMEOUT_S  # a client silent this long is dropped: it holds a thread meanwhile
+    _head_only = False
+
+    def do_HEAD(self) -> None:
+        """GET's status and headers without its body (`curl -I`, some uptime checkers)."""
+        self._head_only = True
+        self.do_GET()
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -217,7 +223,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if not self._head_only:
+                self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the scraper or probe gave up first; nothing to tell it, nothing to log
 

@@ -198,6 +198,18 @@ class TestProbes:
             health.loop_stopped()
             assert _get(endpoint, "/livez")[0] == 200
 
+    def test_head_answers_as_get_without_a_body(self, endpoint: HttpEndpoint) -> None:
+        """A trial's `curl -I /metrics` read `501 Unsupported method ('HEAD')`."""
+        for path in ("/metrics", "/livez", "/readyz"):
+            connection = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=5)
+            try:
+                connection.request("HEAD", path)
+                reply = connection.getresponse()
+                assert reply.status == _get(endpoint, path)[0] and reply.read() == b"", path
+                assert int(reply.headers["Content-Length"]) > 0, path
+            finally:
+                connection.close()
+
     def test_unknown_path_is_404(self, endpoint: HttpEndpoint) -> None:
         """Only the three documented paths answer."""
         status, _, _ = _get(endpoint, "/admin")
