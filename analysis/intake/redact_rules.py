@@ -880,9 +880,10 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|(?:(?:docker|podman|nerdctl|buildah|skopeo|oras)(?:\.exe)?(?:[ \t]+--?[\w-]{{1,32}}"
                     rf"(?:[ \t=]+[^-\s;|&][^\s;|&]{{0,255}})?){{0,4}}?|helm[ \t]+registry|crane[ \t]+auth)[ \t]+login"
                     rf"{_ARGS}-p)(?:=|[ \t]{{0,5}}+))(?!-|\$)" + _ARG, _keyed),
-    # Other tools' password flags: the OpenLDAP clients' `-w x`, `zip -P x`, `7z a -px`, `openssl … -k x` and
-    # `-pass pass:x`, `sqlcmd -P x` (bcp, osql), `mongosh -p x` (the Mongo tools), `az login -p x`,
-    # `ipmitool -P x`, and Samba's `smbclient -U user%x`.
+    # Other tools' password flags: the OpenLDAP clients' `-w x`, `zip -P x`, `unzip -P x`, `7z a -px`, `openssl
+    # … -k x` and `-pass pass:x`, `sqlcmd -P x` (bcp, osql), `mongosh -p x` (the Mongo tools), `az login -p x`,
+    # `ipmitool -P x`, `ssh-keygen -N x`, `twine -p x`, `rabbitmqadmin -p x`, `cqlsh -p x`, and Samba's
+    # `smbclient -U user%x`.
     _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_-])(?:{_tools(_ARGS)})(?:=|[ \t]{{0,5}}+))(?!-|\$)"
                     + _ARG, _keyed),
     # The same as an argument list (`['docker', 'login', '-u', 'bob', '-p', 'x']`, `"args": ["redis-cli", "-a",
