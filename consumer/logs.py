@@ -4,12 +4,16 @@ or change of state, fields never raw input, and what could come from input redac
 `@timestamp`, `log.level`, `log.logger`, `message`, `service.*` and `event.*` are ECS fields, so the lines
 fit the log pipelines users already run (Filebeat, Elastic Agent, Fluent Bit, Vector, Loki); the call's
 own fields sit under the custom `logagent` namespace, where they cannot clash with an ECS field.
+
+The Kafka client's own lines repeat while a broker is down (a trial counted ~150 a second): each of its
+messages goes out once per `REPEAT_WINDOW_S`, the next one saying how many like it were left out.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -76,12 +80,43 @@ class _EcsFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+REPEAT_WINDOW_S = 10.0
+_REPEATED = ("aiokafka",)  # the loggers whose lines are thinned
+_MAX_KEYS = 1024
+
+
+class _Repeats(logging.Filter):
+    """Lets one line of each (logger, level, message) of `_REPEATED` through per `REPEAT_WINDOW_S`; the next
+    one through names how many were left out meanwhile. The keys are the messages' templates (a bounded set)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._clock = clock
+        self._seen: dict[tuple[str, int, object], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(_REPEATED):
+            return True
+        key, now = (record.name, record.levelno, record.msg), self._clock()
+        since, left_out = self._seen.get(key, (-REPEAT_WINDOW_S, 0))
+        if now - since < REPEAT_WINDOW_S:
+            self._seen[key] = (since, left_out + 1)
+            return False
+        if len(self._seen) >= _MAX_KEYS:  # messages formatted before logging would each be a key of their own
+            self._seen.clear()
+        self._seen[key] = (now, 0)
+        if left_out:
+            record.msg = f"{record.msg} ({left_out} more like it in {REPEAT_WINDOW_S:.0f} s left out)"
+        return True
+
+
 def configure_logging(level: str, redact: Callable[[object], object] = lambda value: value,
                       stream: TextIO | None = None, service: Mapping[str, str] | None = None) -> None:
     """Send ECS JSON lines to `stream` (stdout) at `level`, input-derived values through `redact` (called
     once, by the entry point). `service` adds ECS `service.*` fields, e.g. {"version": "0.1.0"}."""
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(_EcsFormatter(redact, service or {}))
+    handler.addFilter(_Repeats())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

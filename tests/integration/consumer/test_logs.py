@@ -20,7 +20,7 @@ import pytest
 from analysis.code.repo import RepoSync
 from analysis.intake.redact import Redactor, redact_value
 from consumer.explainer import HeuristicAnalyzer
-from consumer.logs import log_fields, log_settings
+from consumer.logs import REPEAT_WINDOW_S, _Repeats, log_fields, log_settings
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.runner import serve
@@ -93,6 +93,25 @@ class TestServiceLogs:
         assert "jane.doe@example.com" not in by_message["from input"]["logagent"]["error"]
         assert by_message["from settings"]["logagent"] == {"broker": "10.1.2.3:9092"}
         assert by_message["from settings"]["event.action"] == "service-started"
+
+    def test_the_kafka_clients_repeats_are_thinned(self, log_lines: io.StringIO) -> None:
+        """A trial counted ~150 lines a second of aiokafka's while the broker was down: each of its messages
+        goes out once per window, the next saying how many were left out; the service's own lines never are."""
+        client, own = logging.getLogger("aiokafka.conn"), logging.getLogger("consumer.test")
+        for node in range(500):
+            client.error("Unable connect to node with id %s: %s", node, "Connect call failed")
+            own.warning("burst opened")
+        client.warning("Unable to update metadata from %s", 1)
+        lines = [line["message"] for line in _parsed(log_lines)]
+        assert [m for m in lines if m.startswith("Unable")] == [
+            "Unable connect to node with id 0: Connect call failed", "Unable to update metadata from 1"]
+        assert lines.count("burst opened") == 500
+        clock = [0.0]
+        repeats = _Repeats(lambda: clock[0])
+        records = [logging.LogRecord("aiokafka", logging.ERROR, "", 1, "down %s", (i,), None) for i in range(5)]
+        assert [repeats.filter(r) for r in records[:3]] == [True, False, False]
+        clock[0] = REPEAT_WINDOW_S
+        assert repeats.filter(records[3]) and records[3].getMessage() == "down 3 (2 more like it in 10 s left out)"
 
     def test_a_line_that_cannot_be_redacted_is_written_without_its_input(self) -> None:
         """When redaction (or the message's own formatting) raises, logging's own report printed the record's
