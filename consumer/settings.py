@@ -142,7 +142,7 @@ def _servers(value: str) -> str:
         bare_ipv6 = ":" in host and not (host.startswith("[") and host.endswith("]"))
         digits = port.isascii() and port.isdigit()
         if not host.strip("[]") or "/" in host or bare_ipv6 or not digits or not 0 < int(port) < 65536:
-            raise ValueError(f"{server!r} is not host:port (a port from 1 to 65535, an IPv6 host in brackets, "
+            raise ValueError(f"{server!r} is not host[:port] (a port from 1 to 65535, an IPv6 host in brackets, "
                              "no scheme); list brokers as host:port,host:port")
     return value
 

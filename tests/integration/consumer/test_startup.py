@@ -106,7 +106,7 @@ class TestStartupFailures:
     def test_a_broker_address_without_a_port(self, shared_dir: Path) -> None:
         """`host:abc` ended in a traceback from deep in the Kafka client: one line now."""
         line = _run({**_base(shared_dir), "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": "broker:abc"})
-        assert "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS=broker:abc is invalid: 'broker:abc' is not host:port" in line
+        assert "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS=broker:abc is invalid: 'broker:abc' is not host[:port]" in line
 
     @pytest.mark.parametrize("tenant", [" acme", "acme\t", "ac\u200bme"])
     def test_a_pinned_tenant_no_event_could_name(self, shared_dir: Path, tenant: str) -> None:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from analysis.code.repo import RepoSpec
 from consumer.cli.config import load_settings
-from consumer.settings import InputSettings, Settings
+from consumer.settings import InputSettings, KafkaSettings, Settings
 from tests.conftest import tool
 from tests.paths import PROJECT_ROOT
 
@@ -256,6 +256,29 @@ class TestBadValues:
             assert served or not charted, repr(tenant)  # the pods would crash-loop
             # Unassigned code points (to this Python) the chart may refuse: only ever stricter.
             assert charted == served or unicodedata.category(sample[-1]) == "Cn", repr(tenant)
+
+    def test_the_schema_takes_the_brokers_and_levels_the_service_takes(self, helm_env: dict[str, str],
+                                                                       tmp_path: Path) -> None:
+        """A trial: `http://kafka:9092` rendered and crash-looped the pods, while `kafka` (port 9092, as the
+        service and Kafka's clients take it) and `logLevel=debug` were refused. The chart never takes what
+        the service refuses, and takes the usual spellings it takes."""
+        usual = ["kafka", "kafka:9092", "a:1,b:65535", "[::1]:9092", "10.0.0.7:9094,kafka-1.kafka:9092", "[fe80::1]"]
+        refused = ["http://kafka:9092", "kafka:0", "kafka:65536", "kafka:abc", "::1:9092", "kafka:9092,", "a b:1", ""]
+        for servers in usual + refused:
+            values = tmp_path / "kafka.yaml"
+            values.write_text(json.dumps({"kafka": {"bootstrapServers": servers, "groupId": "logagent-t"}}))
+            charted = _helm(helm_env, *_template_args(values, ())).returncode == 0
+            try:
+                KafkaSettings(bootstrap_servers=servers)
+                served = True
+            except ValueError:
+                served = False
+            assert served or not charted, servers  # the pods would crash-loop
+            assert charted == (servers in usual), servers
+        for level in ("debug", "DEBUG", "Info", "warning"):
+            values = tmp_path / "level.yaml"
+            values.write_text(json.dumps({"logLevel": level, "kafka": {"groupId": "logagent-t"}}))
+            assert _helm(helm_env, *_template_args(values, ())).returncode == 0, level
 
     def test_lint_rejects_a_schema_violation(self, helm_env: dict[str, str]) -> None:
         """`helm lint --strict` fails on values the schema rejects (lint treats `fail` as a note only)."""
