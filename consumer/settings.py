@@ -440,6 +440,9 @@ class Settings(BaseSettings):
         repository map file once, so a missing or malformed one stops the start."""
         if self.repos_file is not None:
             self._file_servers = _read_repos_file(self.repos_file)
+        if self.ollama_url and self.ollama.url and self.ollama_url != self.ollama.url:
+            raise ValueError(f"{env_name('ollama_url')} and {env_name('ollama', 'url')} name two URLs: set one "
+                             "(the first is a shorthand for the second)")
         if self.ollama_url and not self.ollama.url:
             self.ollama = self.ollama.model_copy(update={"url": self.ollama_url})
         if "cache_dir" not in self.repo.model_fields_set or self.repo.cache_dir == Path():

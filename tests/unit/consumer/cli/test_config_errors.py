@@ -126,6 +126,11 @@ class TestMappingSettings:
         assert _error({"LOGAGENT_REPO__SERVERS": '{"shop": {"branch": "main"}}'}).startswith(
             "LOGAGENT_REPO__SERVERS is invalid at .shop.url: field required; e.g. LOGAGENT_REPO__SERVERS='")
 
+    def test_the_ollama_shorthand_beside_its_setting_must_agree(self) -> None:
+        """A trial set both to different URLs: the shorthand was dropped without a word."""
+        assert "LOGAGENT_OLLAMA_URL and LOGAGENT_OLLAMA__URL name two URLs: set one" in _error(
+            {"LOGAGENT_OLLAMA_URL": "http://a:1", "LOGAGENT_OLLAMA__URL": "http://b:2"})
+
     def test_a_misspelt_key_of_a_servers_repository_is_refused(self) -> None:
         """A trial's `brnch` and `tokenfile` were dropped without a word: the default branch was read, no token."""
         assert _error({"LOGAGENT_REPO__SERVERS": '{"shop": {"url": "file:///x", "brnch": "dev"}}'}).startswith(
