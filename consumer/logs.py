@@ -92,12 +92,12 @@ class _Repeats(logging.Filter):
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self._clock = clock
-        self._seen: dict[tuple[str, int, object], tuple[float, int]] = {}
+        self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(_REPEATED):
             return True
-        key, now = (record.name, record.levelno, record.msg), self._clock()
+        key, now = (record.name, record.levelno, str(record.msg)), self._clock()
         since, left_out = self._seen.get(key, (-REPEAT_WINDOW_S, 0))
         if now - since < REPEAT_WINDOW_S:
             self._seen[key] = (since, left_out + 1)
