@@ -1,4 +1,6 @@
-"""Python tracebacks: chained (`During handling…`, `The above exception…`) and exception groups."""
+"""Python tracebacks: chained (`During handling…`, `The above exception…`) and exception groups. Two
+tracebacks with no chain sentence between them are two failures (a handled error logged, then the crash):
+the last is read. What prints after the exception (an exit status, a log record) is not its message."""
 
 from __future__ import annotations
 
