@@ -6,11 +6,12 @@ Everything here is thin: decisions (what to commit, what is a burst) live in pur
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
@@ -173,15 +174,22 @@ def _require_input(kafka: KafkaSettings, listed: set[str]) -> None:
                           f"{env_name('kafka', 'input_topic')}")
 
 
-async def require_input_topic(kafka: KafkaSettings) -> None:
-    """`_require_input` for a service that reads its input keyed by server (no repartition topic to ensure)."""
+@contextlib.asynccontextmanager
+async def _admin(kafka: KafkaSettings) -> AsyncIterator[AIOKafkaAdminClient]:
+    """A started admin client of the service's settings, closed after."""
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, client_id=kafka.client_id,
                                 request_timeout_ms=max(kafka.rebalance_timeout_ms, 10_000), **_security(kafka))
     await start_client(admin, kafka)
     try:
-        _require_input(kafka, set(await admin.list_topics()))
+        yield admin
     finally:
         await admin.close()
+
+
+async def require_input_topic(kafka: KafkaSettings) -> None:
+    """`_require_input` for a service that reads its input keyed by server (no repartition topic to ensure)."""
+    async with _admin(kafka) as admin:
+        _require_input(kafka, set(await admin.list_topics()))
 
 
 async def ensure_repartition_topic(kafka: KafkaSettings, repartition: RepartitionSettings,
@@ -189,10 +197,7 @@ async def ensure_repartition_topic(kafka: KafkaSettings, repartition: Repartitio
     """Create the repartition topic unless it exists (partitions: the setting, else the input topic's); its
     name. A missing input topic, or a broker refusing the creation, is a ConfigError naming the fix."""
     name = repartition.topic_for(kafka.group_id)
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, client_id=kafka.client_id,
-                                request_timeout_ms=max(kafka.rebalance_timeout_ms, 10_000), **_security(kafka))
-    await start_client(admin, kafka)
-    try:
+    async with _admin(kafka) as admin:
         # Listing first: some brokers (tansu) create a topic that is merely described.
         listed = set(await admin.list_topics())
         _require_input(kafka, listed)
@@ -224,8 +229,6 @@ async def ensure_repartition_topic(kafka: KafkaSettings, repartition: Repartitio
         log.info("repartition topic created",
                  extra={"fields": {"topic": name, "partitions": partitions, "replication_factor": replicas}})
         return name
-    finally:
-        await admin.close()
 
 
 async def _replication_factor(admin: AIOKafkaAdminClient, setting: int) -> int:
