@@ -747,6 +747,10 @@ def _context_positives(rng: random.Random) -> list[Positive]:
         add("secret", spelling.format(v=flag), flag, source=f"{source} (run by a second review)")
     plain = base64.b64encode(f"\0bob@example.com\0{_fill(rng, '{b62:16}')}".encode()).decode()
     add("secret", f"send: 'AUTH PLAIN {plain}\\r\\n'", plain, source="smtplib's debug output (run by a second review)")
+    login = base64.b64encode(_fill(rng, '{b62:14}').encode()).decode()
+    add("secret", f"send: 'AUTH LOGIN Ym9iQGV4YW1wbGUuY29t\\r\\n'\nreply: b'334 UGFzc3dvcmQ6\\r\\n'\n"
+                  f"reply: retcode (334); Msg: b'UGFzc3dvcmQ6'\nsend: '{login}\\r\\n'\nreply: b'235 ok\\r\\n'",
+        login, source="smtplib's debug output of AUTH LOGIN, the password on its own line")
     cookie = _fill(rng, "{b62:24}")
     add("cookie", f"<Cookie connect.sid=s%3A{cookie}.k2j3 for 10.0.0.7/>", cookie,
         source="requests' cookie jar repr (run by a second review)")
@@ -925,5 +929,6 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "--- PASS: TestCheckout (0.00s)\n--- FAIL: TestRefund (0.01s)\nAUTH failed"),
     Negative("ordinary log text", "['token', 'expired', 'password', 'reset'] auth failed for user bob"),
     Negative("stack frames", '    AUTHORIZER_TYPES = ["TOKEN", "REQUEST", "COGNITO_USER_POOLS"]'),
+    Negative("ordinary log text", "send: 'data\\r\\n'\nreply: b'354 go ahead\\r\\n'\nsend: 'quit\\r\\n'"),
 )
 """Text that must come out of redaction exactly as it went in."""

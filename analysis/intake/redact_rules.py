@@ -983,6 +983,10 @@ _CONTEXT: tuple[Rule, ...] = (
     # user "x"`, POP3's `PASS x` (poplib's `*cmd*`), Redis's `AUTH x` (also as MONITOR quotes it).
     _rule("secret", r"(?P<head>(?<![A-Za-z0-9])AUTH[ \t]+(?:PLAIN|LOGIN|XOAUTH2|OAUTHBEARER)[ \t]+)"
                     r"(?!\[REDACTED)[A-Za-z0-9+/=_-]{4,8192}+", r"\g<head>[REDACTED:secret]"),
+    # smtplib's `send:` of a lone base 64 word: the password after `AUTH LOGIN` (or a challenge's answer).
+    # SMTP's own one-word commands are no answer; a message's data is sent as bytes (`send: b'…'`).
+    _rule("secret", r"(?P<head>(?<![^\n])send: ')(?!\[REDACTED)(?!(?i:data|quit|rset|noop|help|starttls)\\r)"
+                    r"[A-Za-z0-9+/]{4,8192}+={0,2}(?=\\r\\n')", r"\g<head>[REDACTED:secret]"),
     _rule("secret", r"(?P<head>(?:^|(?<=[\n'\"])|(?<=> ))[A-Z]{1,8}[0-9]{1,8}[ \t]+LOGIN[ \t]+"
                     r"(?:\"[^\"\r\n]{1,256}\"|[^\s\"]{1,256})[ \t]+)(?!\[REDACTED)"
                     r"(?:\"(?:\\.|[^\"\\\r\n]){1,1024}+\"|[^\s\"'\\]{1,1024}+)", r"\g<head>[REDACTED:secret]"),
