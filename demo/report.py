@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
@@ -81,8 +81,10 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _counts(values: Iterable[str]) -> str:
-    return ", ".join(f"{value} {n}" for value, n in sorted(Counter(values).items()))
+def _total(values: Sequence[str]) -> str:
+    """`3: a 2, b 1`, or `0` alone."""
+    counts = ", ".join(f"{value} {n}" for value, n in sorted(Counter(values).items()))
+    return f"{len(values)}: {counts}" if values else "0"
 
 
 def broker_line(bootstrap_servers: str) -> str:
@@ -126,13 +128,13 @@ _STATUS_MEANS = {
 def analyses_line(analyses: Sequence[Analysis]) -> str:
     """The analyses, by status, then a line saying what each status shown means."""
     statuses = [a.status for a in analyses]
-    return f"  analyses   {len(analyses)}: {_counts(statuses)}" + "".join(
+    return f"  analyses   {_total(statuses)}" + "".join(
         f"\n             {status}: {_STATUS_MEANS[status]}" for status in sorted(set(statuses)))
 
 
 def dlq_line(reasons: Sequence[str]) -> str:
     """The dead-letter queue, by reason."""
-    return f"  DLQ        {len(reasons)}: {_counts(reasons)}"
+    return f"  DLQ        {_total(reasons)}"
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from demo.report import kept_lines
+from demo.report import analyses_line, dlq_line, kept_lines
 
 
 def _keep(root: Path, *names: str) -> Path:
@@ -42,3 +42,13 @@ class TestKeptLines:
         assert kept_lines(tmp_path, {}) == []
         assert kept_lines(_keep(tmp_path, "events"), {}) == ["",
                                                             f"Kept in {tmp_path}: one event per failure (events/)."]
+
+
+class TestTotals:
+    def test_counts_by_kind_after_the_total(self) -> None:
+        assert dlq_line(["not_json", "too_large", "not_json"]) == "  DLQ        3: not_json 2, too_large 1"
+        assert analyses_line([]) == "  analyses   0"
+
+    def test_nothing_is_the_total_alone(self) -> None:
+        """A run that timed out before any analysis printed `analyses   0: ` (a trial)."""
+        assert dlq_line([]) == "  DLQ        0"
