@@ -286,16 +286,16 @@ class RepoSync:
                 sha = _resolve_commit(repo, revision)
         elif sha is None and revision:
             notes.append("fetch skipped (rate-limited)")
-            why_missing = "not local yet, fetch rate-limited"
+            why_missing = "not in the clone as last fetched (fetches are rate-limited)"
         lag = None
         if sha is not None and revision:
             lag = self._became_local(server_id, revision)
         elif revision:
-            sha = self._branch_head(repo, spec.branch, notes)
+            sha = self._branch_head(repo, spec, notes)
             notes.append(f"commit {revision[:40]} not found; used branch head")
             stand_in = f"commit {revision[:40]} {why_missing}; used branch head"
         else:
-            sha = self._branch_head(repo, spec.branch, notes)
+            sha = self._branch_head(repo, spec, notes)
         root = self._worktree(repo, server_id, sha)
         return Checkout(
             root=root,
@@ -428,11 +428,15 @@ class RepoSync:
         first = self._first_requested.pop(key, None)
         return 0.0 if first is None else max(0.0, self._clock() - first)
 
-    def _branch_head(self, repo: git.Repo, branch: str, notes: list[str]) -> str:
+    def _branch_head(self, repo: git.Repo, spec: RepoSpec, notes: list[str]) -> str:
+        """The head of the branch configured, else of the repository's default branch (said in a note only when
+        a branch was configured: the default `main` is a guess)."""
+        branch = spec.branch
         sha = _resolve_commit(repo, f"refs/heads/{branch}") if _safe_revision(branch) else None
         if sha is None:
             sha = _resolve_commit(repo, "HEAD")
-            notes.append(f"branch {branch!r} not found; used the default branch")
+            if "branch" in spec.model_fields_set:
+                notes.append(f"branch {branch!r} not found; used the default branch")
         if sha is None:
             raise RepoError("repository has no commits", "no_commits")
         return sha
@@ -593,7 +597,7 @@ def _why_no_head(repo: git.Repo, path: Path) -> str:
         if "dubious ownership" in str(refused.stderr):
             return (f"git refuses {path}: another user owns it (git's safe.directory); if you trust it: "
                     f"git config --global --add safe.directory {path.resolve()}")
-    return "repository has no commits"
+    return f"{path} has no commits yet: commit the code first (git add, git commit)"
 
 
 def _not_a_repository(path: Path) -> str:

@@ -133,8 +133,8 @@ class TestPipelineFlow:
         data = orjson.loads(record.value)["data"]
         assert data["commit"] == repos.commits[SERVERS[0]] and data["needs_review"]
         # Cloned a moment before, so not fetched again: the reason says so.
-        assert f"source read is not the deployed commit: commit {missing} not local yet, fetch rate-limited; " \
-               "used branch head" in data["review_reasons"], data["review_reasons"]
+        assert f"source read is not the deployed commit: commit {missing} not in the clone as last fetched " \
+               "(fetches are rate-limited); used branch head" in data["review_reasons"], data["review_reasons"]
 
     def test_each_burst_yields_one_schema_valid_event_and_bad_input_goes_to_the_dlq(
         self, settings_factory: SettingsFactory, kafka_io: KafkaIO, shop_repos: Callable[..., ShopRepos]

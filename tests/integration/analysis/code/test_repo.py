@@ -106,6 +106,16 @@ class TestCheckout:
         assert checkout.commit == upstream.head()
         assert any("not found; used branch head" in n for n in checkout.notes)
 
+    def test_the_default_branch_stands_in_for_main_without_a_note_unless_a_branch_was_set(
+            self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A trial's repository whose default branch is `master` read "branch 'main' not found" though no
+        branch was configured (`main` is only the default's guess); a branch configured and missing is said."""
+        git(upstream.path, "branch", "-m", "trunk")
+        unset = make_sync(tmp_path / "unset", RepoSpec(url=str(upstream.path))).checkout("orders", None)
+        assert unset.commit == upstream.head() and unset.notes == ()
+        named = make_sync(tmp_path / "named", RepoSpec(url=str(upstream.path), branch="main")).checkout("orders", None)
+        assert named.commit == upstream.head() and named.notes == ("branch 'main' not found; used the default branch",)
+
     def test_unsafe_revision_is_not_passed_to_git(self, tmp_path: Path, upstream: GitRepo) -> None:
         """A revision that looks like an option is refused and the head used instead."""
         sync = make_sync(tmp_path, RepoSpec(url=str(upstream.path)))
@@ -523,6 +533,12 @@ class TestOpenLocal:
         top = upstream.path.resolve()
         with pytest.raises(RepoError, match=re.escape(f"a folder of the repository at {top}: give")):
             open_local(upstream.path / "pkg")
+
+    def test_a_repository_without_commits_is_named(self, tmp_path: Path) -> None:
+        """A trial's `repository has no commits` named no path, where the other errors name theirs."""
+        git(tmp_path, "init", "-q")
+        with pytest.raises(RepoError, match=f"^{re.escape(str(tmp_path))} has no commits yet: commit the code first"):
+            open_local(tmp_path)
 
     def test_unknown_commit(self, upstream: GitRepo) -> None:
         """An unknown commit is a clear error for the CLI."""
