@@ -751,6 +751,15 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     add("secret", f"send: 'AUTH LOGIN Ym9iQGV4YW1wbGUuY29t\\r\\n'\nreply: b'334 UGFzc3dvcmQ6\\r\\n'\n"
                   f"reply: retcode (334); Msg: b'UGFzc3dvcmQ6'\nsend: '{login}\\r\\n'\nreply: b'235 ok\\r\\n'",
         login, source="smtplib's debug output of AUTH LOGIN, the password on its own line")
+    for spelling, source in (
+            ("apiVersion: v1\ndata:\n  api-token: WnhrUDJtUTd2UjR0TDh3\n  db: {v}\nkind: Secret\nmetadata:\n"
+             "  creationTimestamp: null\n  name: app-creds\n", "kubectl create secret generic -o yaml"),
+            ('{{\n    "kind": "Secret",\n    "apiVersion": "v1",\n    "metadata": {{\n        "name": "app-creds"\n'
+             '    }},\n    "data": {{\n        "db": "{v}"\n    }}\n}}', "kubectl create secret generic -o json"),
+            ('    kubectl.kubernetes.io/last-applied-configuration: |\n      {{"kind":"Secret","apiVersion":"v1",'
+             '"metadata":{{"name":"c"}},"data":{{"pw":"{v}"}}}}', "kubectl --save-config's annotation")):
+        value = base64.b64encode(_fill(rng, "{b62:12}").encode()).decode()
+        add("secret", spelling.format(v=value), value, source=f"a Kubernetes Secret's value under any name ({source})")
     cookie = _fill(rng, "{b62:24}")
     add("cookie", f"<Cookie connect.sid=s%3A{cookie}.k2j3 for 10.0.0.7/>", cookie,
         source="requests' cookie jar repr (run by a second review)")
@@ -930,5 +939,7 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "['token', 'expired', 'password', 'reset'] auth failed for user bob"),
     Negative("stack frames", '    AUTHORIZER_TYPES = ["TOKEN", "REQUEST", "COGNITO_USER_POOLS"]'),
     Negative("ordinary log text", "send: 'data\\r\\n'\nreply: b'354 go ahead\\r\\n'\nsend: 'quit\\r\\n'"),
+    Negative("ordinary log text", "apiVersion: v1\ndata:\n  log_level: debug\n  region: eu-west-1\nkind: ConfigMap\n"
+                                  "metadata:\n  name: app-config\n"),
 )
 """Text that must come out of redaction exactly as it went in."""

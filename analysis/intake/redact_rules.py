@@ -138,8 +138,8 @@ _SHORT_KEYS = r"pass|pwd|pw|pin|sig|otp|cvv2?|cvc2?"  # and a card's security co
 _KEY_SUFFIX = (r"(?:[_-]?(?i:confirmation|confirm|old|new|current|value|base|hash|plain|digest|prod(?:uction)?|live"
                r"|test|dev|staging|stage|stg|primary|secondary|backup|default|root|admin|master|eu|us|uk|apac|emea"
                r"|string|binary|v[0-9]{1,2}|[0-9]{1,3})){0,2}")
-_STRONG_KEY = (
-    rf"(?:(?<![/\\])(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?<!--- )(?i:{_SHORT_KEYS})"
+_STRONG_KEY = (  # every name starts with a letter or digit: the lookahead fails fast anywhere else
+    rf"(?=[^\x00-/:-@\[-`{{-\x7f])(?:(?<![/\\])(?i:{_LONG_KEYS})|(?<![A-Za-z0-9])(?<!--- )(?i:{_SHORT_KEYS})"
     rf"|(?<=[a-z0-9])(?:Pass|Pwd|Pw|Sig|PASS|PWD|PW|SIG))"
     rf"{_KEY_SUFFIX}"
 )
@@ -406,6 +406,44 @@ def _jwk_member(match: re.Match[str]) -> str:
             or not _JWK_TYPE.search(text, opened, stop):
         return match.group()
     return match.group("head") + placeholder("private_key")
+
+
+# A Kubernetes Secret's data: every value under `data` or `stringData` is the secret, whatever its name, in
+# kubectl's YAML and JSON (also the JSON of its `last-applied-configuration`) and a client's dict, when the
+# object names its kind within 2 kB (YAML prints `data` before `kind`).
+_SECRET_KIND = re.compile(r"(?P<q>\\?[\"']?)kind(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P<v>\\?[\"']?)Secret(?P=v)(?![\w-])")
+_YAML_ENTRY = re.compile(r"(?P<head>\A[ \t]{0,64}[^\s:][^:\n]{0,252}:[ \t]{1,8})(?P<value>[^\s|>][^\n]{0,65536}+)")
+_JSON_ENTRY = re.compile(r"(?P<head>(?P<q>\\?[\"'])[^\"'\\]{1,253}(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P=q))"
+                         r"(?P<value>(?:(?!(?P=q)).){1,65536}?)(?=(?P=q))")
+
+
+def _of_a_secret(match: re.Match[str]) -> bool:
+    text = match.string
+    return _SECRET_KIND.search(text, max(0, match.start() - 2048), match.end() + 2048) is not None
+
+
+def _secret_yaml(match: re.Match[str]) -> str:
+    """A Secret's `data:` block in YAML: each entry's value, and each line of a block scalar (`key: |`)."""
+    if not _of_a_secret(match):
+        return match.group()
+    lines = match.group("body").split("\n")
+    keys = len(lines[0]) - len(lines[0].lstrip())
+    redacted = []
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if indent > keys:  # a block scalar's line
+            line = line[:indent] + placeholder("secret")
+        elif not line.rstrip().endswith(("|", ">", "|-", ">-")):
+            line = _YAML_ENTRY.sub(rf"\g<head>{placeholder('secret')}", line, count=1)
+        redacted.append(line)
+    return match.group("head") + "\n".join(redacted)
+
+
+def _secret_json(match: re.Match[str]) -> str:
+    """A Secret's `"data": {…}` in JSON or a dict: every string value."""
+    if not _of_a_secret(match):
+        return match.group()
+    return match.group("head") + _JSON_ENTRY.sub(rf"\g<head>{placeholder('secret')}", match.group("body"))
 
 
 # In one object of pydantic's `errors()` (or FastAPI's 422 body): the field's location, then the value rejected.
@@ -1014,6 +1052,11 @@ _CONTEXT: tuple[Rule, ...] = (
     # `k`), in the object that names its key type.
     _rule("private_key", r"(?P<head>(?P<q>\\?[\"'])(?:d|p|q|dp|dq|qi|k)(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P=q))"
                          r"(?P<key>[A-Za-z0-9_-]{16,8192}+)(?=(?P=q))", _jwk_member),
+    _rule("secret", r"(?P<head>(?<![^\n])(?P<ind>[ \t]{0,32})(?:data|stringData):[ \t]*\r?\n)"
+                    r"(?P<body>(?:(?P=ind)[ \t]{1,32}[^\s\[][^\n]{0,65536}+(?:\n|\Z)){1,1024}+)",
+          _secret_yaml, spans_lines=True, prefilter=_SECRET_KIND.pattern),
+    _rule("secret", r"(?P<head>(?P<q>\\?[\"'])(?:data|stringData|string_data)(?P=q)[ \t]{0,3}:[ \t]{0,3}\{)"
+                    r"(?P<body>[^{}]{1,65536}+)(?=\})", _secret_json, spans_lines=True, prefilter=_SECRET_KIND.pattern),
     # Pydantic's validation error names the field on a line of its own and repeats the value it rejected under
     # it (`password\n  String should have at least 12 characters [type=…, input_value='x', input_type=str]`);
     # its `errors()`, and FastAPI's 422 body, after the field's location (`"loc":["body","password"], …,
