@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from analysis.errors import BadInput
 from analysis.event import ErrorEvent, new_event
 from analysis.intake.field import declared_chain, identifier, require, tenant, text, timestamp, trace_chain
@@ -31,20 +33,38 @@ _CONSUMED = frozenset({*TRACE_ATTRIBUTES, *TYPE_ATTRIBUTES, *MESSAGE_ATTRIBUTES,
 _RESOURCE_CONSUMED = frozenset({"service.name", *_TENANT_ATTRIBUTES, "server_id"})
 _SEVERITY = ((21, "fatal"), (17, "error"), (13, "warn"), (9, "info"), (5, "debug"), (1, "trace"))
 _MAX_DEPTH = 64
+# Each record carries its resource's attributes: a batch's records times its resource's size (as JSON) is
+# what decoding it copies. A real batch copies a few MB (8,192 records under a 4 kB resource is 32 MB); a
+# hostile one of 8,000 attributes over 8,000 records (471 kB) took 5.5 GB and 27 s.
+MAX_RESOURCE_COPIES = 128 << 20
+
+
+def copies_bound(resource: bytes, records: int, copied: int) -> int:
+    """`copied` plus what `records` copies of `resource` add; raises BadInput past `MAX_RESOURCE_COPIES`."""
+    copied += len(resource) * records
+    if copied > MAX_RESOURCE_COPIES:
+        raise BadInput("too_large", f"OTLP batch copies its resource into each record: over "
+                                    f"{MAX_RESOURCE_COPIES >> 20} MB ({records} records under {len(resource)} bytes)")
+    return copied
 
 
 def decode_otlp(doc: dict[str, Any], config: DecodeConfig, fallback: float) -> list[ErrorEvent]:
     """Every log record of an OTLP/JSON export request, in order; `fallback` stands in for a missing time."""
     events: list[ErrorEvent] = []
+    copied = 0
     for item in _list(doc.get("resourceLogs"), "resourceLogs"):
         resource_logs = _object(item, "resourceLogs[]")
-        resource = attributes_of(_object(resource_logs.get("resource"), "resource").get("attributes"))
+        resource_doc = _object(resource_logs.get("resource"), "resource")
+        resource = attributes_of(resource_doc.get("attributes"))
+        resource_json = orjson.dumps(resource_doc)
         scopes = resource_logs.get("scopeLogs") or resource_logs.get("instrumentationLibraryLogs")
         for scope_item in _list(scopes, "scopeLogs"):
             scope_logs = _object(scope_item, "scopeLogs[]")
             scope = _object(scope_logs.get("scope") or scope_logs.get("instrumentationLibrary"), "scope")
             logger = text(scope.get("name"), "scope.name")
-            for record in _list(scope_logs.get("logRecords"), "logRecords"):
+            records = _list(scope_logs.get("logRecords"), "logRecords")
+            copied = copies_bound(resource_json, len(records), copied)
+            for record in records:
                 record = _object(record, "logRecords[]")
                 events.append(_record(record, resource, logger, config, fallback))
     if not events:

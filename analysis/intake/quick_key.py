@@ -66,7 +66,14 @@ from analysis.intake.decode import (
     record_chain,
 )
 from analysis.intake.field import declared_chain, text, timestamp, trace_chain
-from analysis.intake.otlp import MESSAGE_ATTRIBUTES, TRACE_ATTRIBUTES, TYPE_ATTRIBUTES, attributes_of, first_text
+from analysis.intake.otlp import (
+    MESSAGE_ATTRIBUTES,
+    TRACE_ATTRIBUTES,
+    TYPE_ATTRIBUTES,
+    attributes_of,
+    copies_bound,
+    first_text,
+)
 from analysis.intake.redact import Redactor, redact_event, redact_key_fields
 from analysis.intake.signature import Signature, fingerprint_event, message_signature
 from analysis.intake.stacktrace import parse_trace
@@ -327,6 +334,7 @@ class KeyCache:
         if not self._otlp_quick or type(resources) is not list:
             return None
         reads: list[_Read] = []
+        copied = 0
         for resource_logs in resources:
             if type(resource_logs) is not dict:
                 return None
@@ -338,6 +346,7 @@ class KeyCache:
                 if type(scope_logs) is not dict or type(records := scope_logs.get("logRecords")) is not list:
                     return None
                 outer = orjson.dumps([resource, {k: v for k, v in scope_logs.items() if k != "logRecords"}])
+                copied = copies_bound(outer, len(records), copied)  # past it, the full path says why
                 for record in records:
                     read = self._otlp_record(record, outer, received_at) if type(record) is dict else None
                     if read is None:
@@ -359,8 +368,9 @@ class KeyCache:
         kind, value = first_text(attributes, TYPE_ATTRIBUTES), first_text(attributes, MESSAGE_ATTRIBUTES)
         chain, trace = trace_chain(traces, message, self._config.max_frames)
         chain = chain or declared_chain(kind, value, trace)
-        skeleton = outer + orjson.dumps([{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
-                                         {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}])
+        # The scope's JSON is shared by its records' skeletons, not copied into each.
+        skeleton = (outer, orjson.dumps([{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
+                                         {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}]))
         return _Read(_key(skeleton, chain, trace), chain, message, timestamp(moment, received_at), None)
 
 

@@ -17,6 +17,8 @@ from analysis.errors import BadInput
 from analysis.event import ErrorEvent, ExceptionInfo, new_event, new_exception
 from analysis.intake.decode import BAD_INPUT_REASONS, DecodeConfig, decode_message
 from analysis.intake.field import timestamp
+from analysis.intake.redact import Redactor
+from consumer.keying import KeyReader
 from tests.paths import TRACES
 
 TRACES = TRACES
@@ -267,6 +269,26 @@ class TestBadInput:
         assert reason(b"") == "not_json"
         assert reason(b'["server_id", "s"]') == "not_object"
         assert reason(b"42") == "not_object"
+
+    def test_an_otlp_batch_that_copies_its_resource_too_often_is_too_large(self) -> None:
+        """An attacker review: 8,000 resource attributes over 8,000 records (471 kB) took 27 s and 5.5 GB, each
+        record copying the resource; the key stage's reads too. Both refuse it now, before the copies; a
+        Collector's full batch (8,192 records under a 2 kB resource, 5.6 MB) decodes."""
+        def batch(attributes: int, records: int, value: str) -> bytes:
+            resource = [attribute("service.name", {"stringValue": "svc"}),
+                        *(attribute(f"a{i}", {"stringValue": value}) for i in range(attributes))]
+            return orjson.dumps({"resourceLogs": [{"resource": {"attributes": resource}, "scopeLogs": [
+                {"logRecords": [{"body": {"stringValue": "boom"}, "timeUnixNano": "1700000000000000000"}
+                                for n in range(records)]}]}]})
+        hostile = batch(8_000, 8_000, "")
+        assert len(hostile) < CONFIG.max_message_bytes
+        assert reason(hostile) == "too_large"
+        with pytest.raises(BadInput) as caught:
+            KeyReader(CONFIG, Redactor()).read_sightings(hostile, NOW)
+        assert caught.value.reason == "too_large" and "copies its resource" in str(caught.value)
+        full = batch(50, 8_192, "v" * 24)
+        assert len(decode_message(full, CONFIG, received_at=NOW)) == 8_192
+        assert len(KeyReader(CONFIG, Redactor()).read_sightings(full, NOW)) == 8_192
 
     def test_too_deep(self) -> None:
         """Nesting past max_depth, and past the JSON parser's own limit, is too_deep."""
