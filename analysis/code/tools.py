@@ -36,8 +36,15 @@ _MAX_PATTERN_CHARS = 500
 _MAX_PATTERN_ITEMS = 20_000
 _COUNT = re.compile(r"\{([0-9]*)(?:,([0-9]*))?\}")  # `regex` reads counts of any length, zeros first
 # What `pattern_items` cannot read: comments (`(?#…)`, and `#…` in verbose mode) hide the pattern from it,
-# and VERSION1's set operations cost ~27 kB an item. A grep needs none of them.
-_UNREAD = re.compile(r"\(\?#|\(\?[abefiLmprsuwxV01-]{0,16}(?:x|V1)")
+# VERSION1's set operations cost ~27 kB an item, and full case folding a class with `\w` in it as much
+# (`(?fi)[a\w]{6660}` took 182 MB). A grep needs none of them.
+_UNREAD = re.compile(r"\(\?#|\(\?[abefiLmprsuwxV01-]{0,16}(?:x|V1|f)")
+# Matching keeps what each turn of a repeat captured, and more for a repeat that may backtrack: a
+# pattern of 40 nested groups took ~2.7 kB a character searched (525 MB over a 2 MB file). Groups are
+# made non-capturing (a grep shows lines, not groups), so what refers back to one is refused, and a text
+# is searched a chunk of whole lines at a time: ~100 bytes a character over at most `_CHUNK_CHARS`.
+_REFERS_BACK = re.compile(r"\\(?:[1-9]|g<|k<)|\(\?(?:P=|P>|&|R\)|[+-]?[0-9])")
+_CHUNK_CHARS = 65_536
 _F = TypeVar("_F", bound=Callable[..., ToolResult[Any]])
 
 
@@ -74,6 +81,36 @@ def pattern_items(pattern: str) -> int:
         sizes[-1] += atom
         last = atom
     return sum(sizes)
+
+
+def without_captures(pattern: str) -> str:
+    """`pattern` with every capturing group, named or not, non-capturing (what it matches is the same when
+    nothing refers back to a group: `_REFERS_BACK`)."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+        elif char == "[":  # a class, copied whole: `(` in it is a character
+            start = i
+            i += 3 if pattern.startswith("[^]", i) else 2 if pattern.startswith("[]", i) else 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            out.append(pattern[start : i + 1])
+            i += 1
+        elif char == "(" and not pattern.startswith(("(?", "(*"), i):
+            out.append("(?:")
+            i += 1
+        elif pattern.startswith(("(?P<", "(?<"), i) and not pattern.startswith(("(?<=", "(?<!"), i):
+            close = pattern.find(">", i)
+            out.append("(?:")
+            i = close + 1 if close > 0 else n
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
 
 
 def _never_raises(tool: _F) -> _F:
@@ -210,8 +247,12 @@ class FileTools:
         if (items := pattern_items(pattern)) > _MAX_PATTERN_ITEMS:
             return ToolResult("error", f"pattern is too complex: its counted repeats expand to about {items:,} "
                                        f"items (limit {_MAX_PATTERN_ITEMS:,}); use + or * instead of nested {{n}}")
+        if _REFERS_BACK.search(pattern):
+            return ToolResult("error", "backreferences and group calls (\\1, (?P=name), (?1)) are not taken in a "
+                                       "grep pattern; search for the text itself")
         try:
-            compiled = regex.compile(pattern, regex.MULTILINE)
+            regex.compile(pattern, regex.MULTILINE)  # the errors name places in the pattern as given
+            compiled = regex.compile(without_captures(pattern), regex.MULTILINE)
         except regex.error as exc:
             return ToolResult(
                 "error",
@@ -352,23 +393,40 @@ class FileTools:
 
 
 def _matching_lines(compiled: Any, text: str, timeout_s: float, cap: int) -> list[tuple[int, str]]:
-    """(line number, text) of up to `cap` matching lines, grep-style (each line on its own).
+    """(line number, text) of up to `cap` matching lines, grep-style (each line on its own); a line longer
+    than `_CHUNK_CHARS` is not searched (minified code).
 
-    A whole-text search first skips files without any match cheaply; raises TimeoutError past the budget.
+    Each chunk of whole lines is searched at once first, which skips chunks without a match cheaply; raises
+    TimeoutError past the budget.
     """
     deadline = _now() + timeout_s
-    if compiled.search(text, timeout=timeout_s) is None:
-        return []
+    lines = text.splitlines()
     hits: list[tuple[int, str]] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        remaining = deadline - _now()
-        if remaining <= 0:
-            raise TimeoutError
-        if compiled.search(line, timeout=remaining) is not None:
-            hits.append((number, line))
-            if len(hits) >= cap:
-                break
+    start = 0
+    while start < len(lines) and len(hits) < cap:
+        end, size = start, 0
+        while end < len(lines) and size + len(lines[end]) < _CHUNK_CHARS:
+            size += len(lines[end]) + 1
+            end += 1
+        if end == start:  # a line longer than a chunk
+            start += 1
+            continue
+        if compiled.search("\n".join(lines[start:end]), timeout=_left(deadline)) is not None:
+            for number in range(start, end):
+                if compiled.search(lines[number], timeout=_left(deadline)) is not None:
+                    hits.append((number + 1, lines[number]))
+                    if len(hits) >= cap:
+                        break
+        start = end
     return hits
+
+
+def _left(deadline: float) -> float:
+    """Seconds left before `deadline`; raises TimeoutError when there are none."""
+    remaining = deadline - _now()
+    if remaining <= 0:
+        raise TimeoutError
+    return remaining
 
 
 def _now() -> float:

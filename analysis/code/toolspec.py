@@ -123,7 +123,7 @@ def tool_specs() -> list[dict[str, Any]]:
         {
             "name": "grep_files",
             "description": "Search source and config files for a regular expression; returns sorted "
-            "'path:line: text' lines.",
+            "'path:line: text' lines (each line searched on its own; lines over 65,536 characters are not).",
             "parameters": obj(
                 {
                     "pattern": {"type": "string", "description": "Regular expression."},

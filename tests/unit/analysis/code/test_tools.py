@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from analysis.code.tools import FileTools, ToolLimits, pattern_items, tool_specs
+from analysis.code.tools import FileTools, ToolLimits, pattern_items, tool_specs, without_captures
 from tests.gitrepo import GitRepo
 
 
@@ -216,12 +217,46 @@ class TestGrep:
         assert time.monotonic() - started < 0.5
 
     @pytest.mark.parametrize("pattern", ["(?#[)((a{100}){100}){800}(?#])", "(?x)((a{100}){100}){800} # [",
-                                         "(?V1i)[\\w--\\d]{99000}", "(?i-x:a)", "(?V1)a"])
+                                         "(?V1i)[\\w--\\d]{99000}", "(?i-x:a)", "(?V1)a", "(?fi)[a\\w]{6660}"])
     def test_what_the_count_cannot_read_is_refused(self, repo: GitRepo, pattern: str) -> None:
         """Comments hid a pattern from the count (`(?#[)` opened a class there: 2.2 GB), and VERSION1's set
         operations cost ~27 kB an item (2.7 GB): neither is taken (second review)."""
         result = tools_for(repo).grep_files(pattern)
         assert result.status == "error" and "not taken in a grep pattern" in result.output
+
+    @pytest.mark.parametrize("pattern", [r"(a)\1", "(?P<x>a)(?P=x)", r"(?<x>a)\g<x>", "(a)(?1)", "(a)(?-1)"])
+    def test_what_refers_back_to_a_group_is_refused(self, repo: GitRepo, pattern: str) -> None:
+        """Groups are searched non-capturing (a third review: 40 nested groups took 525 MB over a 2 MB file),
+        which what refers back to one needs."""
+        result = tools_for(repo).grep_files(pattern)
+        assert result.status == "error" and "backreferences" in result.output
+
+    @pytest.mark.parametrize(("pattern", "plain"), [
+        ("(a)(?:b)(?P<n>c)(?<m>d)", "(?:a)(?:b)(?:c)(?:d)"), (r"[(]\((?<=x)(?<!y)(?i)", r"[(]\((?<=x)(?<!y)(?i)"),
+        ("[]()](x|y)", "[]()](?:x|y)"), ("(?i-s:a)", "(?i-s:a)"),
+    ])  # fmt: skip
+    def test_groups_are_searched_non_capturing(self, pattern: str, plain: str) -> None:
+        assert without_captures(pattern) == plain
+
+    def test_a_large_file_is_searched_in_bounded_memory(self, tmp_path: Path) -> None:
+        """A third review: 40 nested groups repeated over a 2 MB file took +525 MB (10 nested: 723 MB),
+        which the time limit does not bound. Chunks of lines, without captures, hold it to a few MB."""
+        repo = GitRepo(tmp_path / "r")
+        repo.commit("c", {"big.json": "    def handler(self, request, *args, **kwargs):  # a line of code\n" * 28_000})
+        tools = tools_for(repo, regex_timeout_s=1.0)
+        tracemalloc.start()
+        try:
+            result = tools.grep_files("(?s)(?:" + "(" * 40 + "." + ")" * 40 + ")*[^\\s\\S]", path="big.json")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert "MemoryError" not in result.output and peak < 64 << 20, (result.status, peak >> 20)
+
+    def test_a_line_longer_than_a_chunk_is_not_searched(self, tmp_path: Path) -> None:
+        repo = GitRepo(tmp_path / "r")
+        repo.commit("c", {"app.min.js": "var needle=1;" + "x" * 70_000 + "\nneedle()\n"})
+        result = tools_for(repo).grep_files("needle")
+        assert result.status == "ok" and [m.line for m in result.data] == [2], result
 
     @pytest.mark.parametrize(("pattern", "items"), [
         ("foo", 3), (r"\d{4}-\d{2}", 7), ("[a-z]{1,65535}", 3 * 65535), ("(a{100}){100}", 10_000),
