@@ -54,7 +54,15 @@ _MIRROR_REFSPEC = "+refs/heads/*:refs/heads/*"  # a clone's fetch refspec: the r
 # Every git command runs with no hooks, no file-system monitor and no replace refs: we only read, and
 # nothing found in a repository (a planted `hooks/post-checkout`, `refs/replace/<sha>`) may run a program
 # or stand in for a commit.
-_SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.useReplaceRefs=false")
+_SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.useReplaceRefs=false",
+             "log.showSignature=false")
+# Keys of a repository's own config that name a program git runs while reading it: a filter's (status runs
+# `clean`, worktree add `smudge`) and a diff driver's textconv (blame runs it). A repository given to
+# `logagent analyze --repo` was not cloned here: for our commands each filter is set empty (none) and each
+# textconv to `cat` (git has no empty one). External diff programs never run: every diff read passes
+# `--no-ext-diff` or reads names only; nor does a signature check (`log.showSignature` is off).
+_PROGRAM_KEY = re.compile(r"filter\..+\.(?:clean|smudge|process)|diff\..+\.(?P<textconv>textconv)",
+                          re.IGNORECASE | re.DOTALL)
 # All a clone made here holds in its config (`git clone --bare`, then `_clone`); any other key (an
 # `include`, a `core.sshCommand`, a URL rewrite) means something else wrote it.
 _CLONE_CONFIG = {
@@ -175,9 +183,20 @@ def _safe_revision(requested: str) -> bool:
 
 
 def open_repo(path: Path) -> git.Repo:
-    """`git.Repo(path)` whose commands run no hooks, monitor nor replace refs (`_SAFE_GIT`)."""
+    """`git.Repo(path)` whose commands run no hooks, monitor nor replace refs (`_SAFE_GIT`), nor a program its
+    own config names (`_PROGRAM_KEY`, each set empty)."""
     repo = git.Repo(path)
     repo.git.set_persistent_git_options(c=list(_SAFE_GIT))
+    try:
+        names = repo.git.config("--local", "--includes", "--name-only", "--null", "--list").split("\0")
+    except git.GitCommandError:
+        names = []  # no config of its own
+    programs = [(name, "cat" if found["textconv"] else "") for name in names if (found := _PROGRAM_KEY.fullmatch(name))]
+    if any("=" in name for name, _ in programs):  # `-c name=…` would split such a name at its own `=`
+        repo.close()
+        raise RepoError(f"{path}: its git config names a program under a key that holds '=': not read")
+    if programs:
+        repo.git.set_persistent_git_options(c=[*_SAFE_GIT, *(f"{name}={value}" for name, value in programs)])
     return repo
 
 
@@ -576,8 +595,8 @@ def _working_tree_files(repo: git.Repo) -> tuple[frozenset[str], frozenset[str],
     those whose content may not be HEAD's (changed, or hidden from git by `skip-worktree` or `assume-unchanged`),
     and the untracked ones, added-but-never-committed ones included. Names are read as bytes, as the file
     system holds them (`surrogateescape`): git quotes no name, and no name fails to decode."""
-    def names(*args: str) -> list[str]:
-        out = repo.git.execute(["git", *args, "-z"], stdout_as_string=False)
+    def names(command: str, *args: str) -> list[str]:  # through `repo.git`, which adds its `-c` options
+        out = getattr(repo.git, command.replace("-", "_"))(*args, "-z", stdout_as_string=False)
         return [name for name in out.decode("utf-8", "surrogateescape").split("\0") if name]
 
     added = set(names("diff", "--cached", "--name-only", "--diff-filter=A", "HEAD"))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis.code.filemap import FileIndex
+from analysis.code.gitlog import blame_lines
 from analysis.code.jail import tracked_only
 from analysis.code.repo import (
     RepoConfig,
@@ -301,6 +302,29 @@ class TestNothingPlantedRuns:
         assert not ran.exists()
         git(upstream.path, "checkout", "--quiet", "--detach", old)  # the planted hooks do run for git itself
         assert "post-checkout" in ran.read_text().splitlines()
+
+    def test_a_local_repository_s_filters_and_diff_drivers_do_not_run(self, tmp_path: Path) -> None:
+        """Third attacker review: `logagent analyze --repo` ran a `clean` filter of the repository's own config
+        (reading a changed file's status), and its `smudge` at `--commit`; a diff driver's textconv, a blame;
+        listing the working tree's files, its `core.fsmonitor`."""
+        repo = GitRepo(tmp_path / "mine")
+        head = repo.commit("app", {".gitattributes": "* filter=x diff=x\n", "app.py": "VERSION = 1\n"})
+        ran = tmp_path / "ran"
+        for key in ("filter.x.clean", "filter.x.smudge", "diff.x.textconv"):
+            git(repo.path, "config", key, f"sh -c 'echo {key} >> {ran}; cat \"$1\"' -- ")
+        monitor = tmp_path / "fsmonitor"  # the hooks of `_SAFE_GIT` went through only some of the commands
+        monitor.write_text(f"#!/bin/sh\necho core.fsmonitor >> {ran}\n")
+        monitor.chmod(0o755)
+        git(repo.path, "config", "core.fsmonitor", str(monitor))
+        os.utime(repo.path / "app.py", (0, 0))  # stat says changed: git reads it again, through `clean`
+        (repo.path / "app.py").write_text("VERSION = 2\n")
+        assert "app.py" in open_local(repo.path).modified
+        at_head = open_local(repo.path, head, cache_dir=tmp_path / "wt")
+        assert (at_head.root / "app.py").read_text() == "VERSION = 1\n"
+        assert [line.line for line in blame_lines(at_head.repo_dir, head, "app.py", 1, 1, 5.0)] == [1]
+        assert not ran.exists()
+        git(repo.path, "status", "--short")  # git itself runs them
+        assert {"filter.x.clean", "core.fsmonitor"} <= set(ran.read_text().split())
 
     def test_a_clone_taking_config_from_elsewhere_is_cloned_afresh(self, tmp_path: Path, upstream: GitRepo) -> None:
         """Second attacker review: a `commondir` file in the clone made git read another repository's config,
