@@ -13,6 +13,7 @@ Ollama being unreachable, answering HTTP errors, timing out or breaking its stre
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import time
 from collections import Counter
@@ -205,6 +206,8 @@ class Agent:
             reply = self._invoke(run, with_tools=True)
             if reply is None:
                 continue
+            if reply.tool_calls:
+                reply.tool_calls = [{**call, "args": _finite(call["args"])} for call in reply.tool_calls]
             run.messages.append(reply)
             if not reply.tool_calls:
                 try:
@@ -328,6 +331,18 @@ class Agent:
 
 
 # -- pure helpers -------------------------------------------------------------------------------------
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every infinite or NaN number written as text (`1e400` parses as infinity): the arguments go
+    back to Ollama in the conversation, as JSON, which has no such numbers; the tool's check then refuses them."""
+    if type(value) is float and not math.isfinite(value):
+        return str(value)
+    if type(value) is dict:
+        return {key: _finite(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_finite(item) for item in value]
+    return value
 
 
 def _check_arguments(

@@ -464,14 +464,17 @@ class TestUntrustedModelCalls:
         server.add(Reply.tool_calls([("run_shell", {"cmd": "cat /etc/passwd"}),
                                      ("read_file", {"file": "app/orders.py"}),
                                      ("blame", {"path": "app/orders.py", "start_line": "six", "end_line": 7}),
-                                     ("read_file", {"path": "app/orders.py", "start_line": "6"})]),
+                                     ("read_file", {"path": "app/orders.py", "start_line": "6"}),
+                                     # an attacker review: `1e400` parses as infinity, which int() overflows
+                                     ("read_file", {"path": "app/orders.py", "start_line": float("inf")})]),
                    Reply.json(_answer()))
         outcome = _run(scene, server, redactor)
-        unknown, bad_name, bad_int, coerced = _tool_messages(server.chat_calls[1])
+        unknown, bad_name, bad_int, coerced, infinite = _tool_messages(server.chat_calls[1])
         assert unknown.startswith("[error] unknown tool 'run_shell'") and "read_file" in unknown
         assert "unknown argument(s) 'file'" in bad_name and "path" in bad_name
         assert "must be an integer" in bad_int
         assert coerced.startswith("[ok]") and "6|" in coerced
+        assert "must be an integer" in infinite
         assert outcome.stats.tool_calls[("unknown", "error")] == 1
 
     def test_catastrophic_regex_returns_an_error_in_bounded_time(
