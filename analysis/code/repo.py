@@ -184,7 +184,7 @@ def _safe_revision(requested: str) -> bool:
 
 def open_repo(path: Path) -> git.Repo:
     """`git.Repo(path)` whose commands run no hooks, monitor nor replace refs (`_SAFE_GIT`), nor a program its
-    own config names (`_PROGRAM_KEY`, each set empty)."""
+    own config names (`_PROGRAM_KEY`: a filter set empty, a textconv to `cat`)."""
     repo = git.Repo(path)
     repo.git.set_persistent_git_options(c=list(_SAFE_GIT))
     try:
