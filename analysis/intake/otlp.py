@@ -33,18 +33,24 @@ _CONSUMED = frozenset({*TRACE_ATTRIBUTES, *TYPE_ATTRIBUTES, *MESSAGE_ATTRIBUTES,
 _RESOURCE_CONSUMED = frozenset({"service.name", *_TENANT_ATTRIBUTES, "server_id"})
 _SEVERITY = ((21, "fatal"), (17, "error"), (13, "warn"), (9, "info"), (5, "debug"), (1, "trace"))
 _MAX_DEPTH = 64
-# Each record carries its resource's attributes: a batch's records times its resource's size (as JSON) is
-# what decoding it copies. A real batch copies a few MB (8,192 records under a 4 kB resource is 32 MB); a
-# hostile one of 8,000 attributes over 8,000 records (471 kB) took 5.5 GB and 27 s.
+# Each record carries its resource's attributes: what decoding a batch copies is its records times its
+# resource's weight, the resource's JSON and `ENTRY_BYTES` an attribute (a dict entry in each record, ~26
+# bytes, its name shared; an attribute with no value is 14 bytes of JSON). A real batch weighs tens of MB
+# (8,192 records under a 4 kB resource of 40 attributes: 44 MB); hostile ones of 471 kB (8,000 attributes
+# over 8,000 records) took 5.5 GB and 27 s, of 173 kB (4,500 attributes without values over 2,000 records)
+# 811 MB and 3 s. Under the bound the most a message holds is ~2.9 million entries, ~80 MB.
 MAX_RESOURCE_COPIES = 128 << 20
+ENTRY_BYTES = 32
 
 
-def copies_bound(resource: bytes, records: int, copied: int) -> int:
-    """`copied` plus what `records` copies of `resource` add; raises BadInput past `MAX_RESOURCE_COPIES`."""
-    copied += len(resource) * records
+def copies_bound(weight: int, records: int, copied: int) -> int:
+    """`copied` plus `records` copies of a resource of `weight` (`ENTRY_BYTES` an attribute and its JSON's
+    length); raises BadInput past `MAX_RESOURCE_COPIES`."""
+    copied += weight * records
     if copied > MAX_RESOURCE_COPIES:
         raise BadInput("too_large", f"OTLP batch copies its resource into each record: over "
-                                    f"{MAX_RESOURCE_COPIES >> 20} MB ({records} records under {len(resource)} bytes)")
+                                    f"{MAX_RESOURCE_COPIES >> 20} MB ({records} records under a resource "
+                                    f"weighing {weight} bytes)")
     return copied
 
 
@@ -56,17 +62,18 @@ def decode_otlp(doc: dict[str, Any], config: DecodeConfig, fallback: float) -> l
         resource_logs = _object(item, "resourceLogs[]")
         resource_doc = _object(resource_logs.get("resource"), "resource")
         resource = attributes_of(resource_doc.get("attributes"))
-        resource_json = orjson.dumps(resource_doc)
+        carried = {f"resource.{k}": v for k, v in resource.items() if k not in _RESOURCE_CONSUMED}  # in each record
+        weight = len(orjson.dumps(resource_doc)) + ENTRY_BYTES * len(carried)
         scopes = resource_logs.get("scopeLogs") or resource_logs.get("instrumentationLibraryLogs")
         for scope_item in _list(scopes, "scopeLogs"):
             scope_logs = _object(scope_item, "scopeLogs[]")
             scope = _object(scope_logs.get("scope") or scope_logs.get("instrumentationLibrary"), "scope")
             logger = text(scope.get("name"), "scope.name")
             records = _list(scope_logs.get("logRecords"), "logRecords")
-            copied = copies_bound(resource_json, len(records), copied)
+            copied = copies_bound(weight, len(records), copied)
             for record in records:
                 record = _object(record, "logRecords[]")
-                events.append(_record(record, resource, logger, config, fallback))
+                events.append(_record(record, resource, carried, logger, config, fallback))
     if not events:
         raise BadInput("no_error", "OTLP message without log records")
     return events
@@ -123,15 +130,14 @@ def _object(value: Any, field: str) -> dict[str, Any]:
     raise BadInput("wrong_type", f"{field} is not an object")
 
 
-def _record(
-    record: dict[str, Any], resource: dict[str, Any], logger: str, config: DecodeConfig, fallback: float
-) -> ErrorEvent:
+def _record(record: dict[str, Any], resource: dict[str, Any], carried: dict[str, Any], logger: str,
+            config: DecodeConfig, fallback: float) -> ErrorEvent:
     attributes = attributes_of(record.get("attributes"))
     traces = [text(attributes.get(name), name) for name in TRACE_ATTRIBUTES]
     declared_type = first_text(attributes, TYPE_ATTRIBUTES)
     declared_message = first_text(attributes, MESSAGE_ATTRIBUTES)
     extra = {key: value for key, value in attributes.items() if key not in _CONSUMED}
-    extra.update((f"resource.{k}", v) for k, v in resource.items() if k not in _RESOURCE_CONSUMED)
+    extra.update(carried)
     body = any_value(record["body"]) if record.get("body") else None
     if body is not None and type(body) is not str:
         extra["body"] = body

@@ -67,6 +67,7 @@ from analysis.intake.decode import (
 )
 from analysis.intake.field import declared_chain, text, timestamp, trace_chain
 from analysis.intake.otlp import (
+    ENTRY_BYTES,
     MESSAGE_ATTRIBUTES,
     TRACE_ATTRIBUTES,
     TYPE_ATTRIBUTES,
@@ -341,12 +342,14 @@ class KeyCache:
             scopes = resource_logs.get("scopeLogs") or resource_logs.get("instrumentationLibraryLogs")
             if type(scopes) is not list:
                 return None
-            resource = {k: v for k, v in resource_logs.items() if k not in _OTLP_SCOPE_LISTS}
+            resource = orjson.dumps({k: v for k, v in resource_logs.items() if k not in _OTLP_SCOPE_LISTS})
+            attributes = inner.get("attributes") if type(inner := resource_logs.get("resource")) is dict else None
+            weight = len(resource) + ENTRY_BYTES * (len(attributes) if type(attributes) is list else 0)
             for scope_logs in scopes:
                 if type(scope_logs) is not dict or type(records := scope_logs.get("logRecords")) is not list:
                     return None
-                outer = orjson.dumps([resource, {k: v for k, v in scope_logs.items() if k != "logRecords"}])
-                copied = copies_bound(outer, len(records), copied)  # past it, the full path says why
+                copied = copies_bound(weight, len(records), copied)  # past it, the full path says why
+                outer = (resource, orjson.dumps({k: v for k, v in scope_logs.items() if k != "logRecords"}))
                 for record in records:
                     read = self._otlp_record(record, outer, received_at) if type(record) is dict else None
                     if read is None:
@@ -354,8 +357,8 @@ class KeyCache:
                     reads.append(read)
         return reads or None
 
-    def _otlp_record(self, record: dict[str, Any], outer: bytes, received_at: float) -> _Read | None:
-        """The read of one OTLP log record under its resource and scope (`outer`, as JSON), or None."""
+    def _otlp_record(self, record: dict[str, Any], outer: tuple[bytes, bytes], received_at: float) -> _Read | None:
+        """The read of one OTLP log record under its resource and scope (`outer`, each as JSON), or None."""
         body, moment = record.get("body"), record.get("timeUnixNano")
         if type(body) is not dict or len(body) != 1 or type(message := body.get("stringValue")) is not str \
                 or not message or type(moment) is not str or moment in ("", "0") \
@@ -368,7 +371,7 @@ class KeyCache:
         kind, value = first_text(attributes, TYPE_ATTRIBUTES), first_text(attributes, MESSAGE_ATTRIBUTES)
         chain, trace = trace_chain(traces, message, self._config.max_frames)
         chain = chain or declared_chain(kind, value, trace)
-        # The scope's JSON is shared by its records' skeletons, not copied into each.
+        # The resource's and the scope's JSON are shared by the records' skeletons, not copied into each.
         skeleton = (outer, orjson.dumps([{k: v for k, v in record.items() if k not in _OTLP_RECORD_SLOTS},
                                          {k: v for k, v in attributes.items() if k not in _OTLP_SLOTS}]))
         return _Read(_key(skeleton, chain, trace), chain, message, timestamp(moment, received_at), None)

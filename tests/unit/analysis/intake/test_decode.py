@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -286,9 +287,25 @@ class TestBadInput:
         with pytest.raises(BadInput) as caught:
             KeyReader(CONFIG, Redactor()).read_sightings(hostile, NOW)
         assert caught.value.reason == "too_large" and "copies its resource" in str(caught.value)
+        # A second review: attributes without a value weigh 14 bytes of JSON, but a dict entry in each record.
+        bare = orjson.loads(batch(4_500, 1_800, ""))
+        for item in bare["resourceLogs"][0]["resource"]["attributes"][1:]:
+            del item["value"]
+        assert reason(orjson.dumps(bare)) == "too_large"
         full = batch(50, 8_192, "v" * 24)
         assert len(decode_message(full, CONFIG, received_at=NOW)) == 8_192
         assert len(KeyReader(CONFIG, Redactor()).read_sightings(full, NOW)) == 8_192
+
+    def test_empty_scopes_under_a_large_resource_cost_nothing_each(self) -> None:
+        """A second review: 20,000 scopes without records under a 420 kB resource took the key stage 15 s,
+        which wrote the resource's JSON once per scope."""
+        resource = [attribute("service.name", {"stringValue": "svc"}),
+                    *({"key": f"k{i}"} for i in range(30_000))]
+        raw = orjson.dumps({"resourceLogs": [{"resource": {"attributes": resource}, "scopeLogs": [
+            *[{"logRecords": []}] * 20_000, {"logRecords": [{"body": {"stringValue": "boom"}}]}]}]})
+        started = time.process_time()
+        assert len(KeyReader(CONFIG, Redactor()).read_sightings(raw, NOW)) == 1
+        assert time.process_time() - started < 2.0  # 0.1 s; 15 s before
 
     def test_too_deep(self) -> None:
         """Nesting past max_depth, and past the JSON parser's own limit, is too_deep."""
