@@ -54,15 +54,16 @@ _MIRROR_REFSPEC = "+refs/heads/*:refs/heads/*"  # a clone's fetch refspec: the r
 # Every git command runs with no hooks, no file-system monitor and no replace refs: we only read, and
 # nothing found in a repository (a planted `hooks/post-checkout`, `refs/replace/<sha>`) may run a program
 # or stand in for a commit.
+# A submodule's working tree is not looked into (its own config's filters would run there), nor checked out.
 _SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.useReplaceRefs=false",
-             "log.showSignature=false")
+             "log.showSignature=false", "diff.ignoreSubmodules=dirty", "submodule.recurse=false")
 # Keys of a repository's own config that name a program git runs while reading it: a filter's (status runs
 # `clean`, worktree add `smudge`) and a diff driver's textconv (blame runs it). A repository given to
 # `logagent analyze --repo` was not cloned here: for our commands each filter is set empty (none) and each
-# textconv to `cat` (git has no empty one). External diff programs never run: every diff read passes
-# `--no-ext-diff` or reads names only; nor does a signature check (`log.showSignature` is off).
-_PROGRAM_KEY = re.compile(r"filter\..+\.(?:clean|smudge|process)|diff\..+\.(?P<textconv>textconv)",
-                          re.IGNORECASE | re.DOTALL)
+# textconv to `cat` (git has no empty one): `_PROGRAMS`, by section and key. External diff programs never
+# run: every diff read passes `--no-ext-diff` or reads names only; nor does a signature check
+# (`log.showSignature` is off).
+_PROGRAMS = {("filter", "clean"): "", ("filter", "smudge"): "", ("filter", "process"): "", ("diff", "textconv"): "cat"}
 # All a clone made here holds in its config (`git clone --bare`, then `_clone`); any other key (an
 # `include`, a `core.sshCommand`, a URL rewrite) means something else wrote it.
 _CLONE_CONFIG = {
@@ -184,20 +185,28 @@ def _safe_revision(requested: str) -> bool:
 
 def open_repo(path: Path) -> git.Repo:
     """`git.Repo(path)` whose commands run no hooks, monitor nor replace refs (`_SAFE_GIT`), nor a program its
-    own config names (`_PROGRAM_KEY`: a filter set empty, a textconv to `cat`)."""
+    own config names (`_PROGRAMS`: a filter set empty, a textconv to `cat`)."""
     repo = git.Repo(path)
     repo.git.set_persistent_git_options(c=list(_SAFE_GIT))
-    try:
-        names = repo.git.config("--local", "--includes", "--name-only", "--null", "--list").split("\0")
+    try:  # `scope\0name\0` for each key; the repository's own are `local` (with what it includes) and `worktree`
+        listed = repo.git.config("--show-scope", "--name-only", "--null", "--list").split("\0")
     except git.GitCommandError:
-        names = []  # no config of its own
-    programs = [(name, "cat" if found["textconv"] else "") for name in names if (found := _PROGRAM_KEY.fullmatch(name))]
+        listed = []  # no config at all
+    names = [name for scope, name in zip(listed[::2], listed[1::2], strict=False) if scope in ("local", "worktree")]
+    programs = [(name, _PROGRAMS[key]) for name in names if (key := _section_and_key(name)) in _PROGRAMS]
     if any("=" in name for name, _ in programs):  # `-c name=…` would split such a name at its own `=`
         repo.close()
         raise RepoError(f"{path}: its git config names a program under a key that holds '=': not read")
     if programs:
         repo.git.set_persistent_git_options(c=[*_SAFE_GIT, *(f"{name}={value}" for name, value in programs)])
     return repo
+
+
+def _section_and_key(name: str) -> tuple[str, str] | None:
+    """(`filter`, `clean`) of `filter.<driver>.clean`: a key with a subsection, lower-cased; else None."""
+    section, _, rest = name.lower().partition(".")
+    subsection, dot, key = rest.rpartition(".")
+    return (section, key) if dot and subsection else None
 
 
 def resolve_revision(repo_dir: Path, revision: str) -> str | None:

@@ -326,6 +326,27 @@ class TestNothingPlantedRuns:
         git(repo.path, "status", "--short")  # git itself runs them
         assert {"filter.x.clean", "core.fsmonitor"} <= set(ran.read_text().split())
 
+    def test_filters_of_the_worktree_config_and_of_a_submodule_do_not_run(self, tmp_path: Path) -> None:
+        """A fourth review: a clean filter in `.git/config.worktree` (`extensions.worktreeConfig`), which
+        `git config --local` does not list, ran; so did one in a submodule's own config."""
+        ran = tmp_path / "ran"
+        sub = GitRepo(tmp_path / "sub")
+        sub.commit("sub", {".gitattributes": "* filter=x\n", "f.txt": "a\n"})
+        repo = GitRepo(tmp_path / "mine")
+        repo.commit("app", {".gitattributes": "* filter=y\n", "app.py": "VERSION = 1\n"})
+        git(repo.path, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub.path), "sub")
+        repo.commit("with sub", {})
+        git(repo.path, "config", "extensions.worktreeConfig", "true")
+        git(repo.path, "config", "--worktree", "filter.y.clean", f"sh -c 'echo worktree >> {ran}; cat'")
+        git(repo.path / "sub", "config", "filter.x.clean", f"sh -c 'echo submodule >> {ran}; cat'")
+        for changed in (repo.path / "app.py", repo.path / "sub" / "f.txt"):
+            os.utime(changed, (0, 0))
+            changed.write_text(changed.read_text() + "# edited\n")
+        assert "app.py" in open_local(repo.path).modified
+        assert not ran.exists()
+        git(repo.path, "-c", "diff.ignoreSubmodules=none", "status", "--short")  # git itself runs both
+        assert set(ran.read_text().split()) == {"worktree", "submodule"}
+
     def test_a_clone_taking_config_from_elsewhere_is_cloned_afresh(self, tmp_path: Path, upstream: GitRepo) -> None:
         """Second attacker review: a `commondir` file in the clone made git read another repository's config,
         whose smudge filter ran at the next checkout."""
