@@ -43,7 +43,7 @@ _UNREAD = re.compile(r"\(\?#|\(\?[abefiLmprsuwxV01-]{0,16}(?:x|V1|f)")
 # pattern of 40 nested groups took ~2.7 kB a character searched (525 MB over a 2 MB file). Groups are
 # made non-capturing (a grep shows lines, not groups), so what refers back to one is refused, and a text
 # is searched a chunk of whole lines at a time: ~100 bytes a character over at most `_CHUNK_CHARS`.
-_REFERS_BACK = re.compile(r"\\(?:[1-9]|g<|k<)|\(\?(?:P=|P>|&|R\)|[+-]?[0-9])")
+_REFERS_BACK = re.compile(r"\\(?:[1-9]|g<|k<)|\(\?(?:P=|P>|&|R\)|[+-]?[0-9]|\((?!\?))")
 _CHUNK_CHARS = 65_536
 _F = TypeVar("_F", bound=Callable[..., ToolResult[Any]])
 
@@ -97,7 +97,10 @@ def without_captures(pattern: str) -> str:
             start = i
             i += 3 if pattern.startswith("[^]", i) else 2 if pattern.startswith("[]", i) else 1
             while i < n and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
+                if pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) > 0:  # `[:digit:]`
+                    i = end + 2
+                else:
+                    i += 2 if pattern[i] == "\\" else 1
             out.append(pattern[start : i + 1])
             i += 1
         elif char == "(" and not pattern.startswith(("(?", "(*"), i):
@@ -248,8 +251,8 @@ class FileTools:
             return ToolResult("error", f"pattern is too complex: its counted repeats expand to about {items:,} "
                                        f"items (limit {_MAX_PATTERN_ITEMS:,}); use + or * instead of nested {{n}}")
         if _REFERS_BACK.search(pattern):
-            return ToolResult("error", "backreferences and group calls (\\1, (?P=name), (?1)) are not taken in a "
-                                       "grep pattern; search for the text itself")
+            return ToolResult("error", "backreferences, group calls and conditions on a group (\\1, (?P=name), (?1), "
+                                       "(?(1)…)) are not taken in a grep pattern; search for the text itself")
         try:
             regex.compile(pattern, regex.MULTILINE)  # the errors name places in the pattern as given
             compiled = regex.compile(without_captures(pattern), regex.MULTILINE)
