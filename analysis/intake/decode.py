@@ -119,12 +119,16 @@ def decode_record(doc: dict[str, Any], config: DecodeConfig, fallback: float,
 
 
 def _checked(events: list[ErrorEvent], config: DecodeConfig) -> list[ErrorEvent]:
+    """`events`, unless a value they keep nests past `max_depth` (the event's extra is its level 1). Each
+    value is walked once: the records of an OTLP batch share their resource's (a review: a resource's list
+    of 100,000 items was walked again for each of 420 records, 1.3 s)."""
+    walked: set[int] = set()
     for event in events:  # interpreted fields are type-checked; only the kept unknown ones can nest
         for value in event.extra.values():
-            if type(value) is dict or type(value) is list:  # the usual extra holds scalars only
-                if _too_deep(event.extra, config.max_depth):
+            if (type(value) is dict or type(value) is list) and id(value) not in walked:
+                walked.add(id(value))
+                if _too_deep(value, config.max_depth - 1):
                     raise BadInput("too_deep", f"nesting over {config.max_depth}")
-                break
     return events
 
 
