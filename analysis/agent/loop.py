@@ -26,7 +26,6 @@ import ollama
 from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_ollama import ChatOllama
-from pydantic import ValidationError
 
 from analysis.agent.answer import past_case_refs, validated_analysis
 from analysis.agent.config import MIN_TOOL_OUTPUT, AgentConfig
@@ -206,8 +205,7 @@ class Agent:
             reply = self._invoke(run, with_tools=True)
             if reply is None:
                 continue
-            if reply.tool_calls:
-                reply.tool_calls = [{**call, "args": _finite(call["args"])} for call in reply.tool_calls]
+            left_out = self._cap_calls(run, reply)
             run.messages.append(reply)
             if not reply.tool_calls:
                 try:
@@ -216,8 +214,11 @@ class Agent:
                     return None  # prose instead of JSON: the final step asks for it under the schema
                 run.stats.stop_reason = "answered"
                 return answer
-            for index, call in enumerate(reply.tool_calls):
-                run.messages.append(self._run_tool(run, call["name"], call["args"], call.get("id") or "", index))
+            for call in reply.tool_calls:
+                run.messages.append(self._run_tool(run, call["name"], call["args"], call.get("id") or ""))
+            if left_out:
+                run.messages.append(HumanMessage(f"[error] {left_out} more tool calls of your last reply were not "
+                                                 f"run: one reply runs {self._config.max_tool_calls_per_step} at most"))
         run.stats.stop_reason = "step_cap"
         return None
 
@@ -261,8 +262,9 @@ class Agent:
             raise LlmUnavailable(f"Ollama answered HTTP {exc.status_code}: {exc.error[:200]}") from None
         except (ConnectionError, httpx.ConnectError, httpx.TimeoutException) as exc:
             raise LlmUnavailable(f"Ollama unreachable or too slow: {type(exc).__name__}") from None
-        except (httpx.HTTPError, json.JSONDecodeError, ValidationError) as exc:
-            # A cut or garbled NDJSON stream is the server's (or a proxy's) fault, not the model's answer.
+        except (httpx.HTTPError, ValueError, RecursionError) as exc:  # pydantic's ValidationError among them
+            # A cut or garbled NDJSON stream is the server's (or a proxy's) fault, not the model's answer; so
+            # is JSON Python refuses (a number of over 4,300 digits) or nests past the stack.
             raise LlmUnavailable(f"Ollama stream broken: {type(exc).__name__}") from None
         finally:
             run.stats.steps += 1
@@ -275,17 +277,29 @@ class Agent:
             run.stats.completion_tokens += usage["output_tokens"]
         return result
 
+    def _cap_calls(self, run: _Run, reply: AIMessage) -> int:
+        """Keep the reply's first tool calls that may run (counting the others as not run) and make their
+        arguments JSON again; how many were left out. A review's reply of 60,000 calls took 49 s: each was
+        answered in the conversation, whose size was summed again for each."""
+        cap = self._config.max_tool_calls_per_step
+        for call in reply.tool_calls[cap:]:
+            run.stats.tool_calls[(call["name"] if call["name"] in self._specs else "unknown", "not_run")] += 1
+        left_out = max(0, len(reply.tool_calls) - cap)
+        try:
+            reply.tool_calls = [{**call, "args": _finite(call["args"])} for call in reply.tool_calls[:cap]]
+        except RecursionError:  # arguments nested past the stack could not be sent back either
+            raise LlmUnavailable("Ollama stream broken: tool arguments nested too deeply") from None
+        return left_out
+
     # -- tools --------------------------------------------------------------------------------------
 
-    def _run_tool(self, run: _Run, name: str, args: Mapping[str, Any], call_id: str, index: int) -> ToolMessage:
-        """Execute one model tool call, the `index`th of its reply (never raises), and return its capped,
-        redacted result message. Past the timeout, the context budget or the reply's share of calls, the
-        call is answered as not run: one reply may ask for any number of them, each up to a tool's timeout."""
+    def _run_tool(self, run: _Run, name: str, args: Mapping[str, Any], call_id: str) -> ToolMessage:
+        """Execute one model tool call (never raises) and return its capped, redacted result message. Past
+        the timeout or the context budget the call is answered as not run: each may take up to a tool's
+        timeout (a reply's calls past its share are left out before: `_cap_calls`)."""
         spec = self._specs.get(name)
         label = name if spec is not None else "unknown"
-        why = (f"one reply runs {self._config.max_tool_calls_per_step} tool calls at most"
-               if index >= self._config.max_tool_calls_per_step
-               else "the investigation's time is up" if time.monotonic() >= run.deadline
+        why = ("the investigation's time is up" if time.monotonic() >= run.deadline
                else "the conversation is full" if run.size() >= self._config.context_budget_chars else None)
         if why is not None:
             run.stats.tool_calls[(label, "not_run")] += 1

@@ -164,6 +164,8 @@ def parse_answer(text: str) -> AgentAnswer:
         raise AnswerError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:  # `[[[[…` nested past the interpreter's stack
         raise AnswerError("invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # a number of over 4,300 digits
+        raise AnswerError(f"invalid JSON: {exc}"[:_ERROR_CHARS]) from None
     try:
         return AgentAnswer.model_validate(obj)
     except ValidationError as exc:

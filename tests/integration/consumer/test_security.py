@@ -143,6 +143,9 @@ class TestPromptInjectionAndSecrets:
         caplog.set_level(logging.INFO)  # the service's default log level
         with ScriptedOllama([Reply.tool_calls(ESCAPES), obedient_answer, obedient_answer]) as ollama:
             settings = with_ollama(settings_factory(partitions=1, window={"quiet_s": 0.3}), ollama.url)
+            # Every escape in one reply: each is tried (one reply runs 8 calls by default).
+            settings = settings.model_copy(update={"agent": settings.agent.model_copy(
+                update={"max_tool_calls_per_step": len(ESCAPES)})})
             metrics = Metrics()
             service = Service(settings, build_explainer(settings, metrics, RepoSync(repo_config)), metrics)
             stream = [leaky_event("shop", T0 + i * 0.05, commit, i) for i in range(4)]

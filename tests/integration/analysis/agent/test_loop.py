@@ -374,15 +374,18 @@ class TestBounds:
 
     def test_one_reply_runs_a_bounded_share_of_tool_calls(self, scene: Scene, server: ScriptedOllama,
                                                          redactor: Redactor) -> None:
-        """A reply asking for 20 greps (each may take a regex timeout) runs max_tool_calls_per_step of them;
-        every other call is answered as not run, so the model still gets one reply per call."""
-        flood = [("grep_files", {"pattern": f"token{i}"}) for i in range(20)]
+        """A reply asking for 20,000 greps (each may take a regex timeout) runs max_tool_calls_per_step of
+        them; the others are left out of the conversation, and one message says how many (a review's 60,000
+        calls, each answered as not run, took 49 s and 329 MB)."""
+        flood = [("grep_files", {"pattern": f"token{i}"}) for i in range(20_000)]
         server.add(Reply.tool_calls(flood), Reply.json(_answer()))
         outcome = _run(scene, server, redactor, max_tool_calls_per_step=3)
+        sent = server.chat_calls[1]["messages"]
         answers = _tool_messages(server.chat_calls[1])
-        assert len(answers) == 20
-        assert sum("not run" in text for text in answers) == 17 and "not run" not in " ".join(answers[:3])
-        assert outcome.stats.tool_calls[("grep_files", "not_run")] == 17
+        assert len(answers) == 3 and "not run" not in " ".join(answers)
+        assert [m["role"] for m in sent[-5:]] == ["assistant", "tool", "tool", "tool", "user"], sent[-5:]
+        assert "19997 more tool calls" in sent[-1]["content"]
+        assert outcome.stats.tool_calls[("grep_files", "not_run")] == 19_997
 
     def test_the_timeout_holds_within_one_reply(self, scene: Scene, server: ScriptedOllama,
                                                 redactor: Redactor) -> None:
@@ -457,6 +460,17 @@ class TestUntrustedModelCalls:
         assert results[4].startswith("[no_data]")  # grep skips the escaping symlink: no match
         assert "OUTSIDE-JAIL-CONTENT" not in server.all_text() and "root:x:0" not in server.all_text()
         assert outcome.stats.tool_calls[("read_file", "error")] == 4
+
+    def test_arguments_nested_past_the_stack_are_a_broken_stream(
+            self, scene: Scene, server: ScriptedOllama, redactor: Redactor) -> None:
+        """A review: tool arguments nested ~900 deep decoded, then a RecursionError escaped the analysis;
+        the service re-raised it and the burst was lost to its error path. It is LlmUnavailable now."""
+        nested: list[Any] = []
+        for _ in range(950):
+            nested = [nested]
+        server.add(Reply.tool_calls([("read_file", {"path": nested})]), Reply.json(_answer()))
+        with pytest.raises(LlmUnavailable, match="stream broken"):
+            _run(scene, server, redactor)
 
     def test_unknown_tools_and_bad_arguments_get_corrective_errors(
             self, scene: Scene, server: ScriptedOllama, redactor: Redactor) -> None:

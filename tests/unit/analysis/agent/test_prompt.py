@@ -210,6 +210,11 @@ class TestParseAnswer:
         with pytest.raises(AnswerError, match="nested too deeply"):
             parse_answer('{"root_cause": ' + "[" * 50_000 + "]" * 50_000 + "}")
 
+    def test_a_number_past_python_s_digit_limit_is_an_answer_error(self) -> None:
+        """A review: a confidence of 5,001 digits raised ValueError out of the agent."""
+        with pytest.raises(AnswerError, match="invalid JSON: Exceeds the limit"):
+            parse_answer('{"root_cause": "x", "confidence": 1' + "0" * 5000 + "}")
+
     def test_no_json_at_all(self) -> None:
         """Prose without any object is rejected."""
         with pytest.raises(AnswerError, match="no JSON object"):
