@@ -59,11 +59,12 @@ _SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.useReplac
              "log.showSignature=false", "diff.ignoreSubmodules=dirty", "submodule.recurse=false")
 # Keys of a repository's own config that name a program git runs while reading it: a filter's (status runs
 # `clean`, worktree add `smudge`) and a diff driver's textconv (blame runs it). A repository given to
-# `logagent analyze --repo` was not cloned here: for our commands each filter is set empty (none) and each
-# textconv to `cat` (git has no empty one): `_PROGRAMS`, by section and key. External diff programs never
-# run: every diff read passes `--no-ext-diff` or reads names only; nor does a signature check
-# (`log.showSignature` is off).
-_PROGRAMS = {("filter", "clean"): "", ("filter", "smudge"): "", ("filter", "process"): "", ("diff", "textconv"): "cat"}
+# `logagent analyze --repo` was not cloned here: for our commands each filter is set empty (none) and not
+# required, and each textconv set to `cat` (git has no empty one): `_PROGRAMS`, by section and key. External
+# diff programs never run: every diff read passes `--no-ext-diff` or reads names only; nor does a signature
+# check (`log.showSignature` is off).
+_PROGRAMS = {("filter", "clean"): "", ("filter", "smudge"): "", ("filter", "process"): "",
+             ("filter", "required"): "false", ("diff", "textconv"): "cat"}
 # All a clone made here holds in its config (`git clone --bare`, then `_clone`); any other key (an
 # `include`, a `core.sshCommand`, a URL rewrite) means something else wrote it.
 _CLONE_CONFIG = {
@@ -536,7 +537,11 @@ def _ensure_worktree(repo: git.Repo, root: Path, path: Path, sha: str, cap: int)
         return path.resolve()
     _discard(path)
     repo.git.worktree("prune")
-    repo.git.worktree("add", "--detach", "--force", str(path), sha)
+    # Checked out by a repository opened there: a condition of an `includeIf` (on the git dir) may hold only
+    # in a worktree, and bring a filter with it (a review's smudge ran at `worktree add`).
+    repo.git.worktree("add", "--detach", "--force", "--no-checkout", str(path), sha)
+    with open_repo(path) as added:
+        added.git.reset("--hard", "--quiet")
     siblings = sorted(
         (p for p in path.parent.iterdir() if p.is_dir() and not p.is_symlink() and p != path),
         key=lambda p: p.stat().st_mtime,
@@ -584,6 +589,10 @@ def open_local(path: Path, commit: str | None = None, cache_dir: Path | None = N
     Without `commit` the working tree itself is read (pinned to HEAD for citations, noted when dirty);
     with one, a detached worktree under `cache_dir` (default: the system temp dir) is used.
     """
+    elsewhere = subprocess.run(["git", "-C", str(path), "config", "--get", "core.worktree"], capture_output=True,
+                               timeout=30, check=False).stdout.strip() if path.is_dir() else b""
+    if elsewhere:  # git and GitPython then disagree on its files (a review: a traceback, or nothing at all)
+        raise RepoError(f"{path}: its git config sets core.worktree (its files are kept elsewhere): not read")
     try:
         repo = open_repo(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:

@@ -347,6 +347,25 @@ class TestNothingPlantedRuns:
         git(repo.path, "-c", "diff.ignoreSubmodules=none", "status", "--short")  # git itself runs both
         assert set(ran.read_text().split()) == {"worktree", "submodule"}
 
+    def test_a_filter_included_only_in_a_worktree_does_not_run(self, tmp_path: Path) -> None:
+        """A fifth review: `includeIf.gitdir:**/worktrees/**` brought a required smudge filter that holds only in
+        the worktree `--commit` adds, which git checked out with it (GitPython also failed on that config)."""
+        repo = GitRepo(tmp_path / "mine")
+        head = repo.commit("app", {".gitattributes": "app.py filter=x\n", "app.py": "VERSION = 1\n"})
+        ran = tmp_path / "ran"
+        (repo.path / ".git" / "x.cfg").write_text(f"[filter \"x\"]\n\tsmudge = sh -c 'echo x >> {ran}; cat'\n"
+                                                 "\trequired = true\n")
+        git(repo.path, "config", "includeIf.gitdir:**/worktrees/**.path", "x.cfg")
+        checkout = open_local(repo.path, head, cache_dir=tmp_path / "wt")
+        assert (checkout.root / "app.py").read_text() == "VERSION = 1\n" and not ran.exists()
+
+    def test_a_working_tree_kept_apart_is_refused(self, tmp_path: Path, upstream: GitRepo) -> None:
+        """A fifth review: `core.worktree` naming another directory ended in a traceback (or no output)."""
+        git(upstream.path, "config", "core.worktree", str(tmp_path))
+        for commit in (None, upstream.head()):
+            with pytest.raises(RepoError, match=r"sets core\.worktree"):
+                open_local(upstream.path, commit, cache_dir=tmp_path / "wt")
+
     def test_a_clone_taking_config_from_elsewhere_is_cloned_afresh(self, tmp_path: Path, upstream: GitRepo) -> None:
         """Second attacker review: a `commondir` file in the clone made git read another repository's config,
         whose smudge filter ran at the next checkout."""
