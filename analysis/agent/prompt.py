@@ -150,8 +150,13 @@ def build_user_message(
     return text if len(text) <= budget_chars else _truncate(text, budget_chars)
 
 
+MAX_ANSWER_CHARS = 100_000
+
+
 def parse_answer(text: str) -> AgentAnswer:
     """Parse the model's final answer: strip code fences and surrounding prose, validate the schema."""
+    if len(text) > MAX_ANSWER_CHARS:  # a review's 30 MB root cause was taken (150 MB held)
+        raise AnswerError(f"the answer is over {MAX_ANSWER_CHARS:,} characters: keep it short")
     body = _unfenced(text.strip())
     if not body.startswith("{"):
         start, end = body.find("{"), body.rfind("}")

@@ -208,12 +208,20 @@ class TestParseAnswer:
     def test_json_nested_past_the_stack_is_an_answer_error(self) -> None:
         """Third attacker review: `[[[…` 50,000 deep raised RecursionError out of the agent."""
         with pytest.raises(AnswerError, match="nested too deeply"):
-            parse_answer('{"root_cause": ' + "[" * 50_000 + "]" * 50_000 + "}")
+            parse_answer('{"root_cause": ' + "[" * 45_000 + "]" * 45_000 + "}")
 
     def test_a_number_past_python_s_digit_limit_is_an_answer_error(self) -> None:
         """A review: a confidence of 5,001 digits raised ValueError out of the agent."""
         with pytest.raises(AnswerError, match="invalid JSON: Exceeds the limit"):
             parse_answer('{"root_cause": "x", "confidence": 1' + "0" * 5000 + "}")
+
+    def test_an_answer_too_large_is_an_answer_error(self) -> None:
+        """A review: a 30 MB root cause was taken (150 MB held), 200,000 citations took 5.8 s."""
+        with pytest.raises(AnswerError, match="over 100,000 characters"):
+            parse_answer(json.dumps({**self.ANSWER, "root_cause": "x" * 100_001}))
+        many = [{"path": "a.py", "start_line": 1, "end_line": 1}] * 51
+        with pytest.raises(AnswerError, match="citations"):
+            parse_answer(json.dumps({**self.ANSWER, "citations": many}))
 
     def test_no_json_at_all(self) -> None:
         """Prose without any object is rejected."""
