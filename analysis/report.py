@@ -60,10 +60,10 @@ class AgentAnswer(_Model):
 
     root_cause: str
     culprit: Location
-    suspects: list[Suspect] = Field(default_factory=list, max_length=20)
+    suspects: list[Suspect] = Field(default_factory=list)
     fix: Fix | None = None
     confidence: float = Field(ge=0.0, le=1.0)
-    citations: list[CitationRef] = Field(default_factory=list, max_length=50)
+    citations: list[CitationRef] = Field(default_factory=list)
 
 
 class ExceptionMessage(_Model):
