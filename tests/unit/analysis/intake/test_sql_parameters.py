@@ -289,10 +289,11 @@ class TestTheThirdReview:
         "[SQL: password = ?]\n[parameters: ['a'," + "'a'," * 249_980 + "]",
     ], ids=["lone-pairs", "arguments", "pairs", "rows", "values"])
     def test_a_long_line_is_read_once(self, text: str) -> None:
-        """Each pair read the rest of its line again: 62 s for a megabyte of lone pairs; now under 1 s."""
+        """Each pair read the rest of its line again: 62 s for a megabyte of lone pairs; now linear. The 18,000
+        statements of `pairs` each redact a password, 0.8-1.0 s on a loaded 2-core machine: 2 s is the bound."""
         started = time.process_time()
         REDACTOR.redact(text)
-        assert time.process_time() - started < 1.0
+        assert time.process_time() - started < 2.0
 
 
 class TestUnnamedValues:
