@@ -187,7 +187,12 @@ def _safe_revision(requested: str) -> bool:
 def open_repo(path: Path) -> git.Repo:
     """`git.Repo(path)` whose commands run no hooks, monitor nor replace refs (`_SAFE_GIT`), nor a program its
     own config names (`_PROGRAMS`: a filter set empty, a textconv to `cat`)."""
-    repo = git.Repo(path)
+    try:
+        repo = git.Repo(path)
+    except AttributeError:  # GitPython reads an `includeIf` of a `.git` opened directly before it knows the dir
+        if path.name != ".git":
+            raise
+        repo = git.Repo(path.parent)
     repo.git.set_persistent_git_options(c=list(_SAFE_GIT))
     try:  # `scope\0name\0` for each key; the repository's own are `local` (with what it includes) and `worktree`
         listed = repo.git.config("--show-scope", "--name-only", "--null", "--list").split("\0")
@@ -204,10 +209,11 @@ def open_repo(path: Path) -> git.Repo:
 
 
 def _section_and_key(name: str) -> tuple[str, str] | None:
-    """(`filter`, `clean`) of `filter.<driver>.clean`: a key with a subsection, lower-cased; else None."""
+    """(`filter`, `clean`) of `filter.<driver>.clean`, an empty driver too: a key with a subsection,
+    lower-cased; else None."""
     section, _, rest = name.lower().partition(".")
-    subsection, dot, key = rest.rpartition(".")
-    return (section, key) if dot and subsection else None
+    _, dot, key = rest.rpartition(".")
+    return (section, key) if dot else None  # `filter..clean`: git matches an empty driver name (`* filter=`)
 
 
 def resolve_revision(repo_dir: Path, revision: str) -> str | None:

@@ -359,6 +359,23 @@ class TestNothingPlantedRuns:
         checkout = open_local(repo.path, head, cache_dir=tmp_path / "wt")
         assert (checkout.root / "app.py").read_text() == "VERSION = 1\n" and not ran.exists()
 
+    def test_a_driver_without_a_name_and_a_conditional_include_are_read_safely(self, tmp_path: Path) -> None:
+        """A sixth review: `filter..clean` and `diff..textconv` (an empty driver name, `* filter= diff=`) were
+        not neutralised and ran; any `includeIf` made GitPython fail opening the `.git` directory itself."""
+        repo = GitRepo(tmp_path / "mine")
+        head = repo.commit("app", {".gitattributes": "* filter= diff=\n", "app.py": "VERSION = 1\n"})
+        ran = tmp_path / "ran"
+        for key in ("filter..clean", "filter..smudge", "diff..textconv"):
+            git(repo.path, "config", key, f"sh -c 'echo {key} >> {ran}; cat \"$1\"' -- ")
+        git(repo.path, "config", "includeIf.onbranch:**.path", "nothing.cfg")
+        os.utime(repo.path / "app.py", (0, 0))
+        (repo.path / "app.py").write_text("VERSION = 2\n")
+        assert "app.py" in open_local(repo.path).modified
+        at_head = open_local(repo.path, head, cache_dir=tmp_path / "wt")
+        assert (at_head.root / "app.py").read_text() == "VERSION = 1\n"
+        assert [line.line for line in blame_lines(at_head.repo_dir, head, "app.py", 1, 1, 5.0)] == [1]
+        assert not ran.exists()
+
     def test_a_working_tree_kept_apart_is_refused(self, tmp_path: Path, upstream: GitRepo) -> None:
         """A fifth review: `core.worktree` naming another directory ended in a traceback (or no output)."""
         git(upstream.path, "config", "core.worktree", str(tmp_path))
