@@ -262,9 +262,10 @@ class Agent:
             raise LlmUnavailable(f"Ollama answered HTTP {exc.status_code}: {exc.error[:200]}") from None
         except (ConnectionError, httpx.ConnectError, httpx.TimeoutException) as exc:
             raise LlmUnavailable(f"Ollama unreachable or too slow: {type(exc).__name__}") from None
-        except (httpx.HTTPError, ValueError, RecursionError) as exc:  # pydantic's ValidationError among them
+        except (httpx.HTTPError, ValueError, TypeError, RecursionError) as exc:  # pydantic's ValidationError among them
             # A cut or garbled NDJSON stream is the server's (or a proxy's) fault, not the model's answer; so
-            # is JSON Python refuses (a number of over 4,300 digits) or nests past the stack.
+            # is JSON Python refuses (a number of over 4,300 digits), nests past the stack, or arguments that
+            # langchain-ollama reads as Python literals no JSON holds (a set, bytes: a TypeError).
             raise LlmUnavailable(f"Ollama stream broken: {type(exc).__name__}") from None
         finally:
             run.stats.steps += 1
@@ -349,7 +350,8 @@ class Agent:
 
 def _finite(value: Any) -> Any:
     """`value` with every infinite or NaN number written as text (`1e400` parses as infinity): the arguments go
-    back to Ollama in the conversation, as JSON, which has no such numbers; the tool's check then refuses them."""
+    back to Ollama in the conversation, as JSON, which has no such numbers; the tool's check then refuses them.
+    (A value no JSON holds, a Python literal langchain-ollama read from a string, fails its parse: a TypeError.)"""
     if type(value) is float and not math.isfinite(value):
         return str(value)
     if type(value) is dict:

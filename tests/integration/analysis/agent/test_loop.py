@@ -472,6 +472,15 @@ class TestUntrustedModelCalls:
         with pytest.raises(LlmUnavailable, match="stream broken"):
             _run(scene, server, redactor)
 
+    @pytest.mark.parametrize("literal", ["[{(1,2): 3}]", "[{1,2}]", "[1j]", "[b'x']"])
+    def test_an_argument_python_reads_as_no_json_value_is_a_broken_stream(
+            self, scene: Scene, server: ScriptedOllama, redactor: Redactor, literal: str) -> None:
+        """A sixth review: langchain-ollama reads a string argument that is a Python literal as that value (a
+        tuple key, a set, bytes), which no JSON holds: a TypeError escaped the analysis. A broken stream now."""
+        server.add(Reply.tool_calls([("read_file", {"path": literal})]), Reply.json(_answer()))
+        with pytest.raises(LlmUnavailable, match="stream broken"):
+            _run(scene, server, redactor)
+
     def test_unknown_tools_and_bad_arguments_get_corrective_errors(
             self, scene: Scene, server: ScriptedOllama, redactor: Redactor) -> None:
         """An unknown tool or bad arguments yield an error result listing what is valid; nothing raises."""
