@@ -16,7 +16,7 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
@@ -24,7 +24,7 @@ from typing import Any, Literal
 from tests.protocol_server import LoopbackServer
 
 Embedder = Callable[[str], Sequence[float]]
-ReplyKind = Literal["text", "tool_calls", "http_error", "malformed", "delay"]
+ReplyKind = Literal["text", "tool_calls", "http_error", "malformed", "delay", "drip"]
 Handler = Callable[[dict[str, Any]], "Reply"]
 
 _EPOCH_STAMP = "2025-01-01T00:00:00.000000Z"
@@ -42,6 +42,7 @@ class Reply:
     then: Reply | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    times: int = 1
 
     @classmethod
     def text(cls, content: str, *, prompt_tokens: int | None = None,
@@ -71,6 +72,11 @@ class Reply:
     def http_error(cls, status: int = 500, message: str = "model runner crashed") -> Reply:
         """Answer with an HTTP error and Ollama's `{"error": ...}` body."""
         return cls("http_error", status=status, content=message)
+
+    @classmethod
+    def drip(cls, piece: str, times: int, every_s: float = 0.0) -> Reply:
+        """Stream `piece` as the assistant's message `times` times, `every_s` apart (a slow or runaway model)."""
+        return cls("drip", content=piece, times=times, seconds=every_s)
 
     @classmethod
     def malformed(cls) -> Reply:
@@ -255,6 +261,8 @@ class _OllamaHandler(BaseHTTPRequestHandler):
             reply = reply.then or Reply.text("")
         if reply.kind == "http_error":
             self._send_json(reply.status, {"error": reply.content})
+        elif reply.kind == "drip":
+            self._stream(body, self._dripped(body, reply))
         elif reply.kind == "malformed":
             self._stream(body, [b'{"model": "m", "message": {"role": "assistant", "content": "hal\n',
                                 b"not json at all\n"])
@@ -272,6 +280,14 @@ class _OllamaHandler(BaseHTTPRequestHandler):
 
     def _send_json(self, status: int, obj: Any) -> None:
         self._send_bytes(status, json.dumps(obj).encode(), "application/json; charset=utf-8")
+
+    def _dripped(self, body: dict[str, Any], reply: Reply) -> Iterator[bytes]:
+        first, *_ = _chunks(body, Reply.text(reply.content))
+        for _ in range(reply.times):
+            if self.state.stopping.wait(reply.seconds):
+                return
+            yield first
+        yield _chunks(body, Reply.text(""))[-1]
 
     def _stream(self, body: dict[str, Any], lines: Iterable[bytes]) -> None:
         """Send NDJSON with chunked transfer encoding, one line per HTTP chunk, as Ollama does."""

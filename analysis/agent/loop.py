@@ -17,20 +17,28 @@ import math
 import posixpath
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import ollama
 from langchain_core.exceptions import OutputParserException
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_ollama import ChatOllama
 
 from analysis.agent.answer import past_case_refs, validated_analysis
 from analysis.agent.config import MIN_TOOL_OUTPUT, AgentConfig
 from analysis.agent.prompt import (
     FINAL_INSTRUCTION,
+    MAX_ANSWER_CHARS,
     SYSTEM_PROMPT,
     AnswerError,
     PromptInputs,
@@ -245,10 +253,9 @@ class Agent:
         """One model request; None when the model's tool-call arguments could not even be parsed."""
         started = time.monotonic()
         try:
-            if with_tools:
-                result = self._llm_with_tools.invoke(run.messages)
-            else:
-                result = self._llm.invoke(run.messages, format=_ANSWER_SCHEMA)
+            stream = (self._llm_with_tools.stream(run.messages) if with_tools
+                      else self._llm.stream(run.messages, format=_ANSWER_SCHEMA))
+            result = _joined(stream, run.deadline + self._config.request_timeout_s)
         except OutputParserException:
             # The model wrote tool arguments that are not JSON; tell it and let the next step fix it.
             run.messages.append(
@@ -270,8 +277,6 @@ class Agent:
         finally:
             run.stats.steps += 1
             run.stats.llm_seconds.append(time.monotonic() - started)
-        if not isinstance(result, AIMessage):
-            raise LlmUnavailable(f"unexpected model result {type(result).__name__}")
         usage = result.usage_metadata
         if usage is not None:
             run.stats.prompt_tokens += usage["input_tokens"]
@@ -346,6 +351,27 @@ class Agent:
 
 
 # -- pure helpers -------------------------------------------------------------------------------------
+
+
+def _joined(stream: Iterator[BaseMessage], deadline: float) -> AIMessage:
+    """The streamed reply as one message; LlmUnavailable when it is still streaming past `deadline` (each read
+    within the request timeout: a review's drip ran a 2 s investigation to 60 s) or past `MAX_ANSWER_CHARS`
+    (160 MB joined held 2.7 GB). Stopping the iteration closes the connection."""
+    joined: AIMessageChunk | None = None
+    size = 0
+    for chunk in stream:
+        if not isinstance(chunk, AIMessageChunk):
+            raise LlmUnavailable(f"unexpected model result {type(chunk).__name__}")
+        size += len(chunk.content) if isinstance(chunk.content, str) else 0
+        if size > MAX_ANSWER_CHARS:
+            raise LlmUnavailable(f"Ollama stream cut: a reply over {MAX_ANSWER_CHARS:,} characters")
+        if time.monotonic() > deadline:
+            raise LlmUnavailable("Ollama unreachable or too slow: still answering past the investigation's time")
+        joined = chunk if joined is None else joined + chunk
+    if joined is None:
+        raise LlmUnavailable("Ollama stream broken: no reply")
+    return AIMessage(content=joined.content, tool_calls=joined.tool_calls, usage_metadata=joined.usage_metadata,
+                     additional_kwargs=joined.additional_kwargs)
 
 
 def _finite(value: Any) -> Any:

@@ -163,7 +163,7 @@ def server() -> Iterator[ScriptedOllama]:
 
 
 def _agent(server_url: str, redactor: Redactor, **overrides: Any) -> Agent:
-    config = AgentConfig(model=MODEL, request_timeout_s=5, **overrides)
+    config = AgentConfig(model=MODEL, **{"request_timeout_s": 5, **overrides})
     return Agent(config, redactor, server_url)
 
 
@@ -479,6 +479,26 @@ class TestUntrustedModelCalls:
         tuple key, a set, bytes), which no JSON holds: a TypeError escaped the analysis. A broken stream now."""
         server.add(Reply.tool_calls([("read_file", {"path": literal})]), Reply.json(_answer()))
         with pytest.raises(LlmUnavailable, match="stream broken"):
+            _run(scene, server, redactor)
+
+    def test_a_reply_that_drips_past_the_investigation_s_time_is_cut(
+            self, scene: Scene, server: ScriptedOllama, redactor: Redactor) -> None:
+        """A sixth review: a reply of a chunk a second, each within the request timeout, ran a 2 s budget to
+        60 s (three requests of 20 s). It is cut once past the investigation's time and a request timeout."""
+        server.add(Reply.drip("x", times=30, every_s=0.2))
+        started = time.monotonic()
+        with pytest.raises(LlmUnavailable, match="too slow"):
+            _run(scene, server, redactor, timeout_s=1.0, request_timeout_s=1.0)
+        assert time.monotonic() - started < 3.5  # 6 s of dripping
+
+    def test_a_reply_past_the_answer_cap_is_cut_while_streaming(
+            self, scene: Scene, server: ScriptedOllama, redactor: Redactor,
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        """A sixth review: 160 MB streamed was joined whole before the answer's size was checked (2.7 GB held);
+        the stream is cut as it passes the cap (lowered here to 1 MB: the same path)."""
+        monkeypatch.setattr("analysis.agent.loop.MAX_ANSWER_CHARS", 1_000_000)
+        server.add(Reply.drip("y" * 100_000, times=40))
+        with pytest.raises(LlmUnavailable, match="over 1,000,000 characters"):
             _run(scene, server, redactor)
 
     def test_unknown_tools_and_bad_arguments_get_corrective_errors(
