@@ -253,9 +253,14 @@ class Agent:
         """One model request; None when the model's tool-call arguments could not even be parsed."""
         started = time.monotonic()
         try:
-            stream = (self._llm_with_tools.stream(run.messages) if with_tools
-                      else self._llm.stream(run.messages, format=_ANSWER_SCHEMA))
-            result = _joined(stream, run.deadline + self._config.request_timeout_s)
+            # A step ends with the investigation (and a request timeout); the answer, asked after it, may take
+            # as long again (a slow model writes it at a few tokens a second).
+            if with_tools:
+                result = _joined(self._llm_with_tools.stream(run.messages),
+                                 run.deadline + self._config.request_timeout_s)
+            else:
+                result = _joined(self._llm.stream(run.messages, format=_ANSWER_SCHEMA),
+                                 started + self._config.timeout_s)
         except OutputParserException:
             # The model wrote tool arguments that are not JSON; tell it and let the next step fix it.
             run.messages.append(
