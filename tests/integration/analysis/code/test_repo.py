@@ -280,6 +280,26 @@ class TestCacheHoldsOnlyItsClones:
         assert (fake / "app.py").read_text() == "VERSION = 666\n"
 
 
+def _plant_programs(repo: GitRepo, driver: str, tmp_path: Path) -> Path:
+    """The clean, smudge and textconv of `driver` in the repository's config, each writing its key to the file
+    returned when it runs."""
+    ran = tmp_path / "ran"
+    for key in (f"filter.{driver}.clean", f"filter.{driver}.smudge", f"diff.{driver}.textconv"):
+        git(repo.path, "config", key, f"sh -c 'echo {key} >> {ran}; cat \"$1\"' -- ")
+    return ran
+
+
+def _read_every_way(repo: GitRepo, head: str, tmp_path: Path) -> None:
+    """What `logagent analyze --repo` reads of `app.py` (1 line at `head`): a change to it in the working tree
+    (stat says changed, so git reads it again, through `clean`), a worktree at `head`, a blame there."""
+    os.utime(repo.path / "app.py", (0, 0))
+    (repo.path / "app.py").write_text("VERSION = 2\n")
+    assert "app.py" in open_local(repo.path).modified
+    at_head = open_local(repo.path, head, cache_dir=tmp_path / "wt")
+    assert (at_head.root / "app.py").read_text() == "VERSION = 1\n"
+    assert [line.line for line in blame_lines(at_head.repo_dir, head, "app.py", 1, 1, 5.0)] == [1]
+
+
 class TestNothingPlantedRuns:
     """Attacker review: a hook planted in a cached clone ran at the next checkout, and any directory with a
     `.git` file at a worktree's place was read as the checkout."""
@@ -309,19 +329,12 @@ class TestNothingPlantedRuns:
         listing the working tree's files, its `core.fsmonitor`."""
         repo = GitRepo(tmp_path / "mine")
         head = repo.commit("app", {".gitattributes": "* filter=x diff=x\n", "app.py": "VERSION = 1\n"})
-        ran = tmp_path / "ran"
-        for key in ("filter.x.clean", "filter.x.smudge", "diff.x.textconv"):
-            git(repo.path, "config", key, f"sh -c 'echo {key} >> {ran}; cat \"$1\"' -- ")
+        ran = _plant_programs(repo, "x", tmp_path)
         monitor = tmp_path / "fsmonitor"  # the hooks of `_SAFE_GIT` went through only some of the commands
         monitor.write_text(f"#!/bin/sh\necho core.fsmonitor >> {ran}\n")
         monitor.chmod(0o755)
         git(repo.path, "config", "core.fsmonitor", str(monitor))
-        os.utime(repo.path / "app.py", (0, 0))  # stat says changed: git reads it again, through `clean`
-        (repo.path / "app.py").write_text("VERSION = 2\n")
-        assert "app.py" in open_local(repo.path).modified
-        at_head = open_local(repo.path, head, cache_dir=tmp_path / "wt")
-        assert (at_head.root / "app.py").read_text() == "VERSION = 1\n"
-        assert [line.line for line in blame_lines(at_head.repo_dir, head, "app.py", 1, 1, 5.0)] == [1]
+        _read_every_way(repo, head, tmp_path)
         assert not ran.exists()
         git(repo.path, "status", "--short")  # git itself runs them
         assert {"filter.x.clean", "core.fsmonitor"} <= set(ran.read_text().split())
@@ -364,16 +377,9 @@ class TestNothingPlantedRuns:
         not neutralised and ran; any `includeIf` made GitPython fail opening the `.git` directory itself."""
         repo = GitRepo(tmp_path / "mine")
         head = repo.commit("app", {".gitattributes": "* filter= diff=\n", "app.py": "VERSION = 1\n"})
-        ran = tmp_path / "ran"
-        for key in ("filter..clean", "filter..smudge", "diff..textconv"):
-            git(repo.path, "config", key, f"sh -c 'echo {key} >> {ran}; cat \"$1\"' -- ")
+        ran = _plant_programs(repo, "", tmp_path)
         git(repo.path, "config", "includeIf.onbranch:**.path", "nothing.cfg")
-        os.utime(repo.path / "app.py", (0, 0))
-        (repo.path / "app.py").write_text("VERSION = 2\n")
-        assert "app.py" in open_local(repo.path).modified
-        at_head = open_local(repo.path, head, cache_dir=tmp_path / "wt")
-        assert (at_head.root / "app.py").read_text() == "VERSION = 1\n"
-        assert [line.line for line in blame_lines(at_head.repo_dir, head, "app.py", 1, 1, 5.0)] == [1]
+        _read_every_way(repo, head, tmp_path)
         assert not ran.exists()
 
     def test_a_working_tree_kept_apart_is_refused(self, tmp_path: Path, upstream: GitRepo) -> None:
