@@ -751,6 +751,24 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     add("secret", f"send: 'AUTH LOGIN Ym9iQGV4YW1wbGUuY29t\\r\\n'\nreply: b'334 UGFzc3dvcmQ6\\r\\n'\n"
                   f"reply: retcode (334); Msg: b'UGFzc3dvcmQ6'\nsend: '{login}\\r\\n'\nreply: b'235 ok\\r\\n'",
         login, source="smtplib's debug output of AUTH LOGIN, the password on its own line")
+    # Found by stop 46's review, in what real programs print (tests/integration/analysis/intake/test_client_output.py,
+    # test_loguru.py, test_java_output.py run them).
+    for spelling, source in (
+            ("  File \"app.py\", line 17, in handler\n    connect(host, db_password)\n    │       │     └ '{v}'\n"
+             "    │       └ 'db.internal'\n    └ <function connect at 0x7f2778cd84a0>", "loguru's diagnose values"),
+            ("    return login(user, api_token)\n           |     |     -> '{v}'\n           |     -> 'alice'\n"
+             "           -> <function login at 0x7f2778cd84a0>", "loguru's diagnose values drawn in ASCII"),
+            ('{{"text": "Traceback (most recent call last):\\n  File \\"app.py\\", line 3, in <module>\\n'
+             '    check(password)\\n    │     └ \'{v}\'\\n    └ <function check at 0x7f00>\\n"}}',
+             "loguru's serialize=True"),
+            ("    auth: 'deploy:{v}',", "Node's url.parse and http request options as console.log prints them"),
+            ("Creds[username=svc, password={v}&3xQ]", "a Java record's toString"),
+            ("{{password={v}(Qp)Lm2, user=svc}}", "a Java map's toString"),
+            ("{{apiKey={v} horse battery, HOME=/root}}", "Java's System.getenv() printed"),
+            ("'body': b'{{\"SecretString\": \"{{\\\\\"password\\\\\":\\\\\"{v}\\\\\"}}\"}}'",
+             "botocore's DEBUG params: JSON in a JSON string in a bytes repr")):
+        value = _fill(rng, "{b62:14}")
+        add("secret", spelling.format(v=value), value, source=source)
     for spelling, source in (
             ("apiVersion: v1\ndata:\n  api-token: WnhrUDJtUTd2UjR0TDh3\n  db: {v}\nkind: Secret\nmetadata:\n"
              "  creationTimestamp: null\n  name: app-creds\n", "kubectl create secret generic -o yaml"),
@@ -939,6 +957,10 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "['token', 'expired', 'password', 'reset'] auth failed for user bob"),
     Negative("stack frames", '    AUTHORIZER_TYPES = ["TOKEN", "REQUEST", "COGNITO_USER_POOLS"]'),
     Negative("ordinary log text", "send: 'data\\r\\n'\nreply: b'354 go ahead\\r\\n'\nsend: 'quit\\r\\n'"),
+    Negative("ordinary log text", "reply: b'250-mail.test\\r\\n'\nreply: b'250 AUTH PLAIN LOGIN CRAM-MD5\\r\\n'"),
+    Negative("stack frames", "    def login(self, user='', passwd='', acct='', secure=True):"),
+    Negative("stack frames", "    return lookup(user_name, retries)\n           │      │          └ 3\n"
+                             "           │      └ 'alice'\n           └ <function lookup at 0x7f2778cd84a0>"),
     Negative("ordinary log text", "apiVersion: v1\ndata:\n  log_level: debug\n  region: eu-west-1\nkind: ConfigMap\n"
                                   "metadata:\n  name: app-config\n"),
 )

@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+import orjson
+
 from analysis.intake.sql_parameters import (
     LITERAL_INSERT,
     PG_PARAMETERS,
@@ -149,7 +151,7 @@ _STRONG_KEY = (  # every name starts with a letter or digit: the lookahead fails
 # `writeKey`, `primaryKey`: a database's primary key names a column, which does not look generated).
 _WEAK_KEY = (r"(?<![A-Za-z0-9])(?i:key|auth|session|session[_-]?id|sid|code|hmac|salt|nonce|jsessionid|phpsessid"
              r"|csrf|totp|hotp|appid|(?:shared|hmac|write|read|primary|secondary|storage|webhook|root|admin)[_-]?key)")
-_QUOTE_CLOSE = r"(?:\\?[\"'])?"
+_QUOTE_CLOSE = r"(?:\\{0,3}[\"'])?"  # JSON in a JSON string (`\"`), and once more (`\\\"`)
 # Comparisons too (`password == "…"`), and the full-width colon of CJK text (U+FF1A).
 _SEPARATOR = r"[ \t\r\n]{0,5}(?:=>|:=|={2,3}|!={1,2}|[:=]|：)[ \t\r\n]{0,5}"
 _BARE = r"[^\s\"',;&<>(){}\[\]`]"
@@ -159,7 +161,7 @@ _QUOTED = (
     # (`"ab\"cd"`)
     r"(?:(?P<pre>[bBuUrRfF]{0,2}|[NnEe])(?P<q>[\"'])(?P<qv>(?:\\[^\r\n]|(?!(?P=q))[^\r\n\\])++)(?P=q)"
     # quoted in a JSON string (`\"…\"`)
-    r"|(?P<eq>\\[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n])++)(?P=eq))"
+    r"|(?P<eq>\\{1,3}[\"'])(?P<eqv>(?:(?!(?P=eq))[^\r\n])++)(?P=eq))"
 )
 _VALUE = (
     rf"(?!\[REDACTED|=)(?:{_QUOTED}"
@@ -172,9 +174,12 @@ _VALUE = (
     r"|(?P<upre>[bBuUrRfF]{0,2})(?P<uq>[\"'])(?![\s)\]},;])"
     r"(?!(?:\\[^\r\n]|(?!(?P=uq))[^\r\n\\]){0,512}(?P=uq))(?P<uv>[^\r\n]++)"
     # the same in a JSON string (`\"password\":\"hunter2…` cut short)
-    r"|(?P<ueq>\\[\"'])(?![^\r\n]{0,512}(?P=ueq))(?P<ueqv>[^\r\n]++)"
+    r"|(?P<ueq>\\{1,3}[\"'])(?![^\r\n]{0,512}(?P=ueq))(?P<ueqv>[^\r\n]++)"
     rf"|(?P<bv>{_BARE}++))"  # bare, up to a delimiter (after the quotes: `b"…` is no bare `b`)
 )
+# A secret's name and what sets it: what the prefilter looks for wherever that comes first (one expression of its
+# database for every rule that reads such a name so).
+_KEY_HEAD = f"{_STRONG_KEY}{_QUOTE_CLOSE}{_SEPARATOR}"
 # After a `:` the rest of the line is the value, words and all (`db_password: correct horse battery`); a
 # quoted value, prefixed or not (`b'…'`), is `_VALUE`'s.
 _WORDS = rf"(?!\[REDACTED|\\|[bBuUrRfF]{{0,2}}[\"'])(?P<bv>{_BARE}++(?:[ \t]{{1,5}}+{_BARE}++){{0,32}})"
@@ -461,6 +466,59 @@ def _rejected_input(match: re.Match[str]) -> str:
     if found is None:
         return body
     return body[:found.end()] + _INPUT.sub(r"\g<head>[REDACTED:secret]", body[found.end():], count=1)
+
+
+# loguru's `diagnose` (on by default; better_exceptions' format) writes under a traceback's source line one line
+# per name with the value it held: `└` under the name's first letter, a `│` for each name to its left (`->`
+# and `|` where the sink's encoding has neither). As printed, or in a JSON string (loguru's `serialize`), its
+# line breaks written out.
+_NOTES = r"(?:[ \t│|]{0,4096}+(?:└|->) [^\r\n]*+(?:\r?\n|\Z))++"
+_ESCAPED = r"(?:[^\\\r\n\"]|\\[^n\r\n])*+"  # a JSON string's characters to its next written-out line break
+_ESCAPED_NOTES = rf"(?:[ \t│|]{{0,4096}}+(?:└|->) {_ESCAPED}(?:\\n|(?=[\r\n\"])|\Z))++"
+_NOTE = re.compile(r"(?<![ \t│|])(?P<lead>[ \t│|]*+)(?P<cap>└|->) (?P<value>[^\r\n]*+)")
+_ESCAPED_NOTE = re.compile(rf"(?<![ \t│|])(?P<lead>[ \t│|]*+)(?P<cap>└|->) (?P<value>{_ESCAPED})")
+_NAME = re.compile(r"(?<![\w.])[^\W\d]\w*+")
+_KEPT_VALUES = frozenset({"None", "''", '""', "b''", 'b""'})
+_CODE_REPR = re.compile(r"<(?:function|bound method|class|module|built-in function|built-in method) ")  # code
+
+
+def _diagnosed(match: re.Match[str]) -> str:
+    """The values noted under a source line, each hidden when the name it is noted under holds a secret
+    (`secret_key`; a weak one's value only when it looks generated); `None`, empty strings and code stay."""
+    escaped = match["src"] is None
+    source, notes = (match["esrc"], match["enotes"]) if escaped else (match["src"], match["notes"])
+    if escaped:
+        try:
+            source = orjson.loads(f'"{source}"')  # the columns are the printed line's
+        except orjson.JSONDecodeError:
+            return match.group()
+
+    def note(found: re.Match[str]) -> str:
+        value = found["value"]
+        name = _NAME.match(source, len(found["lead"]))
+        kind = secret_key(name.group()) if name is not None else None
+        if kind is None or value.strip() in _KEPT_VALUES or "[REDACTED:" in value or _CODE_REPR.match(value) or \
+                (kind == "weak" and not looks_generated(value.strip().strip("'\"\\"))):
+            return found.group()
+        return f"{found['lead']}{found['cap']} {placeholder('secret')}"
+
+    kept = match.group()[:match.start("enotes" if escaped else "notes") - match.start()]
+    return kept + (_ESCAPED_NOTE if escaped else _NOTE).sub(note, notes)
+
+
+_HOLDER_REPR = re.compile(r"(?<![A-Za-z0-9_$.])(?P<type>[A-Z][A-Za-z0-9_$.]{0,127})[(\[{]")
+# Code: a dotted name called or indexed (`process.current().key`).
+_CALLED = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)++[(\[]")
+
+
+def _written_value(match: re.Match[str]) -> str:
+    """A value as Java prints it hidden, unless it is the repr of a type that holds a secret
+    (`password=SecretStr('**********')`: see `_type_repr`) or code (a dotted name called or indexed)."""
+    start = match.end("head")
+    holder = _HOLDER_REPR.match(match.string, start)
+    if (holder is not None and _HOLDER_TYPE.search(holder["type"])) or _CALLED.match(match.string, start):
+        return match.group()
+    return f"{match['head']}{placeholder('secret')}"
 
 
 def header_or_flag(name: str) -> bool:
@@ -939,7 +997,8 @@ _CONTEXT: tuple[Rule, ...] = (
           r"\g<head>[REDACTED:secret]"),
     # Python's HTTP clients take a user and a password in a tuple or an auth object: `auth=("bob", "x")`,
     # `basic_auth=(…)`, `{"auth": ("bob", "x")}`, `HTTPBasicAuth(user, 'x')`, `aiohttp.BasicAuth("bob", "x")`
-    # (a traceback prints the source line), or in a string: `http_auth="bob:x"`.
+    # (a traceback prints the source line), or in a string: `http_auth="bob:x"`, Node's request options and
+    # `url.parse` (`auth: 'bob:x'`, as `console.log` prints them: the URL's user information, decoded).
     _rule("secret", r"(?P<head>(?:(?<![A-Za-z0-9_])(?:(?:basic|http|proxy)_)?auth[ \t]{0,3}=[ \t]{0,3}[(\[]"
                     r"|\\?[\"']auth\\?[\"'][ \t]{0,3}:[ \t]{0,3}[(\[]|(?<![A-Za-z0-9_])(?:HTTPBasicAuth|HTTPDigestAuth"
                     r"|HTTPProxyAuth|HttpNtlmAuth|BasicAuth|DigestAuth)\()[ \t]{0,3}(?:[bBuUrR]{0,2}\\?[\"']"
@@ -947,6 +1006,9 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"[ \t]{0,3},[ \t]{0,3})(?!\\?[\"']?\[REDACTED)" + _QUOTED, _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_])(?:basic|http|proxy)_auth[ \t]{0,3}=[ \t]{0,3}\\?[\"'][^\"':\\\r\n]{1,128}:)"
                     r"(?!\[REDACTED)[^\"'\\\r\n]++", r"\1[REDACTED:secret]"),
+    _rule("secret", r"((?<![A-Za-z0-9_$.-])(?P<q>\\?[\"']?)auth(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P<v>\\?[\"'])"
+                    r"[^\s\"':\\]{1,128}:)(?![\s\"'\\]|\[REDACTED)(?:[^\"'\\\r\n]|\\[^\"'\r\n]){1,1024}+(?=(?P=v))",
+          r"\1[REDACTED:secret]"),
     # Positional passwords of commands that take them so: `htpasswd -b file user x` (`-n`: no file),
     # `rabbitmqctl add_user bob x` (and `change_password`), `net use Z: \\srv\share /user:bob x`, `echo x |
     # docker login --password-stdin`.
@@ -1019,8 +1081,11 @@ _CONTEXT: tuple[Rule, ...] = (
                     + _VALUE, _keyed),
     # Mail and cache protocols' debug output: `AUTH PLAIN <base 64>` (SMTP, smtplib's `send:`), IMAP's `LOGIN
     # user "x"`, POP3's `PASS x` (poplib's `*cmd*`), Redis's `AUTH x` (also as MONITOR quotes it).
+    # A server's list of mechanisms (`250-AUTH PLAIN LOGIN CRAM-MD5`) is no credential.
     _rule("secret", r"(?P<head>(?<![A-Za-z0-9])AUTH[ \t]+(?:PLAIN|LOGIN|XOAUTH2|OAUTHBEARER)[ \t]+)"
-                    r"(?!\[REDACTED)[A-Za-z0-9+/=_-]{4,8192}+", r"\g<head>[REDACTED:secret]"),
+                    r"(?!\[REDACTED|(?:PLAIN|LOGIN|CRAM-MD5|DIGEST-MD5|XOAUTH2?|OAUTHBEARER|GSSAPI|NTLM|ANONYMOUS"
+                    r"|EXTERNAL|SCRAM-SHA-[0-9]{1,3}(?:-PLUS)?)(?![A-Za-z0-9+/=_-]))[A-Za-z0-9+/=_-]{4,8192}+",
+          r"\g<head>[REDACTED:secret]"),
     # smtplib's `send:` of a lone base 64 word: the password after `AUTH LOGIN` (or a challenge's answer).
     # SMTP's own one-word commands are no answer; a message's data is sent as bytes (`send: b'…'`).
     _rule("secret", r"(?P<head>(?<![^\n])send: ')(?!\[REDACTED)(?!(?i:data|quit|rset|noop|help|starttls)\\r)"
@@ -1065,6 +1130,10 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"(?:\r?\n|\\n)[ \t]{2,8}[^\r\n\[]{0,512}\[type=[\w.-]{1,64},[ \t]input_value=)(?!\[REDACTED)"
                     r"(?:'(?:\\.|[^'\\\r\n]){0,4096}+'|\"(?:\\.|[^\"\\\r\n]){0,4096}+\"|[^,\]\r\n]{1,4096}+)",
           r"\g<head>[REDACTED:secret]", spans_lines=True),
+    # loguru's `diagnose` values (`_diagnosed`), under a source line as printed or in a JSON string.
+    _rule("secret", rf"(?<![^\n])(?P<src>[^\r\n]{{1,4096}}+)\r?\n(?P<notes>{_NOTES})"
+                    rf"|(?<=\\n)(?P<esrc>{_ESCAPED})\\n(?P<enotes>{_ESCAPED_NOTES})",
+          _diagnosed, spans_lines=True, prefilter=r"(?:\n|\\n)[ \t│|]*(?:└|->) "),
     _rule("secret", r"\{(?=[^{}\r\n]{0,4096}?\\?[\"']loc\\?[\"'])[^{}\r\n]{1,4096}+", _rejected_input,
           prefilter=r"\\?[\"']loc\\?[\"']"),  # the lookahead is what is rare: any `{` is not
     # A header or a field held as a (name, value) pair, `(b'x-api-key', b'x')` (an ASGI scope, Starlette's raw
@@ -1090,9 +1159,18 @@ _CONTEXT: tuple[Rule, ...] = (
     # A passphrase is words: an unquoted one runs to the end of its line.
     _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]++",
           r"\1[REDACTED:secret]"),
+    # What Java and Kotlin print of a record, a map, `Properties`, a Lombok or data class (`Creds[user=svc,
+    # password=x]`, `{password=x, user=svc}`, `Creds(user=svc, password=x)`): values are written as they are, so
+    # one runs to the next `, name=` or to the closing bracket before a space or the line's end, whatever it
+    # holds (`Tr0ub4dor&3xQ`, `x(Qp)Lm2`, `j4,Kd8`, words) but `, ` and quotes: quoted, bracketed or followed
+    # by other arguments (`passwd='', acct=''`, `token=t, **kwargs)`) it is code's, and other rules read it.
+    _rule("secret", rf"(?P<head>(?:[\[{{(](?!REDACTED:)|, )[\w.$-]{{0,64}}?(?:{_STRONG_KEY})=)"
+                    r"(?!\[REDACTED|[\s,\]})\"'{\[(<`])(?:(?!, )[^\r\n\"'\\`]){1,1024}?"
+                    r"(?=, [\w.$-]{1,64}=|[\]})][\]}),;:.]{0,8}(?:[ \t\r\n\"'\\]|\Z))",
+          _written_value, prefilter=_KEY_HEAD),
     # key=value, "key": "value", 'key': 'value', key: value, key => value, JSON in a JSON string.
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}[ \t]{{0,5}}:[ \t]{{1,5}}){_WORDS}", _keyed),
-    _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _keyed, spans_lines=True),
+    _rule("secret", rf"(?P<head>{_KEY_HEAD}){_VALUE}", _keyed, spans_lines=True),
     _rule("secret", rf"(?P<head>{_WEAK_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _weak_keyed, spans_lines=True),
     # A mailbox, also with a quoted local part (`"jane"@…`), URL-encoded (`%40`) or a full-width at sign.
     _rule("email", rf"(?:(?<![{_MAILBOX}])[{_MAILBOX}]{{1,64}}|\\?\"[^\"\\\r\n]{{1,64}}\\?\")"

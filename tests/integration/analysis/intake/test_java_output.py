@@ -1,0 +1,61 @@
+"""What Java really prints of records, maps and `Properties` holding a password: the whole value goes, whatever
+characters it holds, and the names and other values stay."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from analysis.intake.redact import Redactor
+
+REDACTOR = Redactor()
+# Password policies ask for symbols: each of these once cut a value short and left the rest.
+PASSWORDS = ("Tr0ub4dor&3xQ", "aB3;dE6fG9hJ", "x7(Qp)Lm2Vz9", "Zq8{vL2}mN4p", "R7<tY>3uI9oP", "j4,Kd8,Lq2Mz",
+             "h7[Gf3]Ks9Q", "Ab3 Cd6 Ef9")
+_PROGRAM = """
+import java.util.*;
+public class Printed {
+  record Creds(String username, String password) {}
+  public static void main(String[] args) {
+    for (String pw : args) {
+      System.out.println(new Creds("svc", pw));
+      Map<String, String> map = new TreeMap<>(); map.put("password", pw); map.put("user", "svc");
+      System.out.println(map);
+      Properties properties = new Properties(); properties.setProperty("db.password", pw);
+      System.out.println(properties);
+    }
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Each password's three lines, as one run of the program prints them."""
+    java = shutil.which("java")
+    assert java, "java is needed: the test runs Java's own toString"
+    source = tmp_path_factory.mktemp("java") / "Printed.java"
+    source.write_text(_PROGRAM)
+    lines = subprocess.run([java, str(source), *PASSWORDS], capture_output=True, text=True, check=True,
+                           timeout=120).stdout.splitlines(keepends=True)
+    return {password: "".join(lines[3 * index:3 * index + 3]) for index, password in enumerate(PASSWORDS)}
+
+
+def redacted(text: str, secret: str) -> str:
+    assert secret in text, f"the program no longer prints {secret!r}: {text}"
+    out = REDACTOR.redact(text)
+    assert out == REDACTOR.every_rule(text)
+    assert secret not in out, out
+    for piece in secret.split():
+        assert piece not in out, out
+    return out
+
+
+@pytest.mark.parametrize("password", PASSWORDS)
+def test_a_record_a_map_and_properties(printed: dict[str, str], password: str) -> None:
+    assert redacted(printed[password], password).splitlines() == [
+        "Creds[username=svc, password=[REDACTED:secret]]", "{password=[REDACTED:secret], user=svc}",
+        "{db.password=[REDACTED:secret]}"]
+

@@ -1,0 +1,117 @@
+"""Tracebacks loguru really writes with `diagnose` (its default): the values noted under a source line are
+redacted when the name they are noted under holds a secret, as printed, colored, and in `serialize`'s JSON."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import orjson
+import pytest
+from loguru import logger
+
+from analysis.intake.redact import Redactor
+
+REDACTOR = Redactor()
+PASSWORD = "S3cr3t-Passw0rd!"  # a test value
+API_TOKEN = "Zq8vN2rL5tX1cW7m"
+SESSION_KEY = "sess-4f9a1c7e2b8d6035"
+
+
+def connect(host: str, user: str, password: str, api_token: str) -> float:
+    attempts = 0
+    return len(host + user + password + api_token) / attempts
+
+
+def handler() -> float:
+    db_password = PASSWORD
+    api_token = API_TOKEN
+    user_name = "alice"
+    return connect("db.internal", user_name, db_password, api_token)
+
+
+def session_lookup() -> str:
+    key = SESSION_KEY
+    session_key = SESSION_KEY
+    code = "404"
+    return key + session_key + code + 1  # type: ignore[operator]
+
+
+def logged(fail: Callable[[], object], encoding: str = "utf-8", **sink: bool) -> str:
+    """What loguru writes for the exception `fail` raises, with `diagnose` on, to a stream of `encoding`
+    (where that cannot write its box drawing, loguru draws with `|` and `->`)."""
+    out = io.TextIOWrapper(io.BytesIO(), encoding=encoding, write_through=True)
+    sink_id = logger.add(out, diagnose=True, backtrace=False, **sink)
+    try:
+        fail()
+    except Exception:
+        logger.exception("request failed")
+    finally:
+        logger.remove(sink_id)
+    return out.buffer.getvalue().decode(encoding)  # type: ignore[attr-defined]
+
+
+def redacted(text: str, *secrets: str) -> str:
+    """`text` redacted, after checking it held each secret; the prefilter's result equals every rule's."""
+    for secret in secrets:
+        assert secret in text, f"loguru no longer notes {secret!r}: {text}"
+    out = REDACTOR.redact(text)
+    assert out == REDACTOR.every_rule(text)
+    for secret in secrets:
+        assert secret not in out, out
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    logger.remove()  # loguru's default sink writes to stderr
+
+
+class TestDiagnose:
+    def test_values_under_secret_names_go_and_the_rest_stay(self) -> None:
+        out = redacted(logged(handler), PASSWORD, API_TOKEN)
+        assert "└ 'alice'" in out and "└ 'db.internal'" in out and "└ 0" in out
+        assert "<function connect at 0x" in out  # code is no value
+        assert out.count("└ [REDACTED:secret]") == 4  # db_password and api_token, then password and api_token
+
+    def test_drawn_in_ascii(self) -> None:
+        out = redacted(logged(handler, encoding="ascii"), PASSWORD, API_TOKEN)
+        assert "-> 'alice'" in out and "└" not in out
+        assert out.count("-> [REDACTED:secret]") == 4
+
+    def test_colored(self) -> None:
+        text = logged(handler, colorize=True)
+        assert "\x1b[" in text
+        redacted(text, PASSWORD, API_TOKEN)
+
+    def test_serialized_json(self) -> None:
+        """`serialize=True`: the traceback is in the record's `text`, its line breaks written out."""
+        line = logged(handler, serialize=True)
+        out = redacted(line, PASSWORD, API_TOKEN)
+        text = orjson.loads(out)["text"]
+        assert "└ 'alice'" in text and text.count("└ [REDACTED:secret]") == 4
+
+    def test_weak_names_only_when_the_value_looks_generated(self) -> None:
+        out = redacted(logged(session_lookup), SESSION_KEY)
+        assert "└ '404'" in out  # `code`: a weak name, a value that is no secret
+        assert out.count("└ [REDACTED:secret]") == 2
+
+
+class TestLookAlikes:
+    @pytest.mark.parametrize("text", [
+        # a box drawing that is no traceback: the line above names nothing there
+        "┌ config\n│ └ 'S3cr3t-Passw0rd!'\n",
+        # a name that holds no secret
+        "    return lookup(user)\n    │      └ 'alice'\n    └ <function lookup at 0x7f00>\n",
+    ])
+    def test_stay(self, text: str) -> None:
+        assert REDACTOR.redact(text) == text == REDACTOR.every_rule(text)
+
+    def test_none_and_empty_values_stay(self) -> None:
+        """That a password was None or empty is what the failure is about."""
+        def login() -> float:
+            password, token = None, ""
+            return len(token) / len(password or "")
+        out = logged(login)
+        assert "└ None" in out and "└ ''" in out
+        assert REDACTOR.redact(out) == out
