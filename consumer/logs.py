@@ -120,3 +120,5 @@ def configure_logging(level: str, redact: Callable[[object], object] = lambda va
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # httpx logs each request's URL at INFO, and a webhook's or a tracker's path is its secret (`/hooks/T0/B9/<token>`).
+    logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -6,7 +6,7 @@ Labels come from closed sets: `sink` is one of slack, webhook, github, gitlab; `
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from consumer.notify.transport import Outcome
 
@@ -19,6 +19,7 @@ class NotifyMetrics:
     """Deliveries by sink and outcome, their latency, retries, DLQ records and consumer lag."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # as the service's (consumer.metrics)
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.deliveries = Counter(

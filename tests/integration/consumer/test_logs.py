@@ -7,13 +7,16 @@ redaction `logagent run` installs.
 from __future__ import annotations
 
 import asyncio
+import http.server
 import io
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import partial
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
@@ -139,6 +142,21 @@ class TestServiceLogs:
         with ecs_logs("DEBUG", lambda value: value):
             assert probe.isEnabledFor(logging.DEBUG)
         assert not probe.isEnabledFor(logging.DEBUG)
+
+
+class TestHttpClientLines:
+    def test_a_request_url_is_not_logged(self) -> None:
+        """A webhook's URL is its secret (`logagent notify`, an operator trial): httpx's line per request
+        named it whole, the token in its path unredacted."""
+        with http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler) as server:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            url = f"http://127.0.0.1:{server.server_address[1]}/hooks/T0A1B2C3/B9Z8Y7X6/q8Ws7Vu6Ts5Rq4Po3Nm2Lk1J"
+            try:
+                with ecs_logs("DEBUG", partial(redact_value, redactor=Redactor())) as buffer:
+                    assert httpx.get(url, timeout=10).status_code == 404
+            finally:
+                server.shutdown()
+        assert "q8Ws7Vu6" not in buffer.getvalue()
 
 
 class TestStartupLines:
