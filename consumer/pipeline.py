@@ -288,6 +288,9 @@ class Service:
                 log.warning("partition log reset, reading it from the beginning",
                             extra=log_fields(topic=tp[0], partition=tp[1]))
                 self._offsets.forget_partitions([tp])
+                # What the open bursts counted of it is read again: drop it first, or it counts twice (a
+                # broker that serves records past the end it reports resets a partition again and again).
+                self._window_stage.revoke([tp])
                 self._window_stage.forget_replays()
                 await consumer.seek_to_beginning(as_topic_partition(tp))
                 self._lag[tp] = None
@@ -320,8 +323,9 @@ class Service:
         if self._consumer is None:
             return
         scope = self._assigned if only is None else set(only) & self._assigned
+        consumer = self._consumer
         offsets = {
-            tp: offset
+            tp: _not_past_end(offset, consumer.highwater(as_topic_partition(tp)))
             for tp, offset in self._offsets.to_commit(self._window.held_offsets()).items()
             if tp in scope
         }
@@ -431,3 +435,9 @@ async def _cancel(task: asyncio.Task[None]) -> None:
     where suppressing CancelledError around `await task` would swallow it."""
     task.cancel()
     await asyncio.wait({task})
+
+
+def _not_past_end(offset: int, end: int | None) -> int:
+    """Never commit past the log end the broker last reported: a broker that serves records beyond it (tansu,
+    a topic recreated) would leave the group's offset there, and every later start would reset and replay."""
+    return offset if end is None else min(offset, end)

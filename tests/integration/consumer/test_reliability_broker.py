@@ -24,6 +24,7 @@ from consumer import key_stage
 from consumer.explainer import HeuristicAnalyzer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
+from consumer.settings import Settings
 from demo.broker import EmbeddedBroker, create_topics
 from tests.conftest import KafkaIO, ShopRepos, make_settings, shop_error
 
@@ -53,6 +54,10 @@ def own_broker() -> Iterator[EmbeddedBroker]:
     broker.start()
     yield broker
     broker.stop()
+
+
+def repartition_topic(settings: Settings) -> str:
+    return settings.repartition.topic_for(settings.kafka.group_id)
 
 
 def _burst(server: str, function: str, start: float, commit: str, size: int) -> list[bytes]:
@@ -133,6 +138,22 @@ class TestBrokerRestart:
         assert published == [("billing", "ZeroDivisionError", 3), ("orders", "ZeroDivisionError", 12)]
         assert asyncio.run(io.committed(kafka.group_id, kafka.input_topic)) == {0: len(z)}
         assert outage_s < 10
+        # Nothing is committed past a recreated log's end, so a restart neither resets nor publishes again.
+        for topic in (kafka.input_topic, repartition_topic(settings)):
+            ends, committed = asyncio.run(io.end_offsets(topic)), asyncio.run(io.committed(kafka.group_id, topic))
+            assert all(offset is None or offset <= ends[partition] for partition, offset in committed.items()), \
+                (topic, committed, ends)
+        again = Service(settings, HeuristicAnalyzer(RepoSync(repos.config)), Metrics())
+
+        async def restart() -> None:
+            stop = asyncio.Event()
+            task = asyncio.create_task(again.run(stop))
+            await asyncio.sleep(3 * kafka.commit_interval_s + settings.window.quiet_s)
+            stop.set()
+            await asyncio.wait_for(task, 30)
+
+        asyncio.run(restart())
+        assert again.stats.published == 0 and len(asyncio.run(io.read_all(kafka.output_topic))) == len(data)
 
 
 
