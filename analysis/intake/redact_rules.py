@@ -469,22 +469,25 @@ def _rejected_input(match: re.Match[str]) -> str:
 
 
 # loguru's `diagnose` (on by default; better_exceptions' format) writes under a traceback's source line one line
-# per name with the value it held: `└` under the name's first letter, a `│` for each name to its left (`->`
-# and `|` where the sink's encoding has neither). As printed, or in a JSON string (loguru's `serialize`), its
-# line breaks written out.
-_NOTES = r"(?:[ \t│|]{0,4096}+(?:└|->) [^\r\n]*+(?:\r?\n|\Z))++"
-_ESCAPED = r"(?:[^\\\r\n\"]|\\[^n\r\n])*+"  # a JSON string's characters to its next written-out line break
-_ESCAPED_NOTES = rf"(?:[ \t│|]{{0,4096}}+(?:└|->) {_ESCAPED}(?:\\n|(?=[\r\n\"])|\Z))++"
-_NOTE = re.compile(r"(?<![ \t│|])(?P<lead>[ \t│|]*+)(?P<cap>└|->) (?P<value>[^\r\n]*+)")
-_ESCAPED_NOTE = re.compile(rf"(?<![ \t│|])(?P<lead>[ \t│|]*+)(?P<cap>└|->) (?P<value>{_ESCAPED})")
-_NAME = re.compile(r"(?<![\w.])[^\W\d]\w*+")
+# per name with the value it held: `└` under the name's first letter (an attribute's too), a `│` for each name
+# to its left (`->` and `|` where the sink's encoding has neither); a repr of several lines goes on under its
+# note, indented past the `└`; a blank line ends the notes. As printed, or in a JSON string (loguru's
+# `serialize`), its line breaks written out.
+_ESCAPED = r"(?:[^\\\r\n\"]|\\[^n\r\n])"  # a JSON string's character, or escape other than a line break
+_NOTES = r"[ \t│|]{0,4096}+(?:└|->) [^\r\n]*+(?:\r?\n|\Z)(?:[ \t│|]{0,4096}+[^ \t\r\n][^\r\n]*+(?:\r?\n|\Z))*+"
+_ESCAPED_NOTES = (rf"[ \t│|]{{0,4096}}+(?:└|->) {_ESCAPED}*+(?:\\n|(?=[\r\n\"])|\Z)"
+                  rf"(?:[ \t│|]{{0,4096}}+(?![ \t]){_ESCAPED}++(?:\\n|(?=[\r\n\"])|\Z))*+")
+_NOTE = re.compile(r"(?<![ \t│|])(?P<lead>[ \t│|]*+)(?P<cap>└|->) (?P<value>.*+)", re.DOTALL)
+_ESCAPED_LINE = re.compile(rf"(?P<line>{_ESCAPED}*+)(?P<end>\\n)?")
+_NAME = re.compile(r"(?<!\w)[^\W\d]\w{0,63}+(?!\w)")  # `password`, `cfg.password`'s `password`
 _KEPT_VALUES = frozenset({"None", "''", '""', "b''", 'b""'})
 _CODE_REPR = re.compile(r"<(?:function|bound method|class|module|built-in function|built-in method) ")  # code
 
 
 def _diagnosed(match: re.Match[str]) -> str:
-    """The values noted under a source line, each hidden when the name it is noted under holds a secret
-    (`secret_key`; a weak one's value only when it looks generated); `None`, empty strings and code stay."""
+    """The values noted under a source line, each hidden (its later lines too) when the name it is noted under
+    holds a secret (`secret_key`; a weak one's value only when it looks generated); `None`, empty strings and
+    code stay."""
     escaped = match["src"] is None
     source, notes = (match["esrc"], match["enotes"]) if escaped else (match["src"], match["notes"])
     if escaped:
@@ -492,20 +495,35 @@ def _diagnosed(match: re.Match[str]) -> str:
             source = orjson.loads(f'"{source}"')  # the columns are the printed line's
         except orjson.JSONDecodeError:
             return match.group()
+        lines = [(found["line"], found["end"] or "") for found in _ESCAPED_LINE.finditer(notes) if found.group()]
+    else:
+        lines = [(line.rstrip("\r\n"), line[len(line.rstrip("\r\n")):]) for line in notes.splitlines(keepends=True)]
+    kinds: dict[int, str | None] = {}  # by column: a megabyte of notes under one name asks once
 
-    def note(found: re.Match[str]) -> str:
-        value = found["value"]
-        name = _NAME.match(source, len(found["lead"]))
-        kind = secret_key(name.group()) if name is not None else None
-        if kind is None or value.strip() in _KEPT_VALUES or "[REDACTED:" in value or _CODE_REPR.match(value) or \
-                (kind == "weak" and not looks_generated(value.strip().strip("'\"\\"))):
-            return found.group()
-        return f"{found['lead']}{found['cap']} {placeholder('secret')}"
+    def hidden(column: int, value: str) -> bool:
+        if column not in kinds:
+            name = _NAME.match(source, column)
+            kinds[column] = secret_key(name.group()) if name is not None else None
+        kind = kinds[column]
+        return kind is not None and value not in _KEPT_VALUES and not _CODE_REPR.match(value) and \
+            (kind == "strong" or looks_generated(value.strip("'\"\\")))
 
-    kept = match.group()[:match.start("enotes" if escaped else "notes") - match.start()]
-    return kept + (_ESCAPED_NOTE if escaped else _NOTE).sub(note, notes)
+    out, hiding, width = [match.group()[:match.start("enotes" if escaped else "notes") - match.start()]], False, 0
+    for line, end in lines:
+        found = _NOTE.match(line)
+        if found is not None:
+            hiding, width = hidden(len(found["lead"]), found["value"].strip()), found.end("cap") + 1
+            out.append(f"{line[:width]}{placeholder('secret')}{end}" if hiding else line + end)
+        elif hiding and len(line) - len(line.lstrip(" \t│|")) >= width:
+            out.append(f"{line[:width]}{placeholder('secret')}{end}")
+        else:
+            hiding = False
+            out.append(line + end)
+    return "".join(out)
 
 
+_FIELD = r"[\w.$-]{1,64}="  # the next field of a value Java writes (`_written_value`)
+_CLOSED = r"[\]}),;:.!?>|]{0,8}(?:[ \t\r\n\"'\\]|\Z)"  # what follows the bracket that closes it
 _HOLDER_REPR = re.compile(r"(?<![A-Za-z0-9_$.])(?P<type>[A-Z][A-Za-z0-9_$.]{0,127})[(\[{]")
 # Code: a dotted name called or indexed (`process.current().key`).
 _CALLED = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)++[(\[]")
@@ -514,9 +532,10 @@ _CALLED = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A
 def _written_value(match: re.Match[str]) -> str:
     """A value as Java prints it hidden, unless it is the repr of a type that holds a secret
     (`password=SecretStr('**********')`: see `_type_repr`) or code (a dotted name called or indexed)."""
-    start = match.end("head")
-    holder = _HOLDER_REPR.match(match.string, start)
-    if (holder is not None and _HOLDER_TYPE.search(holder["type"])) or _CALLED.match(match.string, start):
+    text, start = match.string, match.end("head")
+    holder = _HOLDER_REPR.match(text, start)
+    if (holder is not None and _HOLDER_TYPE.search(holder["type"]) and _REPR_BODY.match(text, holder.end("type"))) \
+            or _CALLED.match(text, start):
         return match.group()
     return f"{match['head']}{placeholder('secret')}"
 
@@ -1006,9 +1025,10 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"[ \t]{0,3},[ \t]{0,3})(?!\\?[\"']?\[REDACTED)" + _QUOTED, _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_])(?:basic|http|proxy)_auth[ \t]{0,3}=[ \t]{0,3}\\?[\"'][^\"':\\\r\n]{1,128}:)"
                     r"(?!\[REDACTED)[^\"'\\\r\n]++", r"\1[REDACTED:secret]"),
-    _rule("secret", r"((?<![A-Za-z0-9_$.-])(?P<q>\\?[\"']?)auth(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P<v>\\?[\"'])"
-                    r"[^\s\"':\\]{1,128}:)(?![\s\"'\\]|\[REDACTED)(?:[^\"'\\\r\n]|\\[^\"'\r\n]){1,1024}+(?=(?P=v))",
-          r"\1[REDACTED:secret]"),
+    _rule("secret", r"((?<![A-Za-z0-9_$.-])(?P<q>\\{0,3}[\"']?)auth(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P<v>\\{0,3}[\"'])"
+                    r"(?:(?!(?P=v))[^:\\\r\n]){0,128}:)(?![\s\"'\\]|\[REDACTED)"
+                    r"(?:(?!(?P=v))(?:[^\\\r\n]|\\[^\r\n])){1,1024}+(?=(?P=v))",
+          r"\1[REDACTED:secret]", prefilter=r"auth(?:\\{0,3}[\"'])?[ \t]{0,3}:[ \t]{0,3}\\{0,3}[\"'][^:\r\n]{0,128}:"),
     # Positional passwords of commands that take them so: `htpasswd -b file user x` (`-n`: no file),
     # `rabbitmqctl add_user bob x` (and `change_password`), `net use Z: \\srv\share /user:bob x`, `echo x |
     # docker login --password-stdin`.
@@ -1132,7 +1152,7 @@ _CONTEXT: tuple[Rule, ...] = (
           r"\g<head>[REDACTED:secret]", spans_lines=True),
     # loguru's `diagnose` values (`_diagnosed`), under a source line as printed or in a JSON string.
     _rule("secret", rf"(?<![^\n])(?P<src>[^\r\n]{{1,4096}}+)\r?\n(?P<notes>{_NOTES})"
-                    rf"|(?<=\\n)(?P<esrc>{_ESCAPED})\\n(?P<enotes>{_ESCAPED_NOTES})",
+                    rf"|(?<=\\n)(?P<esrc>{_ESCAPED}*+)\\n(?P<enotes>{_ESCAPED_NOTES})",
           _diagnosed, spans_lines=True, prefilter=r"(?:\n|\\n)[ \t│|]*(?:└|->) "),
     _rule("secret", r"\{(?=[^{}\r\n]{0,4096}?\\?[\"']loc\\?[\"'])[^{}\r\n]{1,4096}+", _rejected_input,
           prefilter=r"\\?[\"']loc\\?[\"']"),  # the lookahead is what is rare: any `{` is not
@@ -1160,13 +1180,15 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", r"(?i)((?<![A-Za-z0-9])passphrase[ \t]{0,5}[:=][ \t]{0,5})(?![ \t\"'\[])[^\r\n\"',;]++",
           r"\1[REDACTED:secret]"),
     # What Java and Kotlin print of a record, a map, `Properties`, a Lombok or data class (`Creds[user=svc,
-    # password=x]`, `{password=x, user=svc}`, `Creds(user=svc, password=x)`): values are written as they are, so
-    # one runs to the next `, name=` or to the closing bracket before a space or the line's end, whatever it
-    # holds (`Tr0ub4dor&3xQ`, `x(Qp)Lm2`, `j4,Kd8`, words) but `, ` and quotes: quoted, bracketed or followed
-    # by other arguments (`passwd='', acct=''`, `token=t, **kwargs)`) it is code's, and other rules read it.
-    _rule("secret", rf"(?P<head>(?:[\[{{(](?!REDACTED:)|, )[\w.$-]{{0,64}}?(?:{_STRONG_KEY})=)"
-                    r"(?!\[REDACTED|[\s,\]})\"'{\[(<`])(?:(?!, )[^\r\n\"'\\`]){1,1024}?"
-                    r"(?=, [\w.$-]{1,64}=|[\]})][\]}),;:.]{0,8}(?:[ \t\r\n\"'\\]|\Z))",
+    # password=x]`, `{password=x, user=svc}`, `Creds(user=svc, password=x)`, commons-lang's `[user=svc,password=x]`):
+    # values are written as they are, so one runs to the next `, name=` or to the closing bracket before a space or
+    # the line's end, whatever it holds (`Tr0ub4dor&3xQ`, `x(Qp)Lm2`, `j4,Kd8`, words) but `, ` and quotes: quoted,
+    # bracketed or followed by other arguments (`passwd='', acct=''`, `token=t, **kwargs)`) it is code's, and other
+    # rules read it. The value never runs into another `name=`, and the name is read once (an atomic group): each
+    # bracket is tried once.
+    _rule("secret", rf"(?P<head>(?>(?:[\[{{(](?!REDACTED:)|, ?)[\w.$-]{{0,64}}?(?:{_STRONG_KEY})=))"
+                    rf"(?!\[REDACTED|[\s,\]}})\"'{{\[(<`])(?:[^,\[\]{{}}()\r\n\"'\\`]|,(?! |{_FIELD})"
+                    rf"|[\[{{(](?!{_FIELD})|[\]}})](?!{_CLOSED})){{1,256}}+(?=, ?{_FIELD}|[\]}})]{_CLOSED})",
           _written_value, prefilter=_KEY_HEAD),
     # key=value, "key": "value", 'key': 'value', key: value, key => value, JSON in a JSON string.
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}[ \t]{{0,5}}:[ \t]{{1,5}}){_WORDS}", _keyed),

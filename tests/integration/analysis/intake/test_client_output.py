@@ -12,6 +12,7 @@ import socketserver
 import subprocess
 import threading
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import pytest
 
@@ -39,14 +40,16 @@ class TestNode:
         assert found, "node is needed: the test runs Node's own url.parse"
         return found
 
-    @pytest.mark.parametrize("password", [PASSWORD, "correct horse battery staple"])
-    def test_url_parse_prints_the_user_information(self, node: str, password: str) -> None:
-        """`auth: 'deploy:…'`, as `console.log` prints a parsed URL (and http's request options)."""
-        url = f"https://deploy:{password.replace(' ', '%20')}@registry.example.com/v2/"
+    @pytest.mark.parametrize(("user", "password"), [("deploy", PASSWORD), ("deploy", "correct horse battery staple"),
+                                                    ("deploy", "Tr0ub'4dor&3"), ("john doe", PASSWORD), ("", PASSWORD)])
+    def test_url_parse_prints_the_user_information(self, node: str, user: str, password: str) -> None:
+        """`auth: 'deploy:…'`, as `console.log` prints a parsed URL (and http's request options): decoded, and in
+        double quotes when it holds a single one."""
+        url = f"https://{quote(user)}:{quote(password)}@registry.example.com/v2/"
         printed = subprocess.run([node, "-e", f"console.log(require('url').parse({url!r}))"],
                                  capture_output=True, text=True, check=True, timeout=60).stdout
-        out = redacted(printed, f"auth: 'deploy:{password}'")
-        assert "auth: 'deploy:[REDACTED:secret]'" in out
+        out = redacted(printed, f"{user}:{password}")
+        assert f"auth: '{user}:[REDACTED:secret]'" in out or f'auth: "{user}:[REDACTED:secret]"' in out
         assert "host: 'registry.example.com'" in out
 
 
