@@ -8,9 +8,8 @@ import subprocess
 
 import pytest
 
-from analysis.intake.redact import Redactor
+from tests.redacting import redacted
 
-REDACTOR = Redactor()
 # Password policies ask for symbols: each of these once cut a value short and left the rest.
 PASSWORDS = ("Tr0ub4dor&3xQ", "aB3;dE6fG9hJ", "x7(Qp)Lm2Vz9", "Zq8{vL2}mN4p", "R7<tY>3uI9oP", "j4,Kd8,Lq2Mz",
              "h7[Gf3]Ks9Q", "Ab3 Cd6 Ef9", "Monkey(7)x&y9")
@@ -45,16 +44,6 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     lines = subprocess.run([java, str(source), *PASSWORDS], capture_output=True, text=True, check=True,
                            timeout=120).stdout.splitlines(keepends=True)
     return {password: "".join(lines[6 * index:6 * index + 6]) for index, password in enumerate(PASSWORDS)}
-
-
-def redacted(text: str, secret: str) -> str:
-    assert secret in text, f"the program no longer prints {secret!r}: {text}"
-    out = REDACTOR.redact(text)
-    assert out == REDACTOR.every_rule(text)
-    assert secret not in out, out
-    for piece in secret.split():
-        assert piece not in out, out
-    return out
 
 
 @pytest.mark.parametrize("password", PASSWORDS)

@@ -11,9 +11,8 @@ import orjson
 import pytest
 from loguru import logger
 
-from analysis.intake.redact import Redactor
+from tests.redacting import REDACTOR, redacted
 
-REDACTOR = Redactor()
 PASSWORD = "S3cr3t-Passw0rd!"  # a test value
 API_TOKEN = "Zq8vN2rL5tX1cW7m"
 SESSION_KEY = "sess-4f9a1c7e2b8d6035"
@@ -69,17 +68,6 @@ def logged(fail: Callable[[], object], encoding: str = "utf-8", **sink: bool) ->
     finally:
         logger.remove(sink_id)
     return out.buffer.getvalue().decode(encoding)  # type: ignore[attr-defined]
-
-
-def redacted(text: str, *secrets: str) -> str:
-    """`text` redacted, after checking it held each secret; the prefilter's result equals every rule's."""
-    for secret in secrets:
-        assert secret in text, f"loguru no longer notes {secret!r}: {text}"
-    out = REDACTOR.redact(text)
-    assert out == REDACTOR.every_rule(text)
-    for secret in secrets:
-        assert secret not in out, out
-    return out
 
 
 @pytest.fixture(autouse=True)
