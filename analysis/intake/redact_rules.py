@@ -1184,11 +1184,11 @@ _CONTEXT: tuple[Rule, ...] = (
     # values are written as they are, so one runs to the next `, name=` or to the closing bracket before a space or
     # the line's end, whatever it holds (`Tr0ub4dor&3xQ`, `x(Qp)Lm2`, `j4,Kd8`, words) but `, ` and quotes: quoted,
     # bracketed or followed by other arguments (`passwd='', acct=''`, `token=t, **kwargs)`) it is code's, and other
-    # rules read it. The value never runs into another `name=`, and the name is read once (an atomic group): each
-    # bracket is tried once.
+    # rules read it. The value never runs into another `name=` or a placeholder, and the name is read once (an
+    # atomic group): each bracket is tried once.
     _rule("secret", rf"(?P<head>(?>(?:[\[{{(](?!REDACTED:)|, ?)[\w.$-]{{0,64}}?(?:{_STRONG_KEY})=))"
-                    rf"(?!\[REDACTED|[\s,\]}})\"'{{\[(<`])(?:[^,\[\]{{}}()\r\n\"'\\`]|,(?! |{_FIELD})"
-                    rf"|[\[{{(](?!{_FIELD})|[\]}})](?!{_CLOSED})){{1,256}}+(?=, ?{_FIELD}|[\]}})]{_CLOSED})",
+                    rf"(?!\[REDACTED|[\s,\]}})\"'{{\[(<`])(?:[^ ,\[\]{{}}()\r\n\"'\\`]|[ ,](?! |{_FIELD})"
+                    rf"|[\[{{(](?!{_FIELD}|REDACTED:)|[\]}})](?!{_CLOSED})){{1,256}}+(?=, ?{_FIELD}|[\]}})]{_CLOSED})",
           _written_value, prefilter=_KEY_HEAD),
     # key=value, "key": "value", 'key': 'value', key: value, key => value, JSON in a JSON string.
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}[ \t]{{0,5}}:[ \t]{{1,5}}){_WORDS}", _keyed),

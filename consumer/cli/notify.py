@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import orjson
@@ -54,7 +55,8 @@ def _as_event(document: bytes) -> bytes:
 
 
 def _preview(args: argparse.Namespace, settings: Settings) -> int:
-    from consumer.notify.notice import BadNotice, parse_notice
+    from analysis.intake.redact import Redactor, redact_value
+    from consumer.notify.notice import BadNotice, read_event
     from consumer.notify.service import NotifyConfigError, source_links
     from consumer.notify.slack import render_text, slack_message
 
@@ -64,9 +66,10 @@ def _preview(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(str(exc)) from exc
     with open_binary(args.preview) as source:
         raw = source.read()
+    redact = partial(redact_value, redactor=Redactor(settings.redaction))  # as a delivery redacts (`SinkLane`)
     for document in _documents(raw):
         try:
-            notice = parse_notice(_as_event(document))
+            notice = read_event(_as_event(document), redact)[0]
         except BadNotice as bad:
             raise UsageError(f"not an analysis event: {bad}") from bad
         if notice is None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,6 +26,9 @@ from consumer.cli.common import add_command, decode_config, open_binary
 from consumer.settings import Settings
 
 __all__ = ["redact_line", "register"]
+
+_NOTE = re.compile(r"[ \t│|]*+(?:└|->) ")  # a note of loguru's `diagnose` (`analysis.intake.redact_rules`)
+_NOTE_LEAD = (" ", "\t", "│", "|")  # how a note's value going on a line more starts
 
 
 def register(commands: Any) -> None:
@@ -39,8 +44,10 @@ def register(commands: Any) -> None:
     redact.set_defaults(handler=_redact)
 
 
-def redact_line(line: bytes, config: DecodeConfig, redactor: Redactor) -> bytes:
-    """The output line for one input line (without its line break)."""
+def redact_line(line: bytes, config: DecodeConfig, redactor: Redactor,
+                as_text: Callable[[str], str] | None = None) -> bytes:
+    """The output line for one input line (without its line break); a line of text goes through `as_text`
+    (the redactor's own, unless given)."""
     try:
         events = decode_message(line, config) if line.lstrip().startswith((b"{", b"[")) else []
     except BadInput:
@@ -54,8 +61,30 @@ def redact_line(line: bytes, config: DecodeConfig, redactor: Redactor) -> bytes:
         # JSON read as text would hide what its escapes spell (`bob\u0040example.com`) from the rules.
         doc = json.loads(text)
     except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes: as text
-        return redactor.redact(text).encode()
+        return (as_text or redactor.redact)(text).encode()
     return json.dumps(redact_value(doc, redactor), ensure_ascii=False).encode("utf-8", "replace")
+
+
+class _Notes:
+    """loguru's `diagnose` notes a value under the source line that names it: a line of those notes (or of a
+    value going on under one) is redacted with the text lines of its block before it (64 at most: the source
+    line and the notes so far), as the service redacts the whole trace; a blank line ends the block."""
+
+    _KEPT = 64
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        self._redact, self._block, self._noting = redact, list[str](), False
+
+    def redact(self, text: str) -> str:
+        noting = _NOTE.match(text) is not None or (self._noting and text[:1] in _NOTE_LEAD)
+        out = self._redact(text)
+        if noting and self._block:
+            joined = self._redact("\n".join([*self._block, text])).split("\n")
+            if len(joined) == len(self._block) + 1:
+                out = joined[-1]
+        self._noting = noting
+        self._block = [*self._block[1 - self._KEPT:], text] if text.strip() else []
+        return out
 
 
 def _redact(args: argparse.Namespace, settings: Settings) -> int:
@@ -64,10 +93,12 @@ def _redact(args: argparse.Namespace, settings: Settings) -> int:
     out = sys.stdout.buffer
     # A private key pasted as text spans lines: the first one is redacted here, the rest of the block there.
     keys = redactor.key_block_lines()
+    notes = _Notes(redactor.redact)
     with open_binary(args.file) as lines:
         for raw in lines:
             line = raw.rstrip(b"\r\n")
             hidden = keys.redact(line.decode("utf-8", "replace")) if keys is not None else None
-            out.write((hidden.encode() if hidden is not None else redact_line(line, config, redactor)) + b"\n")
+            out.write((hidden.encode() if hidden is not None else redact_line(line, config, redactor, notes.redact))
+                      + b"\n")
             out.flush()  # a user piping a live stream sees each line as it arrives
     return 0

@@ -6,11 +6,13 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 import pytest
 from loguru import logger
 
+from consumer.cli import main
 from tests.redacting import REDACTOR, redacted
 
 PASSWORD = "S3cr3t-Passw0rd!"  # a test value
@@ -116,6 +118,21 @@ class TestDiagnose:
         out = redacted(logged(lambda: after_a_long_repr(Grid())), API_TOKEN)
         assert "rows=2" in out  # not a secret's
         assert "└ [REDACTED:secret]" in out
+
+
+class TestTheRedactCommand:
+    @pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+    def test_a_pasted_traceback(self, encoding: str, tmp_path: Path,
+                                capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+        """`logagent redact` reads text line by line: a note is redacted with the source line above it, as the
+        service redacts the whole trace (a new-user trial: it printed the password)."""
+        text = logged(lambda: after_a_long_repr(Grid()), encoding=encoding) + logged(handler, encoding=encoding)
+        path = tmp_path / "pasted.log"
+        path.write_text(text)
+        assert main(["redact", str(path)]) == 0
+        out = capsysbinary.readouterr().out.decode()
+        assert len(out.splitlines()) == len(text.splitlines())
+        assert PASSWORD not in out and API_TOKEN not in out and "rows=2" in out
 
 
 class TestHostile:

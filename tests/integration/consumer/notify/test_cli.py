@@ -96,6 +96,14 @@ class TestPreview:
         code, out, _ = run_cli("notify", "--preview", "-", "--json", stdin=analysis)
         assert code == 0 and json.loads(out)["blocks"][0]["type"] == "header"
 
+    def test_a_preview_is_redacted_as_a_delivery_is(self, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+        """What a user pastes from a preview holds no more than what a delivery sends (a new-user trial)."""
+        analysis = make_analysis(root_cause="login failed: password=Hunter2-SuperSecret! for alice@example.com")
+        for extra in ((), ("--json",)):
+            code, out, _ = run_cli("notify", "--preview", "-", *extra, stdin=analysis.model_dump_json().encode())
+            assert code == 0 and "Hunter2" not in out and "alice@example.com" not in out, out
+            assert "[REDACTED:secret]" in out and "[REDACTED:email]" in out
+
     def test_preview_of_something_else(self, run_cli: Callable[..., tuple[int, str, str]]) -> None:
         """Input that is no analysis is a user mistake."""
         code, _, err = run_cli("notify", "--preview", stdin=b'{"hello": 1}')
