@@ -474,13 +474,15 @@ def _rejected_input(match: re.Match[str]) -> str:
 # note, indented past the `└`; a blank line ends the notes. As printed, or in a JSON string (loguru's
 # `serialize`), its line breaks written out.
 _ESCAPED = r"(?:[^\\\r\n\"]|\\[^n\r\n])"  # a JSON string's character, or escape other than a line break
-_NOTES = r"[ \t│|]{0,4096}+(?:└|->) [^\r\n]*+(?:\r?\n|\Z)(?:[ \t│|]{0,4096}+[^ \t\r\n][^\r\n]*+(?:\r?\n|\Z))*+"
+_NOTES = (r"[ \t│|]{0,4096}+(?:└|->) [^\r\n]*+(?:\r?\n|\Z)"
+          r"(?:[ \t│|]{0,4096}+(?:[^ \t\r\n][^\r\n]*+)?(?<!\n)(?:\r?\n|\Z))*+")  # a blank line ends them
 _ESCAPED_NOTES = (rf"[ \t│|]{{0,4096}}+(?:└|->) {_ESCAPED}*+(?:\\n|(?=[\r\n\"])|\Z)"
-                  rf"(?:[ \t│|]{{0,4096}}+(?![ \t]){_ESCAPED}++(?:\\n|(?=[\r\n\"])|\Z))*+")
+                  rf"(?:[ \t│|]{{0,4096}}+(?:(?![ \t]){_ESCAPED}++|(?<=[ \t│|]))(?:\\n|(?=[\r\n\"])|\Z))*+")
 _NOTE = re.compile(r"(?<![ \t│|])(?P<lead>[ \t│|]*+)(?P<cap>└|->) (?P<value>.*+)", re.DOTALL)
 _ESCAPED_LINE = re.compile(rf"(?P<line>{_ESCAPED}*+)(?P<end>\\n)?")
 _NAME = re.compile(r"(?<!\w)[^\W\d]\w{0,63}+(?!\w)")  # `password`, `cfg.password`'s `password`
 _KEPT_VALUES = frozenset({"None", "''", '""', "b''", 'b""'})
+_MAX_NOTES = 256  # lines of notes read in one block: more is no traceback loguru printed
 _CODE_REPR = re.compile(r"<(?:function|bound method|class|module|built-in function|built-in method) ")  # code
 
 
@@ -503,19 +505,23 @@ def _diagnosed(match: re.Match[str]) -> str:
     def hidden(column: int, value: str) -> bool:
         if column not in kinds:
             name = _NAME.match(source, column)
-            kinds[column] = secret_key(name.group()) if name is not None else None
+            kind = secret_key(name.group()) if name is not None else None
+            # A short name (`pwd = os.getcwd()`, `sig`, `pin = 17`) holds a secret only when it looks like one.
+            kinds[column] = "weak" if kind == "strong" and len(name.group()) <= 3 else kind  # type: ignore[union-attr]
         kind = kinds[column]
         return kind is not None and value not in _KEPT_VALUES and not _CODE_REPR.match(value) and \
             (kind == "strong" or looks_generated(value.strip("'\"\\")))
 
     out, hiding, width = [match.group()[:match.start("enotes" if escaped else "notes") - match.start()]], False, 0
-    for line, end in lines:
-        found = _NOTE.match(line)
+    for count, (line, end) in enumerate(lines):
+        found = _NOTE.match(line) if count < _MAX_NOTES else None  # loguru notes a line's names, a few
         if found is not None:
             hiding, width = hidden(len(found["lead"]), found["value"].strip()), found.end("cap") + 1
             out.append(f"{line[:width]}{placeholder('secret')}{end}" if hiding else line + end)
+        elif hiding and not line.strip(" \t│|"):  # a repr's blank line
+            out.append(line + end)
         elif hiding and len(line) - len(line.lstrip(" \t│|")) >= width:
-            out.append(f"{line[:width]}{placeholder('secret')}{end}")
+            out.append(f"{line[:width]}{end}")  # a value's later lines go without a placeholder each
         else:
             hiding = False
             out.append(line + end)
@@ -1017,7 +1023,8 @@ _CONTEXT: tuple[Rule, ...] = (
     # Python's HTTP clients take a user and a password in a tuple or an auth object: `auth=("bob", "x")`,
     # `basic_auth=(…)`, `{"auth": ("bob", "x")}`, `HTTPBasicAuth(user, 'x')`, `aiohttp.BasicAuth("bob", "x")`
     # (a traceback prints the source line), or in a string: `http_auth="bob:x"`, Node's request options and
-    # `url.parse` (`auth: 'bob:x'`, as `console.log` prints them: the URL's user information, decoded).
+    # `url.parse` (`auth: 'bob:x'`, as `console.log` prints them: the URL's user information, decoded, in double
+    # quotes or backticks when it holds quotes).
     _rule("secret", r"(?P<head>(?:(?<![A-Za-z0-9_])(?:(?:basic|http|proxy)_)?auth[ \t]{0,3}=[ \t]{0,3}[(\[]"
                     r"|\\?[\"']auth\\?[\"'][ \t]{0,3}:[ \t]{0,3}[(\[]|(?<![A-Za-z0-9_])(?:HTTPBasicAuth|HTTPDigestAuth"
                     r"|HTTPProxyAuth|HttpNtlmAuth|BasicAuth|DigestAuth)\()[ \t]{0,3}(?:[bBuUrR]{0,2}\\?[\"']"
@@ -1025,10 +1032,10 @@ _CONTEXT: tuple[Rule, ...] = (
                     r"[ \t]{0,3},[ \t]{0,3})(?!\\?[\"']?\[REDACTED)" + _QUOTED, _keyed),
     _rule("secret", r"((?<![A-Za-z0-9_])(?:basic|http|proxy)_auth[ \t]{0,3}=[ \t]{0,3}\\?[\"'][^\"':\\\r\n]{1,128}:)"
                     r"(?!\[REDACTED)[^\"'\\\r\n]++", r"\1[REDACTED:secret]"),
-    _rule("secret", r"((?<![A-Za-z0-9_$.-])(?P<q>\\{0,3}[\"']?)auth(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P<v>\\{0,3}[\"'])"
+    _rule("secret", r"((?<![A-Za-z0-9_$.-])(?P<q>\\{0,3}[\"']?)auth(?P=q)[ \t]{0,3}:[ \t]{0,3}(?P<v>\\{0,3}[\"'`])"
                     r"(?:(?!(?P=v))[^:\\\r\n]){0,128}:)(?![\s\"'\\]|\[REDACTED)"
                     r"(?:(?!(?P=v))(?:[^\\\r\n]|\\[^\r\n])){1,1024}+(?=(?P=v))",
-          r"\1[REDACTED:secret]", prefilter=r"auth(?:\\{0,3}[\"'])?[ \t]{0,3}:[ \t]{0,3}\\{0,3}[\"'][^:\r\n]{0,128}:"),
+          r"\1[REDACTED:secret]", prefilter=r"auth(?:\\{0,3}[\"'])?[ \t]{0,3}:[ \t]{0,3}\\{0,3}[\"'`][^:\r\n]{0,128}:"),
     # Positional passwords of commands that take them so: `htpasswd -b file user x` (`-n`: no file),
     # `rabbitmqctl add_user bob x` (and `change_password`), `net use Z: \\srv\share /user:bob x`, `echo x |
     # docker login --password-stdin`.

@@ -25,7 +25,8 @@ CHAIN_MARKERS = (
     "The above exception was the direct cause of the following exception:",
 )
 _FRAME = re.compile(r'File "([^"]*)", line (\d+)(?:, in (.+))?')
-_MESSAGE_START = re.compile(r"\n(?=[^ \t\n])")
+_MESSAGE_START = re.compile(r"\n(?=[^ \t\n])(?!> File \")")
+_CAUGHT = '> File "'  # loguru marks the frame that caught the error so
 _GROUP = "Exception Group"
 # A line after the exception's that is no part of its message but what printed next: a log record (a time or
 # a level first) or a runner's exit line (`exit status 1`, `Process finished with exit code 1`).
@@ -72,6 +73,8 @@ def parse_python(text: str, max_frames: int) -> Chain:
         line = raw_line[4:] if raw_line.startswith("  | ") else raw_line
         if line.startswith("  + "):
             line = line[4:]
+        elif line.startswith(_CAUGHT):
+            line = f" {line[1:]}"
         stripped = line.strip()
         if stripped.endswith(TRACEBACK):
             close()
@@ -124,7 +127,8 @@ def _match(text: str, regions: tuple[str, ...]) -> Split | None:
             return None
         end = position + len(region)
         # The message starts at the first newline followed by an unindented line: right after the region.
-        if text[end : end + 1] != "\n" or text[end + 1 : end + 2] in ("", " ", "\t", "\n"):
+        if text[end : end + 1] != "\n" or text[end + 1 : end + 2] in ("", " ", "\t", "\n") or \
+                text.startswith(_CAUGHT, end + 1):
             return None
         following = text.find(TRACEBACK, end + 1)
         header = text[end : following if following >= 0 else len(text)]

@@ -29,16 +29,17 @@ class TestNode:
         return found
 
     @pytest.mark.parametrize(("user", "password"), [("deploy", PASSWORD), ("deploy", "correct horse battery staple"),
-                                                    ("deploy", "Tr0ub'4dor&3"), ("john doe", PASSWORD), ("", PASSWORD)])
+                                                    ("deploy", "Tr0ub'4dor&3"), ("deploy", "Tr0ub'4\"dor"),
+                                                    ("john doe", PASSWORD), ("", PASSWORD)])
     def test_url_parse_prints_the_user_information(self, node: str, user: str, password: str) -> None:
-        """`auth: 'deploy:…'`, as `console.log` prints a parsed URL (and http's request options): decoded, and in
-        double quotes when it holds a single one."""
+        """`auth: 'deploy:…'`, as `console.log` prints a parsed URL (and http's request options): decoded, in
+        double quotes when it holds a single one, in backticks when it holds both."""
         url = f"https://{quote(user)}:{quote(password)}@registry.example.com/v2/"
         printed = subprocess.run([node, "-e", f"console.log(require('url').parse({url!r}))"],
                                  capture_output=True, text=True, check=True, timeout=60).stdout
         assert f"{user}:{password}" in printed
         out = redacted(printed, password)
-        assert f"auth: '{user}:[REDACTED:secret]'" in out or f'auth: "{user}:[REDACTED:secret]"' in out
+        assert any(f"auth: {q}{user}:[REDACTED:secret]{q}" in out for q in "'\"`"), out
         assert "host: 'registry.example.com'" in out
 
 

@@ -12,6 +12,7 @@ import orjson
 import pytest
 from loguru import logger
 
+from analysis.intake.stacktrace import parse_trace
 from consumer.cli import main
 from tests.redacting import REDACTOR, redacted
 
@@ -47,6 +48,17 @@ class Settings:
 class Grid:
     def __repr__(self) -> str:
         return "Grid(\n  rows=2\n)"
+
+
+class Vault:
+    def __repr__(self) -> str:  # a blank line inside, as pandas' truncated frames print
+        return f"Vault(\n\n  v={PASSWORD}\n)"
+
+
+def blank_line_and_short_name() -> str:
+    password = Vault()
+    pwd = "/srv/app"
+    return pwd + password  # type: ignore[operator]
 
 
 def with_attribute(settings: Settings) -> float:
@@ -118,6 +130,32 @@ class TestDiagnose:
         out = redacted(logged(lambda: after_a_long_repr(Grid())), API_TOKEN)
         assert "rows=2" in out  # not a secret's
         assert "└ [REDACTED:secret]" in out
+
+
+class TestValuesOfSeveralLines:
+    def test_a_blank_line_in_a_repr_does_not_end_it_and_a_short_name_is_weak(self) -> None:
+        """A second review: a repr's blank line (spaces) ended the notes and the rest of the value showed; and
+        `pwd` (a working directory as often as a password) hid `os.getcwd()`."""
+        out = redacted(logged(blank_line_and_short_name), PASSWORD)
+        assert "└ '/srv/app'" in out and "└ [REDACTED:secret]" in out
+
+
+class TestTheTrace:
+    @pytest.mark.parametrize("backtrace", [False, True])
+    def test_is_read_as_python_s(self, backtrace: bool) -> None:
+        """loguru marks the frame that caught the error with `>` (`@logger.catch`, `backtrace`): that line is a
+        frame, not the exception's message (a new-user trial: the trace read as a log message)."""
+        out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+        sink_id = logger.add(out, diagnose=True, backtrace=backtrace)
+        try:
+            logger.catch(handler)()
+        finally:
+            logger.remove(sink_id)
+        text = out.buffer.getvalue().decode()  # type: ignore[attr-defined]
+        assert ('> File "' in text) is backtrace
+        root = parse_trace(text)[-1]
+        assert (root.type, root.value) == ("ZeroDivisionError", "division by zero")
+        assert [frame.function for frame in root.frames[:2]] == ["connect", "handler"]
 
 
 class TestTheRedactCommand:

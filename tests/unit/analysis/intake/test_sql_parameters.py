@@ -244,11 +244,12 @@ class TestTheFailClosedFormReviewed:
 
     def test_commas_after_a_row_stay_linear(self) -> None:
         """A megabyte of statements of 16,000 commas after their row took 24.6 s (each comma re-read the text
-        since the row): now under 1 s."""
+        since the row): now about 1 s (0.8-1.0 s on stop 45's machine, 1.0-1.8 s on stop 46's at 7d21983, alone),
+        so the bound is 2 s."""
         text = ("[SQL: INSERT INTO t (a) VALUES (?)" + "," * 16_356 + "]\n[parameters: ('x',)]\n") * 61
         started = time.process_time()
         REDACTOR.redact(text)
-        assert time.process_time() - started < 1.0
+        assert time.process_time() - started < 2.0
 
 
 class TestTheThirdReview:
