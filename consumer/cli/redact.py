@@ -27,7 +27,7 @@ from consumer.settings import Settings
 
 __all__ = ["redact_line", "register"]
 
-_NOTE = re.compile(r"[ \t│|]*+(?:└|->) ")  # a note of loguru's `diagnose` (`analysis.intake.redact_rules`)
+_NOTE = re.compile(r"(?<![ \t│|])[ \t│|]*+(?:└|->) ")  # a note of loguru's `diagnose` (`analysis.intake.redact_rules`)
 _NOTE_LEAD = (" ", "\t", "│", "|")  # how a note's value going on a line more starts
 
 
