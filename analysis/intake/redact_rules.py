@@ -209,8 +209,13 @@ def _value(match: re.Match[str]) -> str:
 
 def _type_repr(bare: str, match: re.Match[str]) -> bool:
     """Whether `bare`, the value a key/value match found, is the type name of a secret holder's repr."""
-    return (_TYPE_NAME.fullmatch(bare) is not None and _HOLDER_TYPE.search(bare) is not None
-            and _REPR_BODY.match(match.string, match.end()) is not None)
+    return _holder_repr(bare, match.string, match.end())
+
+
+def _holder_repr(name: str, text: str, end: int) -> bool:
+    """Whether `name`, ending at `end` of `text`, is the type name of a secret holder's repr."""
+    return (_TYPE_NAME.fullmatch(name) is not None and _HOLDER_TYPE.search(name) is not None
+            and _REPR_BODY.match(text, end) is not None)
 
 
 # A statement's bind parameter (`SET password = ?`, `%s`, `$1`, `:1`, `?1`, `:pw`, `%(password)s`, `$1::text`;
@@ -478,7 +483,9 @@ _NOTES = (r"[ \t│|]{0,4096}+(?:└|->) [^\r\n]*+(?:\r?\n|\Z)"
           r"(?:[ \t│|]{0,4096}+(?:[^ \t\r\n][^\r\n]*+)?(?<!\n)(?:\r?\n|\Z))*+")  # a blank line ends them
 _ESCAPED_NOTES = (rf"[ \t│|]{{0,4096}}+(?:└|->) {_ESCAPED}*+(?:\\n|(?=[\r\n\"])|\Z)"
                   rf"(?:[ \t│|]{{0,4096}}+(?:(?![ \t]){_ESCAPED}++|(?<=[ \t│|]))(?:\\n|(?=[\r\n\"])|\Z))*+")
-_NOTE = re.compile(r"(?<![ \t│|])(?P<lead>[ \t│|]*+)(?P<cap>└|->) (?P<value>.*+)", re.DOTALL)
+NOTE_LEAD = " \t│|"  # what stands before a note's `└` (and its value's later lines)
+NOTE = re.compile(r"(?<![ \t│|])(?P<lead>[ \t│|]*+)(?P<cap>└|->) (?P<value>.*+)", re.DOTALL)
+"""One note of loguru's `diagnose`, from the start of its line."""
 _ESCAPED_LINE = re.compile(rf"(?P<line>{_ESCAPED}*+)(?P<end>\\n)?")
 _NAME = re.compile(r"(?<!\w)[^\W\d]\w{0,63}+(?!\w)")  # `password`, `cfg.password`'s `password`
 _KEPT_VALUES = frozenset({"None", "''", '""', "b''", 'b""'})
@@ -505,22 +512,23 @@ def _diagnosed(match: re.Match[str]) -> str:
     def hidden(column: int, value: str) -> bool:
         if column not in kinds:
             name = _NAME.match(source, column)
-            kind = secret_key(name.group()) if name is not None else None
+            word = name.group() if name is not None else ""
+            kind = secret_key(word) if word else None
             # A short name (`pwd = os.getcwd()`, `sig`, `pin = 17`) holds a secret only when it looks like one.
-            kinds[column] = "weak" if kind == "strong" and len(name.group()) <= 3 else kind  # type: ignore[union-attr]
+            kinds[column] = "weak" if kind == "strong" and len(word) <= 3 else kind
         kind = kinds[column]
         return kind is not None and value not in _KEPT_VALUES and not _CODE_REPR.match(value) and \
             (kind == "strong" or looks_generated(value.strip("'\"\\")))
 
     out, hiding, width = [match.group()[:match.start("enotes" if escaped else "notes") - match.start()]], False, 0
     for count, (line, end) in enumerate(lines):
-        found = _NOTE.match(line) if count < _MAX_NOTES else None  # loguru notes a line's names, a few
+        found = NOTE.match(line) if count < _MAX_NOTES else None  # loguru notes a line's names, a few
         if found is not None:
             hiding, width = hidden(len(found["lead"]), found["value"].strip()), found.end("cap") + 1
             out.append(f"{line[:width]}{placeholder('secret')}{end}" if hiding else line + end)
-        elif hiding and not line.strip(" \t│|"):  # a repr's blank line
+        elif hiding and not line.strip(NOTE_LEAD):  # a repr's blank line
             out.append(line + end)
-        elif hiding and len(line) - len(line.lstrip(" \t│|")) >= width:
+        elif hiding and len(line) - len(line.lstrip(NOTE_LEAD)) >= width:
             out.append(f"{line[:width]}{end}")  # a value's later lines go without a placeholder each
         else:
             hiding = False
@@ -530,18 +538,15 @@ def _diagnosed(match: re.Match[str]) -> str:
 
 _FIELD = r"[\w.$-]{1,64}="  # the next field of a value Java writes (`_written_value`)
 _CLOSED = r"[\]}),;:.!?>|]{0,8}(?:[ \t\r\n\"'\\]|\Z)"  # what follows the bracket that closes it
-_HOLDER_REPR = re.compile(r"(?<![A-Za-z0-9_$.])(?P<type>[A-Z][A-Za-z0-9_$.]{0,127})[(\[{]")
-# Code: a dotted name called or indexed (`process.current().key`).
-_CALLED = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)++[(\[]")
 
 
 def _written_value(match: re.Match[str]) -> str:
     """A value as Java prints it hidden, unless it is the repr of a type that holds a secret
     (`password=SecretStr('**********')`: see `_type_repr`) or code (a dotted name called or indexed)."""
     text, start = match.string, match.end("head")
-    holder = _HOLDER_REPR.match(text, start)
-    if (holder is not None and _HOLDER_TYPE.search(holder["type"]) and _REPR_BODY.match(text, holder.end("type"))) \
-            or _CALLED.match(text, start):
+    holder, dotted = _TYPE_NAME.match(text, start), _DOTTED_NAME.match(text, start)
+    if (holder is not None and _holder_repr(holder.group(), text, holder.end())) or \
+            (dotted is not None and text[dotted.end():dotted.end() + 1] in ("(", "[")):  # code: see `_code`
         return match.group()
     return f"{match['head']}{placeholder('secret')}"
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -22,13 +21,12 @@ import orjson
 from analysis.errors import BadInput
 from analysis.intake.decode import DecodeConfig, decode_message
 from analysis.intake.redact import Redactor, redact_event, redact_value
+from analysis.intake.redact_rules import NOTE, NOTE_LEAD
 from consumer.cli.common import add_command, decode_config, open_binary
 from consumer.settings import Settings
 
 __all__ = ["redact_line", "register"]
 
-_NOTE = re.compile(r"(?<![ \t│|])[ \t│|]*+(?:└|->) ")  # a note of loguru's `diagnose` (`analysis.intake.redact_rules`)
-_NOTE_LEAD = (" ", "\t", "│", "|")  # how a note's value going on a line more starts
 
 
 def register(commands: Any) -> None:
@@ -76,12 +74,9 @@ class _Notes:
         self._redact, self._block, self._noting = redact, list[str](), False
 
     def redact(self, text: str) -> str:
-        noting = _NOTE.match(text) is not None or (self._noting and text[:1] in _NOTE_LEAD)
-        out = self._redact(text)
-        if noting and self._block:
-            joined = self._redact("\n".join([*self._block, text])).split("\n")
-            if len(joined) == len(self._block) + 1:
-                out = joined[-1]
+        noting = NOTE.match(text) is not None or (self._noting and text[:1] in NOTE_LEAD)
+        joined = self._redact("\n".join([*self._block, text])).split("\n") if noting and self._block else []
+        out = joined[-1] if len(joined) == len(self._block) + 1 else self._redact(text)
         self._noting = noting
         self._block = [*self._block[1 - self._KEPT:], text] if text.strip() else []
         return out
