@@ -7,10 +7,10 @@ source. A call whose pattern is built at run time must be listed in `_DYNAMIC` w
 
 Inputs are built from each pattern's own pieces: runs of every literal and of characters each class
 accepts, its openers repeated, each opener followed by a long run of each class, separators. Time is
-CPU time of this process. Every input is tried at growing sizes up to 16 kB, and fails as soon as it
-takes 50 ms and its linear extrapolation to 1 MB exceeds the budget (a quadratic rule fails in
-milliseconds, not hours; a context switch on a small input does not); the three slowest inputs of each
-pattern then run at 64 kB and at the full 1 MB.
+CPU time of this process. Every input is tried at growing sizes up to 16 kB, and fails as soon as its
+time grows faster than twice linear from one size to the next once over 0.1 s (`tests.linear`: a
+quadratic rule fails in milliseconds, not hours; a slower machine does not); the three slowest inputs
+of each pattern then run at 16 kB, 64 kB and the full 1 MB.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import importlib
 import itertools
 import pkgutil
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import FunctionType, MethodType, ModuleType
 from typing import Any
@@ -34,13 +34,13 @@ from analysis.code.blame import _OPERAND, _RECEIVER
 from analysis.code.clue import definition_regex
 from analysis.code.expression import IDENT
 from analysis.intake.redact_rules import _SPACE, _listed_number
+from tests.linear import cpu_seconds, least_cpu_seconds, superlinear
 
 _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("consumer", "analysis", "store")
 _SIZE = 1 << 20
-_BUDGET_S = 1.0
 _SCREEN_STEPS = (256, 1024, 4096, 16384)
-_FULL_STEPS = (65536, _SIZE)
+_FULL_STEPS = (16384, 65536, _SIZE)
 _FULL_INPUTS = 3
 _COMBINED = 6
 _SEPARATORS = " \t\n\r:=/.,;-_@\"'()[]{}<>\\|#$%&*+?!~`^0aA\u00e9\u2028\x00"
@@ -328,52 +328,46 @@ def _text(head: str, unit: str, size: int) -> str:
     return (head + unit * ((size - len(head)) // len(unit) + 1))[:size]
 
 
-def _cpu_seconds(compiled: Any, text: str) -> float:
-    started = time.process_time()
+def _scan(compiled: Any, text: str) -> None:
     for _ in compiled.finditer(text):
         pass
-    return time.process_time() - started
 
 
-def _least_cpu_seconds(compiled: Any, text: str, over: float) -> float:
-    """The CPU time of one scan; while that is over `over`, the least of up to three scans.
-
-    Noise only ever adds time (another process sharing the core's caches made a 0.9 s rule take 1.06 s
-    once), so the least of three is the rule's own cost; a superlinear rule is over in every run.
-    """
-    elapsed = _cpu_seconds(compiled, text)
-    for _ in range(2):
-        if elapsed <= over:
-            break
-        elapsed = min(elapsed, _cpu_seconds(compiled, text))
-    return elapsed
+def _never(_elapsed: float) -> bool:
+    return False
 
 
-def _worst(found: _Found) -> tuple[float, str]:
-    """The slowest input's CPU time at 1 MB, or its linear extrapolation once that is over budget.
+def _grown(compiled: Any, head: str, unit: str, steps: tuple[int, ...]) -> tuple[str, float]:
+    """Where the input's CPU time grew faster than twice linear from one size to the next (empty when it did
+    not), and its time at the last size."""
+    before_size, before_s = 0, 0.0
+    for size in steps:
+        fails = partial(superlinear, before_s, ratio=size / before_size) if before_size else _never
+        elapsed = least_cpu_seconds(partial(cpu_seconds, partial(_scan, compiled, _text(head, unit, size))), fails)
+        if fails(elapsed):
+            return f"{elapsed:.3f}s at {size:,} chars against {before_s:.3f}s at {before_size:,}", elapsed
+        before_size, before_s = size, elapsed
+    return "", before_s
 
-    Every input runs at growing sizes up to 16 kB (a superlinear rule is over budget by then); the few
-    slowest then run at 64 kB and 1 MB.
+
+def _superlinear_input(found: _Found) -> str:
+    """The first input whose CPU time grows faster than twice linear from one size to the next, described;
+    empty when every input's is linear.
+
+    Every input runs at growing sizes up to 16 kB (a quadratic rule's time has grown 16-fold by then, once
+    over the noise floor); the slowest few then run at 16 kB, 64 kB and 1 MB.
     """
     compiled = _compile(found)
-    worst, worst_name = 0.0, ""
-    screened: dict[str, float] = {}
+    at_largest: dict[str, float] = {}
     inputs = _inputs(found.pattern, found.flags)
     for steps, names in ((_SCREEN_STEPS, list(inputs)), (_FULL_STEPS, None)):
         if names is None:
-            names = sorted(screened, key=screened.__getitem__)[-_FULL_INPUTS:]
+            names = sorted(at_largest, key=at_largest.__getitem__)[-_FULL_INPUTS:]
         for name in names:
-            head, unit = inputs[name]
-            for size in steps:
-                elapsed = _least_cpu_seconds(compiled, _text(head, unit, size), _BUDGET_S * size / _SIZE)
-                projected = screened[name] = elapsed * _SIZE / size
-                # Small inputs take microseconds, where one context switch would project past the budget:
-                # judge from 64 kB, or from 50 ms of CPU (a superlinear rule is there by 16 kB).
-                if projected > worst and (size >= _FULL_STEPS[0] or elapsed > 0.05):
-                    worst, worst_name = projected, f"{name} ({size} chars took {elapsed:.3f}s)"
-                    if projected > _BUDGET_S:
-                        return worst, worst_name
-    return worst, worst_name
+            grown, at_largest[name] = _grown(compiled, *inputs[name], steps)
+            if grown:
+                return f"{name}: {grown}"
+    return ""
 
 
 def _compile(found: _Found) -> Any:
@@ -408,7 +402,7 @@ class TestEveryRegexIsLinear:
         assert not (_DYNAMIC.keys() - dynamic), "_DYNAMIC lists call sites that no longer exist"
 
     @pytest.mark.parametrize("found", _params())
-    def test_a_hostile_megabyte_takes_under_a_second(self, found: _Found) -> None:
-        """The slowest hostile 1 MB input, in CPU time on one core."""
-        worst, name = _worst(found)
-        assert worst <= _BUDGET_S, f"{found.where} {found.pattern!r}: {worst:.1f}s at 1 MB on {name}"
+    def test_a_hostile_megabyte_costs_linear_time(self, found: _Found) -> None:
+        """The slowest hostile inputs, up to 1 MB, in CPU time on one core."""
+        grown = _superlinear_input(found)
+        assert not grown, f"{found.where} {found.pattern!r}: {grown}"
