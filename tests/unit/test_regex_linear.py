@@ -10,7 +10,7 @@ accepts, its openers repeated, each opener followed by a long run of each class,
 CPU time of this process. Every input is tried at growing sizes up to 16 kB, and fails as soon as its
 time grows faster than twice linear from one size to the next once over 0.1 s (`tests.linear`: a
 quadratic rule fails in milliseconds, not hours; a slower machine does not); the three slowest inputs
-of each pattern then run at 16 kB, 64 kB and the full 1 MB.
+of each pattern then run at 16 kB, 64 kB, 256 kB and the full 1 MB.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = ("consumer", "analysis", "store")
 _SIZE = 1 << 20
 _SCREEN_STEPS = (256, 1024, 4096, 16384)
-_FULL_STEPS = (16384, 65536, _SIZE)
+_FULL_STEPS = (16384, 65536, 262144, _SIZE)
 _FULL_INPUTS = 3
 _COMBINED = 6
 _SEPARATORS = " \t\n\r:=/.,;-_@\"'()[]{}<>\\|#$%&*+?!~`^0aA\u00e9\u2028\x00"
@@ -355,7 +355,7 @@ def _superlinear_input(found: _Found) -> str:
     empty when every input's is linear.
 
     Every input runs at growing sizes up to 16 kB (a quadratic rule's time has grown 16-fold by then, once
-    over the noise floor); the slowest few then run at 16 kB, 64 kB and 1 MB.
+    over the noise floor); the slowest few then run at 16 kB, 64 kB, 256 kB and 1 MB.
     """
     compiled = _compile(found)
     at_largest: dict[str, float] = {}
