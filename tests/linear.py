@@ -3,13 +3,14 @@
 A bound in seconds holds only on the machine it was set on: CI ran a 1.0 s rule in 1.7 s, and its 64 kB
 input in 0.108 s, so the rule was as linear there as here. What these tests exist for is the growth: an
 input four times larger costs four times more when the work is linear, sixteen times more when it is
-quadratic. The check allows twice linear (eight times), which a slower machine or a busy neighbour does
-not reach (both sizes run on the same machine, and noise only ever adds time, so a failing run is taken
-again, up to three times, and the least kept), and which work fails once its quadratic part, at the
-full size, costs twice its linear part. A quarter, not a sixteenth: a 64 kB text fits in the processor's
-caches where a megabyte does not, and a linear rule cost 43 ns a character at 64 kB against 117 ns at
-256 kB and at 1 MB (40 times for 16 times the text). Speed itself is measured by the benchmarks under
-`bench/`.
+quadratic. The check allows three times linear (twelve times): both sizes run on the same machine, so a
+slower one changes nothing; noise only ever adds time, so each size keeps the least of its runs (two of
+the smaller, up to three of the larger while it fails). The slack is for the processor's caches: a
+character costs more once the text and the regex engine's state outgrow them, a step seen once per
+cache level, never again at the next size. Measured here: the card rule's run of `.4`, 43 ns a
+character at 64 kB and 117-123 ns from 256 kB to 4 MB (2.7 times); an identifier's, 26 ns at 256 kB and
+52-56 ns from 1 MB (2.1 times). Quadratic work grows four times a character at every step. Speed itself
+is measured by the benchmarks under `bench/`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 PART = 4
-GROWTH = 2 * PART
+SLACK = 3
 # Below this, a run is too short for its ratio to mean anything, and nothing this cheap matters.
 FLOOR_S = 0.1
 # Not a speed target: it stops a runaway rule from holding up the suite for minutes.
@@ -47,13 +48,13 @@ def least_cpu_seconds(measure: Callable[[], float], fails: Callable[[float], boo
 
 
 def superlinear(part_s: float, whole_s: float, ratio: float = PART) -> bool:
-    """Whether `whole_s`, for an input `ratio` times the one that took `part_s`, grew faster than twice
+    """Whether `whole_s`, for an input `ratio` times the one that took `part_s`, grew faster than three times
     linear, or past the ceiling."""
-    return whole_s > CEILING_S or whole_s > max(FLOOR_S, 2 * ratio * part_s)
+    return whole_s > CEILING_S or whole_s > max(FLOOR_S, SLACK * ratio * part_s)
 
 
 def assert_linear(run: Callable[[T], object], build: Callable[[int], T], size: int, what: str = "") -> None:
-    """`run` on `build(size)` costs at most twice linear against `build(size // 4)`.
+    """`run` on `build(size)` costs at most three times linear against `build(size // 4)`.
 
     Each run gets an input built anew and is timed alone. The product's caches must not carry from one run
     to the next (a warm run of the small input against a cold one of the large is no comparison): `run`
@@ -65,7 +66,7 @@ def assert_linear(run: Callable[[T], object], build: Callable[[int], T], size: i
         given = build(at)
         return cpu_seconds(lambda: run(given))
 
-    part = once(size // PART)  # noise would only make the check easier: once is enough
+    part = min(once(size // PART), once(size // PART))
     whole = least_cpu_seconds(lambda: once(size), partial(superlinear, part))
     assert not superlinear(part, whole), (
         f"{what}: {whole:.2f}s CPU at size {size:,} against {part:.3f}s at a quarter of it")

@@ -8,7 +8,7 @@ source. A call whose pattern is built at run time must be listed in `_DYNAMIC` w
 Inputs are built from each pattern's own pieces: runs of every literal and of characters each class
 accepts, its openers repeated, each opener followed by a long run of each class, separators. Time is
 CPU time of this process. Every input is tried at growing sizes up to 16 kB, and fails as soon as its
-time grows faster than twice linear from one size to the next once over 0.1 s (`tests.linear`: a
+time grows faster than three times linear from one size to the next once over 0.1 s (`tests.linear`: a
 quadratic rule fails in milliseconds, not hours; a slower machine does not); the three slowest inputs
 of each pattern then run at 16 kB, 64 kB, 256 kB and the full 1 MB.
 """
@@ -338,7 +338,7 @@ def _never(_elapsed: float) -> bool:
 
 
 def _grown(compiled: Any, head: str, unit: str, steps: tuple[int, ...]) -> tuple[str, float]:
-    """Where the input's CPU time grew faster than twice linear from one size to the next (empty when it did
+    """Where the input's CPU time grew faster than three times linear from one size to the next (empty when it did
     not), and its time at the last size."""
     before_size, before_s = 0, 0.0
     for size in steps:
@@ -351,7 +351,7 @@ def _grown(compiled: Any, head: str, unit: str, steps: tuple[int, ...]) -> tuple
 
 
 def _superlinear_input(found: _Found) -> str:
-    """The first input whose CPU time grows faster than twice linear from one size to the next, described;
+    """The first input whose CPU time grows faster than three times linear from one size to the next, described;
     empty when every input's is linear.
 
     Every input runs at growing sizes up to 16 kB (a quadratic rule's time has grown 16-fold by then, once
