@@ -7,7 +7,7 @@ source. A call whose pattern is built at run time must be listed in `_DYNAMIC` w
 
 Inputs are built from each pattern's own pieces: runs of every literal and of characters each class
 accepts, its openers repeated, each opener followed by a long run of each class, separators. Time is
-CPU time of this process. Every input is tried at growing sizes up to 16 kB, and fails as soon as its
+CPU time of this thread. Every input is tried at growing sizes up to 16 kB, and fails as soon as its
 time grows faster than three times linear from one size to the next once over 0.1 s (`tests.linear`: a
 quadratic rule fails in milliseconds, not hours; a slower machine does not); the three slowest inputs
 of each pattern then run at 16 kB, 64 kB, 256 kB and the full 1 MB.
