@@ -190,7 +190,7 @@ class TestHostileSizes:
             (event,) = decode_message(message, DecodeConfig(max_message_bytes=8 << 20), received_at=0.0)
             return event, fingerprint_event(event)
 
-        assert_linear(decoded, raw, 100_000)
+        assert_linear(decoded, raw, 100_000, 1.0)
         event, signature = decoded(raw(100_000))
         assert len(event.exceptions[0].frames) == 2000
         assert signature.frames == (f"{event.exceptions[0].frames[0].module}.walk",)

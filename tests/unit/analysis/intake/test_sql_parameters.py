@@ -251,7 +251,7 @@ class TestTheFailClosedFormReviewed:
         def text(commas: int) -> str:
             return ("[SQL: INSERT INTO t (a) VALUES (?)" + "," * commas + "]\n[parameters: ('x',)]\n") * 61
 
-        assert_linear(redact_anew, text, 16_356)
+        assert_linear(redact_anew, text, 16_356, 3.0)
 
 
 class TestTheThirdReview:
@@ -294,7 +294,7 @@ class TestTheThirdReview:
     ], ids=["lone-pairs", "arguments", "pairs", "rows", "values"])
     def test_a_long_line_is_read_once(self, text: Callable[[int], str]) -> None:
         """Each pair read the rest of its line again: 62 s for a megabyte of lone pairs; now linear."""
-        assert_linear(redact_anew, text, PART)
+        assert_linear(redact_anew, text, PART, 4.0)
 
 
 class TestUnnamedValues:
@@ -371,5 +371,5 @@ class TestHostileInput:
     def test_cpu_grows_linearly(self, text: Callable[[int], str]) -> None:
         """Statements of thousands of placeholders, brackets 60,000 deep, runs of backslashes, a megabyte of
         statements that no parameters follow (each read to the end of the text once took 18-23 s)."""
-        assert_linear(redact_anew, text, PART)
+        assert_linear(redact_anew, text, PART, 1.5)
 
