@@ -5,7 +5,8 @@ input in 0.108 s, so the rule was as linear there as here. What these tests exis
 input eight times larger costs eight times more when the work is linear, 64 times more when it is
 quadratic. The check allows four times linear (32 times): both sizes run on the same machine, so a
 slower one changes nothing; noise only ever adds time, so each size keeps the least of its runs (two of
-the smaller, up to three of the larger while it fails). The slack is for the processor's caches: a
+the smaller, up to three of the larger while it fails). The slack is for a machine whose speed changes
+between the two sizes (this VM's did, up to twice, within seconds) and for the processor's caches: a
 character costs more once the text and the regex engine's state outgrow them, a step seen once per
 cache level, never again at the next size. Measured here: the card rule's run of `.4`, 43 ns a
 character at 64 kB and 117-123 ns from 256 kB to 4 MB (2.7 times); an identifier's, 26 ns at 256 kB and
@@ -15,8 +16,8 @@ margin of 16 to 12, which a busy neighbour closed once.
 Growth cannot see work quadratic only inside a block the product caps (a statement's 16 kB), which is
 linear in the number of blocks, nor a quadratic part smaller than the slack (a review patched both in:
 2.9 s a megabyte against 0.29 s, and growth passed). So the full size also has a budget: seconds on the
-machine it was set on (about three times what it cost there), scaled by how much slower this machine
-runs a reference workload, measured when a run is over its budget. Speed itself is measured by the
+machine it was set on (two to five times what it cost there), scaled by how much slower this machine
+runs a reference workload right after a run over its budget. Speed itself is measured by the
 benchmarks under `bench/`.
 """
 
@@ -77,9 +78,15 @@ def slower() -> float:
     return max(1.0, min(cpu_seconds(_reference) for _ in range(3)) / REFERENCE_S)
 
 
+def on_budgets_machine(elapsed: float, budget_s: float) -> float:
+    """`elapsed` in seconds of the budgets' machine: divided by how much slower this one runs the reference
+    right now, once it is over `budget_s` (never less than 1: a faster machine keeps the whole budget)."""
+    return elapsed / slower() if elapsed > budget_s else elapsed
+
+
 def over_budget(elapsed: float, budget_s: float) -> bool:
     """Whether `elapsed` is over `budget_s` seconds of the budgets' machine, on this one."""
-    return elapsed > budget_s and elapsed > budget_s * slower()
+    return on_budgets_machine(elapsed, budget_s) > budget_s
 
 
 def assert_linear(run: Callable[[T], object], build: Callable[[int], T], size: int, budget_s: float,
@@ -90,23 +97,27 @@ def assert_linear(run: Callable[[T], object], build: Callable[[int], T], size: i
     Each run gets an input built anew and is timed alone. The product's caches must not carry from one run
     to the next (a warm run of the small input against a cold one of the large is no comparison): `run`
     makes its own caching objects, and `build` makes inputs the product's module caches have not seen when
-    it has any that would hold them.
+    it has any that would hold them. A failing full size runs again, up to three times, each run scaled by
+    the reference measured right after it (this machine's speed changes within seconds under load).
     """
 
     def once(at: int) -> float:
         given = build(at)
         return cpu_seconds(lambda: run(given))
 
-    def fails(elapsed: float) -> bool:
-        return superlinear(part, elapsed) or over_budget(elapsed, budget_s)
-
     part = min(once(size // PART), once(size // PART))
-    whole = least_cpu_seconds(lambda: once(size), fails)
+    whole = scaled_whole = CEILING_S * 2
+    for _ in range(3):
+        elapsed = once(size)
+        whole, scaled_whole = min(whole, elapsed), min(scaled_whole, on_budgets_machine(elapsed, budget_s))
+        if elapsed > CEILING_S or not (superlinear(part, whole) or scaled_whole > budget_s):
+            break
+    assert whole <= CEILING_S, f"{what}: {whole:.2f}s CPU at size {size:,}, over the {CEILING_S} s ceiling"
     assert not superlinear(part, whole), (
         f"{what}: {whole:.2f}s CPU at size {size:,} against {part:.3f}s at an eighth of it")
-    assert not over_budget(whole, budget_s), (
-        f"{what}: {whole:.2f}s CPU at size {size:,}, over {budget_s} s on the budgets' machine "
-        f"(this one runs the reference {slower():.2f} times slower)")
+    assert scaled_whole <= budget_s, (
+        f"{what}: {scaled_whole:.2f}s of the budgets' machine at size {size:,} ({whole:.2f}s CPU here), "
+        f"over {budget_s} s")
 
 
 def repeated(unit: str, size: int, head: str = "", tail: str = "") -> str:
