@@ -357,7 +357,10 @@ class TestNothingPlantedRuns:
             changed.write_text(changed.read_text() + "# edited\n")
         assert "app.py" in open_local(repo.path).modified
         assert not ran.exists()
-        git(repo.path, "-c", "diff.ignoreSubmodules=none", "status", "--short")  # git itself runs both
+        # Git itself runs both when it hashes the files. `git status` runs a clean filter only when it must
+        # read the file's content, and on one clean-clone run it did not read app.py's.
+        git(repo.path, "hash-object", "--path", "app.py", "app.py")
+        git(repo.path / "sub", "hash-object", "--path", "f.txt", "f.txt")
         assert set(ran.read_text().split()) == {"worktree", "submodule"}
 
     def test_a_filter_included_only_in_a_worktree_does_not_run(self, tmp_path: Path) -> None:
