@@ -74,7 +74,7 @@ class _Notes:
         self._redact, self._block, self._noting = redact, list[str](), False
 
     def redact(self, text: str) -> str:
-        noting = NOTE.match(text) is not None or (self._noting and text[:1] in NOTE_LEAD)
+        noting = NOTE.match(text) is not None or (self._noting and text != "" and text[0] in NOTE_LEAD)
         joined = self._redact("\n".join([*self._block, text])).split("\n") if noting and self._block else []
         out = joined[-1] if len(joined) == len(self._block) + 1 else self._redact(text)
         self._noting = noting
