@@ -11,8 +11,11 @@ INSTALL := $(PIP) install --no-compile
 # tests' CPU. The bytecode goes to .venv and to __pycache__ directories, both git-ignored.
 unexport PYTHONDONTWRITEBYTECODE
 # pytest-xdist workers for `make test|unit|integration`: each test file runs whole in one worker (its module
-# fixtures once), each worker with its own tansu broker and servers.
-WORKERS ?= 2
+# fixtures once), each worker with its own tansu broker and servers. Three on two cores: the integration
+# tests spend much of their time waiting (brokers, timeouts, child processes), and a third worker runs in
+# those waits. Whole suite on 2 cores, idle: 6 min 35 s-6 min 51 s against 8 min 4 s with two; with a
+# busy loop on one core: 8 min 12 s against 10 min 10 s (docs/benchmarks.md, stop 48).
+WORKERS ?= 3
 PYTEST := $(BIN)/pytest -n $(WORKERS) --dist loadfile
 
 .PHONY: demo test lint unit integration tools chart bench bench-quick evals clean
