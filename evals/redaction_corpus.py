@@ -404,7 +404,9 @@ def _context_positives(rng: random.Random) -> list[Positive]:
                      "DD_API_KEY={v}", "pin={v}", "otp={v}", "passcode={v}", "-Dpassword={v}",
                      # a secret name with a suffix (Rails `password_confirmation`, `secret_key_base`)
                      "password_confirmation={v}", "passwordConfirm={v}", "password2={v}", "PASSWORD_1={v}",
-                     "passwd_old={v}", "secret_value={v}", "token_value={v}", "secret_key_base={v}"):
+                     "passwd_old={v}", "secret_value={v}", "token_value={v}", "secret_key_base={v}",
+                     # a plural name
+                     "passwords={v}", "DB_PASSWORDS={v}", "api_keys={v}", "apiKeys: {v}", "secret_keys={v}"):
         value = _fill(rng, "{b62:6}") + rng.choice("!#$%*") + _fill(rng, "{b62:6}")
         add("secret", f"config: {spelling.format(v=value)} loaded", value, source=f"key/value spelling {spelling}")
     for spelling, value in (
@@ -567,6 +569,9 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     # A password named in words; `user:password@host:port` as database and cache drivers log it.
     said = _fill(rng, "{b62:12}")
     add("secret", f"LDAP bind failed for uid=svc: password '{said}' rejected", said, source="a password named in words")
+    prose = "q" + _fill(rng, "{b62:9}") + "7"
+    add("secret", f"welcome mail sent to bob: your temporary password is {prose} (expires in 24h)", prose,
+        source="a password named in prose, unquoted")
     dsn = _fill(rng, "{b62:12}")
     add("url_password", f"connecting to admin:{dsn}@10.20.30.40:5432 timed out", dsn,
         source="user:password@host:port without a scheme")
@@ -959,6 +964,7 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "send: 'data\\r\\n'\nreply: b'354 go ahead\\r\\n'\nsend: 'quit\\r\\n'"),
     Negative("ordinary log text", "reply: b'250-mail.test\\r\\n'\nreply: b'250 AUTH PLAIN LOGIN CRAM-MD5\\r\\n'"),
     Negative("stack frames", "    def login(self, user='', passwd='', acct='', secure=True):"),
+    Negative("ordinary log text", "login failed: password is invalid for bob; the new password is 12 characters long"),
     Negative("stack frames", "    return lookup(user_name, retries)\n           │      │          └ 3\n"
                              "           │      └ 'alice'\n           └ <function lookup at 0x7f2778cd84a0>"),
     Negative("ordinary log text", "apiVersion: v1\ndata:\n  log_level: debug\n  region: eu-west-1\nkind: ConfigMap\n"

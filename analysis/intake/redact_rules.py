@@ -123,12 +123,13 @@ def _named_taxpayer(kind: str, gap: str = _SPACE) -> Replacement:
 # A key whose name says its value is secret. Long names may follow anything (`dbpassword`, `csrftoken`);
 # short ones only a separator or a camel-case hump, so `bypass=` and `compass:` stay. A path segment
 # (`stream/token: …`) is no key, nor Go's test verdict (`--- PASS: TestX`).
+# Plurals name secrets too (`passwords=`, `api_keys:`), but not `tokens` (a count of a model's tokens, mostly).
 # A second-factor seed or recovery code is a password too; so is `password` in the languages logs are written in
 # (under `re.ASCII`, only ASCII letters fold: `Пароль` is spelled out).
 _LONG_KEYS = (
-    r"password|passwd|passphrase|passcode|secrets?|token|credentials?|api[_-]?key|apikey|sshpass|rediscli_auth"
-    r"|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
-    r"|shared[_-]?access)[_-]?key|signature|security[_-]?code|(?:mfa|2fa|tfa|totp|hotp|otp)[_ -]?seed"
+    r"passwords?|passwds?|passphrases?|passcodes?|secrets?|token|credentials?|api[_-]?keys?|apikeys?|sshpass"
+    r"|rediscli_auth|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth"
+    r"|license|service|shared[_-]?access)[_-]?keys?|signature|security[_-]?code|(?:mfa|2fa|tfa|totp|hotp|otp)[_ -]?seed"
     r"|(?:recovery|backup)[_ -]?codes?|code[_-]?verifier"
     r"|passwort|wachtwoord|l(?:ö|Ö)senord|has(?:ł|Ł)o|contrase(?:ñ|Ñ)a|contrasena"
     r"|mot[_ -]?de[_ -]?passe|(?<![A-Za-z])(?:senha|passord|heslo)|(?:П|п)ароль|ПАРОЛЬ|密码|密碼|パスワード|비밀번호"
@@ -300,6 +301,15 @@ def secret_key(name: str) -> str | None:
     if _STRONG_NAME.search(name):
         return "strong"
     return "weak" if _WEAK_NAME.search(name) else None
+
+
+def _worded_keyed(match: re.Match[str]) -> str:
+    """A password named in prose: hidden when it holds a letter and a digit, as a password does and a word of
+    prose (`invalid`, `12`) does not."""
+    word = match.group("bv")
+    if any(char.isdigit() for char in word) and any(char.isalpha() for char in word):
+        return _keyed(match)
+    return match.group()
 
 
 def _weak_keyed(match: re.Match[str]) -> str:
@@ -978,6 +988,11 @@ _CONTEXT: tuple[Rule, ...] = (
     _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:password|passwd|passphrase|passcode)"
                     r"(?i:[ \t]{1,3}(?:is|was)(?:[ \t]{1,3}now)?)?:?[ \t]{1,3})(?P<pre>[NnEe]?)(?P<q>\\?[\"'`])"
                     r"(?P<qv>(?!\[REDACTED)(?:(?!(?P=q))\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
+    # ... and unquoted (`the password is hunter2`, `passwd was now Xk92mPq1`) when the word holds a letter and a
+    # digit: `password is invalid`, `password is 12 characters long` stay.
+    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:passwords?|passwd|passphrase|passcode)"
+                    rf"(?i:[ \t]{{1,3}}(?:is|was)(?:[ \t]{{1,3}}now)?)[ \t]{{1,3}})(?!\[REDACTED)(?P<bv>{_BARE}++)",
+          _worded_keyed),
     # Spring's binding errors name the field and quote its value: `field 'password': rejected value [x]`.
     _rule("secret", r"((?i:field) '[\w.\[\]-]{0,64}(?i:password|passwd|secret|token|api[_-]?key|credentials?)"
                     r"[\w.\[\]-]{0,64}': rejected value \[)(?!\[REDACTED|null\])[^\[\]\r\n]++(?=\])",

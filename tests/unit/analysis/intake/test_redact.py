@@ -183,6 +183,16 @@ ATTACKER_REVIEW = [
     ("mysql_upgrade -uroot -phunter2", "hunter2"),
     ("aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
     ("setx AWS_SECRET_ACCESS_KEY wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    # Plural names (stop 48).
+    ("passwords=hunter2xyz", "hunter2xyz"),
+    ("db_passwords: hunter2xyz", "hunter2xyz"),
+    ("API_KEYS=abcd1234efgh5678", "abcd1234efgh5678"),
+    ("apiKeys=abcd1234efgh5678", "abcd1234efgh5678"),
+    ('{"signing_keys": "k1abc,k2def"}', "k1abc"),
+    ("passcodes=4711", "4711"),
+    # A password named in prose, unquoted, that holds a letter and a digit (stop 48).
+    ("your temporary password is hunter2xyz (expires in 24h)", "hunter2xyz"),
+    ("passwd was now Pa55word!", "Pa55word"),
 ]
 
 
@@ -643,7 +653,9 @@ class TestRedactor:
 
     def test_what_looks_like_a_secret_but_is_not_stays(self) -> None:
         """Counters and types under secret-like names, a type name before its repr, a cut line after `:`."""
-        for text in ("token_count=5 token_type=Bearer max_tokens=512", "token=Token{a64f992 u0 com.app}",
+        for text in ("token_count=5 token_type=Bearer max_tokens=512 tokens: 512 passwordsCount=3",
+                     "password is invalid; the new password is 12 characters long; password is None",
+                     "token=Token{a64f992 u0 com.app}",
                      "secret=SecretStr('**********')", "token: android.os.BinderProxy@2bd79ce",
                      "Settings(db_password=SecretStr('**********'))", "token=AccessToken(scope=read)",
                      "password=[REDACTED:secret] was hidden", "card 5015 150454 240 counters",
