@@ -572,6 +572,9 @@ def _context_positives(rng: random.Random) -> list[Positive]:
     prose = "q" + _fill(rng, "{b62:9}") + "7"
     add("secret", f"welcome mail sent to bob: your temporary password is {prose} (expires in 24h)", prose,
         source="a password named in prose, unquoted")
+    first, second = _fill(rng, "{b62:16}"), _fill(rng, "{b62:16}")
+    add("secret", f"loaded API_KEYS={first},{second} from the environment", first, second,
+        source="a plural name's list")
     dsn = _fill(rng, "{b62:12}")
     add("url_password", f"connecting to admin:{dsn}@10.20.30.40:5432 timed out", dsn,
         source="user:password@host:port without a scheme")
@@ -965,6 +968,7 @@ NEGATIVES: tuple[Negative, ...] = (
     Negative("ordinary log text", "reply: b'250-mail.test\\r\\n'\nreply: b'250 AUTH PLAIN LOGIN CRAM-MD5\\r\\n'"),
     Negative("stack frames", "    def login(self, user='', passwd='', acct='', secure=True):"),
     Negative("ordinary log text", "login failed: password is invalid for bob; the new password is 12 characters long"),
+    Negative("ordinary log text", "stored password is sha256-hashed; passcode is 6-digits; password is 2FA-protected"),
     Negative("stack frames", "    return lookup(user_name, retries)\n           │      │          └ 3\n"
                              "           │      └ 'alice'\n           └ <function lookup at 0x7f2778cd84a0>"),
     Negative("ordinary log text", "apiVersion: v1\ndata:\n  log_level: debug\n  region: eu-west-1\nkind: ConfigMap\n"

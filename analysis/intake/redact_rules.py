@@ -126,10 +126,13 @@ def _named_taxpayer(kind: str, gap: str = _SPACE) -> Replacement:
 # Plurals name secrets too (`passwords=`, `api_keys:`), but not `tokens` (a count of a model's tokens, mostly).
 # A second-factor seed or recovery code is a password too; so is `password` in the languages logs are written in
 # (under `re.ASCII`, only ASCII letters fold: `Пароль` is spelled out).
+_KEY_OWNERS = (r"access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
+               r"|shared[_-]?access")
+_PLURAL_KEYS = (r"passwords|passwds|passphrases|passcodes|secrets|credentials|api[_-]?keys|apikeys"
+                rf"|(?:{_KEY_OWNERS})[_-]?keys")
 _LONG_KEYS = (
-    r"passwords?|passwds?|passphrases?|passcodes?|secrets?|token|credentials?|api[_-]?keys?|apikeys?|sshpass"
-    r"|rediscli_auth|(?:access|secret|private|account|subscription|master|signing|encryption|client|app|auth"
-    r"|license|service|shared[_-]?access)[_-]?keys?|signature|security[_-]?code|(?:mfa|2fa|tfa|totp|hotp|otp)[_ -]?seed"
+    rf"{_PLURAL_KEYS}|password|passwd|passphrase|passcode|secret|token|credential|api[_-]?key|apikey|sshpass"
+    rf"|rediscli_auth|(?:{_KEY_OWNERS})[_-]?key|signature|security[_-]?code|(?:mfa|2fa|tfa|totp|hotp|otp)[_ -]?seed"
     r"|(?:recovery|backup)[_ -]?codes?|code[_-]?verifier"
     r"|passwort|wachtwoord|l(?:ö|Ö)senord|has(?:ł|Ł)o|contrase(?:ñ|Ñ)a|contrasena"
     r"|mot[_ -]?de[_ -]?passe|(?<![A-Za-z])(?:senha|passord|heslo)|(?:П|п)ароль|ПАРОЛЬ|密码|密碼|パスワード|비밀번호"
@@ -303,13 +306,31 @@ def secret_key(name: str) -> str | None:
     return "weak" if _WEAK_NAME.search(name) else None
 
 
+# Words of prose that hold a digit: an algorithm or an encoding (`sha256`, `base64-encoded`, `x509`, `v2`), a
+# count with its unit (`12-characters`, `6-digits`, `90days`, `2FA-protected`, `2nd`), as a sentence ends them.
+_PROSE_WORD = re.compile(r"(?i:(?:sha|md|utf|ucs|base|x|aes|des|rsa|ecdsa|pbkdf|argon|bcrypt|scrypt|blake|crc|v)[_-]?"
+                         r"[0-9]{1,4}[a-z]{0,2}|[0-9]{1,4}(?:st|nd|rd|th|x|-?(?:digits?|characters?|chars?|letters?"
+                         r"|words?|days?|hours?|weeks?|months?|years?|fa|bits?|bytes?|des)))(?:-[a-z]{1,20})?[.,;:!?)]*",
+                         re.ASCII)
+
+
 def _worded_keyed(match: re.Match[str]) -> str:
     """A password named in prose: hidden when it holds a letter and a digit, as a password does and a word of
-    prose (`invalid`, `12`) does not."""
+    prose (`invalid`, `12`) does not, unless it names an algorithm or a count (`_PROSE_WORD`)."""
     word = match.group("bv")
-    if any(char.isdigit() for char in word) and any(char.isalpha() for char in word):
+    if any(char.isdigit() for char in word) and any(char.isalpha() for char in word) \
+            and _PROSE_WORD.fullmatch(word) is None:
         return _keyed(match)
     return match.group()
+
+
+_LIST_GAP = r"[ \t]{0,2}[,;][ \t]{0,2}"
+_LIST_ITEM = r"[^\s\"',;&<>(){}\[\]`=:]++"
+_LISTED = re.compile(rf"({_LIST_GAP}){_LIST_ITEM}")
+
+
+def _listed_secrets(match: re.Match[str]) -> str:
+    return match.group("head") + _LISTED.sub(rf"\1{placeholder('secret')}", match.group("more"))
 
 
 def _weak_keyed(match: re.Match[str]) -> str:
@@ -985,25 +1006,27 @@ _CONTEXT: tuple[Rule, ...] = (
     # A password named in words, its value quoted (`password 'hunter2'`, SQL's `PASSWORD E'x'`, `passwd is "x"`,
     # escaped quotes and the other quote inside); a secret or key so named only when its value looks generated
     # (`api key Zm9v…`; `secret "db-creds" not found` stays).
-    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:password|passwd|passphrase|passcode)"
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:passwords?|passwds?|passphrases?|passcodes?)"
                     r"(?i:[ \t]{1,3}(?:is|was)(?:[ \t]{1,3}now)?)?:?[ \t]{1,3})(?P<pre>[NnEe]?)(?P<q>\\?[\"'`])"
                     r"(?P<qv>(?!\[REDACTED)(?:(?!(?P=q))\\[^\r\n]|(?!(?P=q))[^\r\n\\]){1,256}?)(?P=q)", _keyed),
-    # ... and unquoted (`the password is hunter2`, `passwd was now Xk92mPq1`) when the word holds a letter and a
-    # digit: `password is invalid`, `password is 12 characters long` stay.
-    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:passwords?|passwd|passphrase|passcode)"
-                    rf"(?i:[ \t]{{1,3}}(?:is|was)(?:[ \t]{{1,3}}now)?)[ \t]{{1,3}})(?!\[REDACTED)(?P<bv>{_BARE}++)",
+    # ... and unquoted, the word up to a space (`the password is hunter2`, `passwd was now Tr0ub4dor&3`), when it
+    # holds a letter and a digit and names no algorithm or count: `password is invalid`, `password is
+    # 12-characters`, `password is sha256-hashed` stay.
+    _rule("secret", r"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:passwords?|passwds?|passphrases?|passcodes?)"
+                    r"(?i:[ \t]{1,3}(?:is|was)(?:[ \t]{1,3}now)?)(?::[ \t]{0,3}|[ \t]{1,3}))"
+                    r"(?![\"'`]|\[REDACTED)(?P<bv>\S++)",
           _worded_keyed),
     # Spring's binding errors name the field and quote its value: `field 'password': rejected value [x]`.
     _rule("secret", r"((?i:field) '[\w.\[\]-]{0,64}(?i:password|passwd|secret|token|api[_-]?key|credentials?)"
                     r"[\w.\[\]-]{0,64}': rejected value \[)(?!\[REDACTED|null\])[^\[\]\r\n]++(?=\])",
           r"\1[REDACTED:secret]"),
-    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:secret|token|api[ _-]?key|access[ _-]?key"
-                    rf"|client[ _-]?secret|auth[ _-]?token)[ \t]{{1,3}}){_VALUE}", _weak_keyed),
+    _rule("secret", rf"(?P<head>(?<![A-Za-z0-9_/\\-])(?i:secrets?|token|api[ _-]?keys?|access[ _-]?keys?"
+                    rf"|client[ _-]?secrets?|auth[ _-]?token)[ \t]{{1,3}}){_VALUE}", _weak_keyed),
     # Command lines: `--password hunter2`, `--api-key=…`, `-u user:password`, `--user user:password`.
     _rule("secret", rf"(?i)(?P<head>(?<![A-Za-z0-9_-])--?(?:[a-z0-9]+-){{0,4}}"
-                    rf"(?:password|passwd|(?:(?:src|dest)?store|(?:src|dest)?key)?pass|pwd|pw|passphrase|secret|token"
-                    rf"|api-?key|access-?key|secret-?key"
-                    rf"|private-?key|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
+                    rf"(?:passwords?|passwd|(?:(?:src|dest)?store|(?:src|dest)?key)?pass|pwd|pw|passphrases?|secrets?"
+                    rf"|token|api-?keys?|access-?keys?|secret-?keys?"
+                    rf"|private-?keys?|client-?secrets?|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
     *(_rule("secret", rf"((?<![A-Za-z0-9_-])(?:-u|--user|--(?:src-|dest-)?creds)(?:[ \t]+|=){quote}[^\s:\"']{{1,128}}:)"
                       rf"(?!\[REDACTED){value}++", r"\1[REDACTED:secret]")
       for quote, value in (("", r"[^\s\"']"), ("\"", r"[^\"\r\n]"), ("'", r"[^'\r\n]"))),
@@ -1220,6 +1243,10 @@ _CONTEXT: tuple[Rule, ...] = (
     # key=value, "key": "value", 'key': 'value', key: value, key => value, JSON in a JSON string.
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}[ \t]{{0,5}}:[ \t]{{1,5}}){_WORDS}", _keyed),
     _rule("secret", rf"(?P<head>{_KEY_HEAD}){_VALUE}", _keyed, spans_lines=True),
+    # A plural name's list (`API_KEYS=k1,k2`, `passwords: a; b`): the items after the first, which the rules
+    # above hid; an item followed by `=` or `:` is the next key.
+    _rule("secret", rf"(?P<head>(?i:{_PLURAL_KEYS}){_KEY_SUFFIX}{_QUOTE_CLOSE}{_SEPARATOR}\[REDACTED:secret\])"
+                    rf"(?P<more>(?:{_LIST_GAP}(?!\[REDACTED){_LIST_ITEM}(?![=:]))++)", _listed_secrets),
     _rule("secret", rf"(?P<head>{_WEAK_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _weak_keyed, spans_lines=True),
     # A mailbox, also with a quoted local part (`"jane"@…`), URL-encoded (`%40`) or a full-width at sign.
     _rule("email", rf"(?:(?<![{_MAILBOX}])[{_MAILBOX}]{{1,64}}|\\?\"[^\"\\\r\n]{{1,64}}\\?\")"

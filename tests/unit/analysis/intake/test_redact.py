@@ -193,6 +193,20 @@ ATTACKER_REVIEW = [
     # A password named in prose, unquoted, that holds a letter and a digit (stop 48).
     ("your temporary password is hunter2xyz (expires in 24h)", "hunter2xyz"),
     ("passwd was now Pa55word!", "Pa55word"),
+    # What the review of those found: a plural name's list, plurals in every rule that names a secret,
+    # `is:`, a prose password's word up to the space.
+    ("DB_PASSWORDS=hunter2,Xk92mPq1", "Xk92mPq1"),
+    ("API_KEYS=sk-abc123def456;sk-zzz999yyy888", "sk-zzz999yyy888"),
+    ("X-API-KEYS: abc123def456, zzz999yyy888", "zzz999yyy888"),
+    ("--api-keys=abc123def456,zzz999yyy888", "zzz999yyy888"),
+    ('passwords is "hunter2"', "hunter2"),
+    ("passphrases is hunter2x9", "hunter2x9"),
+    ("--passwords hunter2", "hunter2"),
+    ("api keys Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5", "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5"),
+    ("Password is:hunter2", "hunter2"),
+    ("password is: Xk92mPq1", "Xk92mPq1"),
+    ("password is Tr0ub4dor&3", "&3"),
+    ("password is hunter2,Secret99", "Secret99"),
 ]
 
 
@@ -655,6 +669,9 @@ class TestRedactor:
         """Counters and types under secret-like names, a type name before its repr, a cut line after `:`."""
         for text in ("token_count=5 token_type=Bearer max_tokens=512 tokens: 512 passwordsCount=3",
                      "password is invalid; the new password is 12 characters long; password is None",
+                     "password is sha256-hashed, password is SHA256, password is base64-encoded, passcode is 6-digits",
+                     "password is 2FA-protected; password was 90days old; password is x509-based; password is v2",
+                     "API_KEYS=[REDACTED:secret],user=bob",
                      "token=Token{a64f992 u0 com.app}",
                      "secret=SecretStr('**********')", "token: android.os.BinderProxy@2bd79ce",
                      "Settings(db_password=SecretStr('**********'))", "token=AccessToken(scope=read)",
