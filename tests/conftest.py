@@ -37,6 +37,7 @@ from consumer.settings import (
 from demo.broker import EmbeddedBroker, create_topics
 from store import OnnxEmbedder
 from tests.gitrepo import GitRepo
+from tests.ports import free_port
 
 _ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,9 +77,7 @@ def tool(name: str) -> str:
 @pytest.fixture(scope="session")
 def moto_s3() -> Iterator[str]:
     """A real S3 API (moto_server) on a free loopback port for the session; yields its endpoint URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1",
                                "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -144,7 +143,7 @@ FAST_GROUP_TIMINGS: dict[str, Any] = {
 @pytest.fixture(scope="session")
 def tansu() -> Iterator[EmbeddedBroker]:
     """One tansu broker (in-memory, free loopback port) for the whole session; tests use their own topics."""
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker(port=free_port()) as broker:
         yield broker
 
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from tests.conftest import SHOP_PY, KafkaIO, TopicFactory, shop_line
 from tests.gitrepo import GitRepo
 from tests.ollama_server import Reply, ScriptedOllama
 from tests.paths import PROJECT_ROOT
+from tests.ports import free_port
 from tests.terminal import COLOUR, clean_env, run_on_terminal
 
 pytestmark = pytest.mark.integration
@@ -364,9 +364,7 @@ class TestFeedbackCommand:
 
     def test_via_kafka_to_no_broker_is_one_line(self, tmp_path: Path) -> None:
         """A broker that is not there: one line naming the setting to check, exit 2 (no client's log)."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            address = f"127.0.0.1:{sock.getsockname()[1]}"
+        address = f"127.0.0.1:{free_port()}"
         line = one_error_line(logagent("feedback", ANALYSIS_ID, "--verdict", "wrong", "--via-kafka", data_dir=tmp_path,
                                        env={"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": address}), 2)
         assert line.startswith(f"logagent: cannot connect to Kafka at LOGAGENT_KAFKA__BOOTSTRAP_SERVERS={address} ")
@@ -428,9 +426,7 @@ class TestAnalyzeWithLlm:
     def test_unreachable_ollama_falls_back_with_a_note(self, tmp_path: Path, shop_repo: tuple[Path, str]) -> None:
         """Nobody on the Ollama port: the heuristic analysis, exit 0, with a note saying why."""
         repo, commit = shop_repo
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        url = f"http://127.0.0.1:{free_port()}"
         env = {"LOGAGENT_OLLAMA_URL": url, "LOGAGENT_OLLAMA__ATTEMPTS": "1"}
         (out,) = json_lines(logagent("analyze", "--repo", str(repo), data_dir=tmp_path, env=env,
                                      stdin=shop_event(commit)))

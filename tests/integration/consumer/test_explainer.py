@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from store.scope import table_name
 from tests.conftest import SECRETS, SHOP_PY, shop_line
 from tests.gitrepo import GitRepo
 from tests.ollama_server import Reply, ScriptedOllama
+from tests.ports import free_port
 from tests.terminal import clean_env, run
 
 pytestmark = pytest.mark.integration
@@ -179,10 +179,7 @@ def rig_factory(tmp_path: Path, embedder: OnnxEmbedder) -> Iterator[RigFactory]:
 
 def closed_port_url() -> str:
     """A loopback URL nobody listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 class TestRecurrence:

@@ -27,6 +27,7 @@ from consumer.pipeline import Service
 from consumer.settings import Settings
 from demo.broker import EmbeddedBroker, create_topics
 from tests.conftest import KafkaIO, ShopRepos, make_settings, shop_error
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ class DelayedAnalyzer:
 @pytest.fixture
 def own_broker() -> Iterator[EmbeddedBroker]:
     """A broker this test may stop and replace (the session broker stays untouched)."""
-    broker = EmbeddedBroker()
+    broker = EmbeddedBroker(port=free_port())
     broker.start()
     yield broker
     broker.stop()

@@ -25,7 +25,6 @@ from consumer.explainer import build_explainer
 from consumer.metrics import Metrics
 from consumer.pipeline import Service
 from consumer.settings import OllamaSettings
-from demo.broker import free_port
 from tests.conftest import (
     SHOP_PY,
     KafkaIO,
@@ -37,6 +36,7 @@ from tests.conftest import (
     shop_line,
 )
 from tests.ollama_server import Reply, ScriptedOllama
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 

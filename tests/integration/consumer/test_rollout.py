@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +24,7 @@ from consumer.runner import serve
 from consumer.settings import ReadinessSettings, Settings
 from demo.broker import EmbeddedBroker
 from tests.conftest import SettingsFactory, make_settings
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -35,12 +35,6 @@ _PARTITIONS = 2
 _READY_WITHIN_S = 60.0
 _STOP_WITHIN_S = 60.0  # the chart's terminationGracePeriodSeconds: shutdown_grace_s + a LeaveGroup
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _readyz(port: int) -> tuple[int, dict[str, object]]:
@@ -110,7 +104,7 @@ class TestRollingUpdate:
             return base.model_copy(update={
                 "data_dir": tmp_path / f"pod-{index}",
                 "kafka": base.kafka.model_copy(update={"client_id": f"logagent-{index}"}),
-                "http": base.http.model_copy(update={"host": "127.0.0.1", "port": _free_port()}),
+                "http": base.http.model_copy(update={"host": "127.0.0.1", "port": free_port()}),
                 "memory": base.memory.model_copy(update={"uri": str(tmp_path / f"pod-{index}" / "memory")}),
                 "repo": base.repo.model_copy(update={"cache_dir": tmp_path / f"pod-{index}" / "repos"}),
             })
@@ -159,7 +153,7 @@ class TestBrokerLoss:
     def test_a_broker_gone_past_the_grace_period_makes_the_replica_unready(self, tmp_path: Path) -> None:
         """The metadata probe notices a broker that stopped answering: ready while it answers, 503 naming
         broker_reachable once the grace period has passed without an answer."""
-        port = _free_port()
+        port = free_port()
 
         async def scenario(broker: EmbeddedBroker, settings: Settings) -> list[tuple[int, dict[str, object]]]:
             stop = asyncio.Event()
@@ -184,7 +178,7 @@ class TestBrokerLoss:
                 stop.set()
                 await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 60)
 
-        with EmbeddedBroker() as broker:
+        with EmbeddedBroker(port=free_port()) as broker:
             base = make_settings(broker.bootstrap_servers, tmp_path / "data", partitions=1)
             settings = base.model_copy(update={
                 "http": base.http.model_copy(update={"host": "127.0.0.1", "port": port}),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,15 +21,10 @@ import pytest
 from consumer.settings import Settings
 from tests.conftest import SettingsFactory
 from tests.paths import PROJECT_ROOT
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
@@ -50,7 +44,7 @@ class TestLogagentRun:
         settings: Settings = settings_factory(partitions=1)
         repos_file = tmp_path / "repos.json"
         repos_file.write_text(json.dumps({}))
-        port = _free_port()
+        port = free_port()
         kafka = settings.kafka
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOGAGENT_")}
         env.update({
@@ -96,7 +90,7 @@ class TestLogagentRun:
                                      capture_output=True, text=True, timeout=30, check=False)
             assert checked.returncode == 0 and "ready, metrics served" in checked.stdout, checked.stdout
             dead = subprocess.run([sys.executable, str(script)],
-                                  env={"TARGETS": f"http://127.0.0.1:{port} http://127.0.0.1:{_free_port()}"},
+                                  env={"TARGETS": f"http://127.0.0.1:{port} http://127.0.0.1:{free_port()}"},
                                   capture_output=True, text=True, timeout=30, check=False)
             assert dead.returncode == 1 and "unreachable" in dead.stdout, dead.stdout
             process.send_signal(signal.SIGTERM)

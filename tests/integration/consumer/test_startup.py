@@ -21,17 +21,12 @@ from consumer.cli.config import load_settings
 from consumer.settings import ConfigError
 from tests.conftest import SettingsFactory
 from tests.paths import PROJECT_ROOT
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
 _NOBODY = 65534
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _run(env: dict[str, str]) -> str:
@@ -91,7 +86,7 @@ def _base(tmp: Path) -> dict[str, str]:
 class TestStartupFailures:
     def test_an_unreachable_broker(self, shared_dir: Path) -> None:
         """Nothing listens at the bootstrap address: the line names the variable and what to check."""
-        address = f"127.0.0.1:{_free_port()}"
+        address = f"127.0.0.1:{free_port()}"
         line = _run({**_base(shared_dir), "LOGAGENT_KAFKA__BOOTSTRAP_SERVERS": address})
         assert f"LOGAGENT_KAFKA__BOOTSTRAP_SERVERS={address}" in line
         assert "check the address and port" in line

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from demo.broker import EmbeddedBroker, free_port
+from demo.broker import EmbeddedBroker
 from demo.produce import MAX_LINE_BYTES, main
 from tests.conftest import KafkaIO, TopicFactory
 from tests.paths import PROJECT_ROOT
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 
 import pytest
@@ -16,12 +15,6 @@ pytestmark = pytest.mark.integration
 NOW = 1_750_000_000.0
 BUCKET = "logagent-memory"
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from analysis.intake.redact import RedactionConfig, Redactor
 from analysis.report import AgentAnswer, Analysis, Citation, ClusterInfo, Location, Suspect, SuspectCommit
 from tests.conftest import SECRETS
 from tests.ollama_server import Reply, ScriptedOllama
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -195,12 +195,6 @@ def _tool_messages(body: dict[str, Any]) -> list[str]:
 
 def _tool_names(body: dict[str, Any]) -> set[str]:
     return {t["function"]["name"] for t in body.get("tools") or []}
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- behaviour ----------------------------------------------------------------------------------------
@@ -428,7 +422,7 @@ class TestOllamaFailures:
 
     def test_ollama_down_raises_llm_unavailable(self, scene: Scene, redactor: Redactor) -> None:
         """A closed port is a retriable LlmUnavailable whose message carries no URL."""
-        url = f"http://user:pw-in-url@127.0.0.1:{_closed_port()}"
+        url = f"http://user:pw-in-url@127.0.0.1:{free_port()}"
         with pytest.raises(LlmUnavailable) as caught:
             Agent(AgentConfig(model=MODEL), redactor, url).analyze(
                 scene.cluster, scene.checkout, scene.tools, scene.heuristic)

@@ -7,7 +7,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from demo.broker import EmbeddedBroker
 from tests.conftest import FAST_GROUP_TIMINGS
 from tests.notify_events import make_analysis
 from tests.paths import PROJECT_ROOT
+from tests.ports import free_port
 from tests.slack_server import SlackWebhook
 
 pytestmark = pytest.mark.integration
@@ -78,7 +78,7 @@ class TestMistakes:
         """With a sink enabled and no broker at the address, `logagent notify` exits 2 with one line naming
         the setting, as `logagent run` does (it used to retry for ever, its only output JSON log lines)."""
         with SlackWebhook() as slack:
-            env = _env(KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1", HTTP__PORT=str(_free_port()),
+            env = _env(KAFKA__BOOTSTRAP_SERVERS="127.0.0.1:1", HTTP__PORT=str(free_port()),
                        NOTIFY__SLACK__ENABLED="true", NOTIFY__SLACK__WEBHOOK_URL=slack.webhook_url)
             proc = subprocess.run([sys.executable, "-m", "consumer.cli", "notify"], env=env, cwd=PROJECT_ROOT,
                                   capture_output=True, timeout=60, check=False)
@@ -110,11 +110,6 @@ class TestPreview:
         assert code == 2 and err.startswith("logagent: not an analysis event")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def _get(url: str) -> tuple[int, bytes]:
     try:
@@ -128,7 +123,7 @@ class TestProcess:
     def test_probes_metrics_and_sigterm(self, tansu: EmbeddedBroker, tmp_path: Path) -> None:
         """/livez answers, /readyz turns ready once the sink's consumer joined, /metrics carries only the
         notify metrics; SIGTERM exits 0."""
-        port = _free_port()
+        port = free_port()
         with SlackWebhook() as slack:
             env = _env(KAFKA__BOOTSTRAP_SERVERS=tansu.bootstrap_servers, KAFKA__OUTPUT_TOPIC=f"analyses-{port}",
                        HTTP__HOST="127.0.0.1", HTTP__PORT=str(port), NOTIFY__SLACK__ENABLED="true",
