@@ -309,9 +309,10 @@ def secret_key(name: str) -> str | None:
 # Words of prose that hold a digit: an algorithm or an encoding (`sha256`, `base64-encoded`, `x509`, `v2`), a
 # count with its unit (`12-characters`, `6-digits`, `90days`, `2FA-protected`, `2nd`), as a sentence ends them.
 _PROSE_WORD = re.compile(r"(?i:(?:sha|md|utf|ucs|base|x|aes|des|rsa|ecdsa|pbkdf|argon|bcrypt|scrypt|blake|crc|v)[_-]?"
-                         r"[0-9]{1,4}[a-z]{0,2}|[0-9]{1,4}(?:st|nd|rd|th|x|-?(?:digits?|characters?|chars?|letters?"
-                         r"|words?|days?|hours?|weeks?|months?|years?|fa|bits?|bytes?|des)))(?:-[a-z]{1,20})?[.,;:!?)]*",
-                         re.ASCII)
+                         r"[0-9]{1,4}(?:id)?|[0-9]{1,4}(?:st|nd|rd|th|x|-?(?:digits?|characters?|chars?|letters?|words?"
+                         r"|days?|hours?|weeks?|months?|years?|fa|bits?|bytes?|des)))"
+                         r"(?i:-(?:hashed|hash|encoded|encrypted|based|protected|bit|long|digits?|characters?|chars))?"
+                         r"[.,;:!?)]*", re.ASCII)
 
 
 def _worded_keyed(match: re.Match[str]) -> str:
@@ -325,12 +326,9 @@ def _worded_keyed(match: re.Match[str]) -> str:
 
 
 _LIST_GAP = r"[ \t]{0,2}[,;][ \t]{0,2}"
-_LIST_ITEM = r"[^\s\"',;&<>(){}\[\]`=:]++"
-_LISTED = re.compile(rf"({_LIST_GAP}){_LIST_ITEM}")
-
-
-def _listed_secrets(match: re.Match[str]) -> str:
-    return match.group("head") + _LISTED.sub(rf"\1{placeholder('secret')}", match.group("more"))
+_LIST_CHAR = r"[^\s\"',;&<>(){}\[\]`]"
+# The next key, not an item: a name, then one `=` and a value (base 64's padding `=` ends an item).
+_NEXT_KEY = r"[A-Za-z_][\w.-]{0,63}=(?![=,;\s]|\Z)"
 
 
 def _weak_keyed(match: re.Match[str]) -> str:
@@ -1024,9 +1022,9 @@ _CONTEXT: tuple[Rule, ...] = (
                     rf"|client[ _-]?secrets?|auth[ _-]?token)[ \t]{{1,3}}){_VALUE}", _weak_keyed),
     # Command lines: `--password hunter2`, `--api-key=…`, `-u user:password`, `--user user:password`.
     _rule("secret", rf"(?i)(?P<head>(?<![A-Za-z0-9_-])--?(?:[a-z0-9]+-){{0,4}}"
-                    rf"(?:passwords?|passwd|(?:(?:src|dest)?store|(?:src|dest)?key)?pass|pwd|pw|passphrases?|secrets?"
+                    rf"(?:passwords?|passwd|(?:(?:src|dest)?store|(?:src|dest)?key)?pass|pwd|pw|passphrases?|secret"
                     rf"|token|api-?keys?|access-?keys?|secret-?keys?"
-                    rf"|private-?keys?|client-?secrets?|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
+                    rf"|private-?keys?|client-?secret|credentials?|auth-?token)(?:=|[ \t]+)){_VALUE}", _keyed),
     *(_rule("secret", rf"((?<![A-Za-z0-9_-])(?:-u|--user|--(?:src-|dest-)?creds)(?:[ \t]+|=){quote}[^\s:\"']{{1,128}}:)"
                       rf"(?!\[REDACTED){value}++", r"\1[REDACTED:secret]")
       for quote, value in (("", r"[^\s\"']"), ("\"", r"[^\"\r\n]"), ("'", r"[^'\r\n]"))),
@@ -1243,10 +1241,12 @@ _CONTEXT: tuple[Rule, ...] = (
     # key=value, "key": "value", 'key': 'value', key: value, key => value, JSON in a JSON string.
     _rule("secret", rf"(?P<head>{_STRONG_KEY}{_QUOTE_CLOSE}[ \t]{{0,5}}:[ \t]{{1,5}}){_WORDS}", _keyed),
     _rule("secret", rf"(?P<head>{_KEY_HEAD}){_VALUE}", _keyed, spans_lines=True),
-    # A plural name's list (`API_KEYS=k1,k2`, `passwords: a; b`): the items after the first, which the rules
-    # above hid; an item followed by `=` or `:` is the next key.
-    _rule("secret", rf"(?P<head>(?i:{_PLURAL_KEYS}){_KEY_SUFFIX}{_QUOTE_CLOSE}{_SEPARATOR}\[REDACTED:secret\])"
-                    rf"(?P<more>(?:{_LIST_GAP}(?!\[REDACTED){_LIST_ITEM}(?![=:]))++)", _listed_secrets),
+    # A plural name's list (`API_KEYS=k1,k2`, `passwords: a1; b2`): the items after the first, which the rules
+    # above hid, go into its placeholder (one placeholder a list: hiding each would make the text longer). After
+    # a space only an item holding a digit (`secrets: [REDACTED:secret], got %v` is prose); `user=bob` is the
+    # next key.
+    _rule("secret", rf"(?P<head>(?i:{_PLURAL_KEYS}){_KEY_SUFFIX}{_QUOTE_CLOSE}{_SEPARATOR}\[REDACTED:\w{{1,40}}\])"
+                    rf"(?:(?:[,;]|{_LIST_GAP}(?={_LIST_CHAR}*?[0-9]))(?!{_NEXT_KEY}){_LIST_CHAR}++)++", r"\g<head>"),
     _rule("secret", rf"(?P<head>{_WEAK_KEY}{_QUOTE_CLOSE}{_SEPARATOR}){_VALUE}", _weak_keyed, spans_lines=True),
     # A mailbox, also with a quoted local part (`"jane"@…`), URL-encoded (`%40`) or a full-width at sign.
     _rule("email", rf"(?:(?<![{_MAILBOX}])[{_MAILBOX}]{{1,64}}|\\?\"[^\"\\\r\n]{{1,64}}\\?\")"

@@ -207,6 +207,13 @@ ATTACKER_REVIEW = [
     ("password is: Xk92mPq1", "Xk92mPq1"),
     ("password is Tr0ub4dor&3", "&3"),
     ("password is hunter2,Secret99", "Secret99"),
+    # The second review: base 64's padding, `:` inside an item, a list after another kind's placeholder,
+    # prose passwords shaped like an algorithm's name.
+    ("API_KEYS=YWJjZGVmZ2g=,aGlqa2xtbm9wcQ==", "aGlqa2xtbm9wcQ"),
+    ("credentials=user1:pass1,user2:pass2", "pass2"),
+    ("API_KEYS=AKIAABCDEFGHIJKLMNOP,Xk92mPq1Yz83nQr2", "Xk92mPq1Yz83nQr2"),
+    ("password is v2hu", "v2hu"),
+    ("password is 4x-dragon", "dragon"),
 ]
 
 
@@ -679,6 +686,12 @@ class TestRedactor:
                      "gcc -pthread -o app app.c", "mysql -p shop"):
             assert REDACTOR.redact(text) == text, text
         assert REDACTOR.redact("password: hunter2, user: bob") == "password: [REDACTED:secret], user: bob"
+        # a plural name's list goes on after a space only with a digit: prose after a comma stays
+        assert REDACTOR.redact("expected credentials: xyzzy, got nothing; secrets: abc, optional") == \
+            "expected credentials: [REDACTED:secret], got nothing; secrets: [REDACTED:secret], optional"
+        # ... and a list is one placeholder, up to the next key
+        assert REDACTOR.redact("API_KEYS=k1abc,k2def;k3 user=bob,passwords=a1,b2,mode=x") == \
+            "API_KEYS=[REDACTED:secret] user=bob,passwords=[REDACTED:secret],mode=x"
 
     @pytest.mark.parametrize("text", ["arn:aws:sts::611471049746:assumed-role/deploy/bob is not authorized",
                                       "https://611471049746.dkr.ecr.eu-west-1.amazonaws.com/orders",
