@@ -325,9 +325,11 @@ def _worded_keyed(match: re.Match[str]) -> str:
     return match.group()
 
 
+# A list's items, after a secret's plural name: apart by `,` or `;`, each up to a space, a quote or a bracket.
 _LIST_GAP = r"[ \t]{0,2}[,;][ \t]{0,2}"
 _LIST_CHAR = r"[^\s\"',;&<>(){}\[\]`]"
-# The next key, not an item: a name, then one `=` and a value (base 64's padding `=` ends an item).
+# The next key, not an item: a name, one `=`, then a value (an `=` before another, a separator or the end is
+# base 64's padding: `API_KEYS=YWJj,ZGVm=,x`).
 _NEXT_KEY = r"[A-Za-z_][\w.-]{0,63}=(?![=,;\s]|\Z)"
 
 
