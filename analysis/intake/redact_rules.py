@@ -129,6 +129,7 @@ def _named_taxpayer(kind: str, gap: str = _SPACE) -> Replacement:
 _KEY_OWNERS = (r"access|secret|private|account|subscription|master|signing|encryption|client|app|auth|license|service"
                r"|shared[_-]?access")
 _PLURAL_KEYS = (r"passwords|passwds|passphrases|passcodes|secrets|credentials|api[_-]?keys|apikeys"
+                r"|(?:recovery|backup)[_ -]?codes"
                 rf"|(?:{_KEY_OWNERS})[_-]?keys")
 _LONG_KEYS = (
     rf"{_PLURAL_KEYS}|password|passwd|passphrase|passcode|secret|token|credential|api[_-]?key|apikey|sshpass"
@@ -306,13 +307,16 @@ def secret_key(name: str) -> str | None:
     return "weak" if _WEAK_NAME.search(name) else None
 
 
-# Words of prose that hold a digit: an algorithm or an encoding (`sha256`, `base64-encoded`, `x509`, `v2`), a
-# count with its unit (`12-characters`, `6-digits`, `90days`, `2FA-protected`, `2nd`), as a sentence ends them.
-_PROSE_WORD = re.compile(r"(?i:(?:sha|md|utf|ucs|base|x|aes|des|rsa|ecdsa|pbkdf|argon|bcrypt|scrypt|blake|crc|v)[_-]?"
-                         r"[0-9]{1,4}(?:id)?|[0-9]{1,4}(?:st|nd|rd|th|x|-?(?:digits?|characters?|chars?|letters?|words?"
-                         r"|days?|hours?|weeks?|months?|years?|fa|bits?|bytes?|des)))"
+# Words of prose that hold a digit: an algorithm or an encoding by its real sizes (`sha256`, `base64-encoded`,
+# `x509`, `v2`), a count with its unit (`12-characters`, `6-digits`, `90days`, `2FA-protected`, `2nd`), as a
+# sentence ends them. `Blake2024!`, `Base2024`, `V2024` are passwords.
+_PROSE_WORD = re.compile(r"(?i:sha-?(?:1|224|256|384|512)|md[45]|utf-?(?:8|16|32)|ucs-?[24]|base(?:16|32|58|64|85)"
+                         r"|aes-?(?:128|192|256)|3des|rsa-?(?:1024|2048|3072|4096)|x\.?509|v[1-9][0-9]?"
+                         r"|argon2(?:id|i|d)?|pbkdf2|blake2[bs]?|crc-?(?:16|32|64)|[0-9]{1,3}(?:st|nd|rd|th)"
+                         r"|[0-9]{1,2}x|[0-9]{1,4}-?(?:digits?|characters?|chars?|letters?|words?|days?|hours?|weeks?"
+                         r"|months?|years?|fa|bits?|bytes?))"
                          r"(?i:-(?:hashed|hash|encoded|encrypted|based|protected|bit|long|digits?|characters?|chars))?"
-                         r"[.,;:!?)]*", re.ASCII)
+                         r"[.,;:)]?", re.ASCII)
 
 
 def _worded_keyed(match: re.Match[str]) -> str:

@@ -214,6 +214,11 @@ ATTACKER_REVIEW = [
     ("API_KEYS=AKIAABCDEFGHIJKLMNOP,Xk92mPq1Yz83nQr2", "Xk92mPq1Yz83nQr2"),
     ("password is v2hu", "v2hu"),
     ("password is 4x-dragon", "dragon"),
+    # The third: a name and a year shaped like an algorithm's (`Blake`, `Base`, `V`), recovery codes' lists.
+    ("the password is Blake2024!", "Blake2024"),
+    ("password is Base2024!", "Base2024"),
+    ("password is 1234days!", "1234days"),
+    ("recovery_codes=abcd1,efgh2,ijkl3", "ijkl3"),
 ]
 
 
