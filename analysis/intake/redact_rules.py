@@ -291,9 +291,12 @@ def looks_generated(value: str) -> bool:
     with high entropy, and not a UUID."""
     if len(value) < 16 or _UUID.fullmatch(value) or not _TOKEN_CHARS.fullmatch(value):
         return False
-    has_digit = any(char.isdigit() for char in value)
-    has_letter = any(char.isalpha() for char in value)
-    return has_digit and has_letter and shannon_bits(value) >= 3.0
+    return _letters_and_digits(value) and shannon_bits(value) >= 3.0
+
+
+def _letters_and_digits(value: str) -> bool:
+    """Whether `value` holds a letter and a digit, as a password or a token does and a word of prose does not."""
+    return any(char.isdigit() for char in value) and any(char.isalpha() for char in value)
 
 
 _STRONG_NAME = re.compile(rf"(?:{_STRONG_KEY}|(?i:authorization|cookie))\Z", re.ASCII)
@@ -320,13 +323,10 @@ _PROSE_WORD = re.compile(r"(?i:sha-?(?:1|224|256|384|512)|md[45]|utf-?(?:8|16|32
 
 
 def _worded_keyed(match: re.Match[str]) -> str:
-    """A password named in prose: hidden when it holds a letter and a digit, as a password does and a word of
-    prose (`invalid`, `12`) does not, unless it names an algorithm or a count (`_PROSE_WORD`)."""
+    """A password named in prose: hidden when it holds a letter and a digit (`invalid`, `12` stay), unless it
+    names an algorithm or a count (`_PROSE_WORD`)."""
     word = match.group("bv")
-    if any(char.isdigit() for char in word) and any(char.isalpha() for char in word) \
-            and _PROSE_WORD.fullmatch(word) is None:
-        return _keyed(match)
-    return match.group()
+    return _keyed(match) if _letters_and_digits(word) and _PROSE_WORD.fullmatch(word) is None else match.group()
 
 
 # A list's items, after a secret's plural name: apart by `,` or `;`, each up to a space, a quote or a bracket.

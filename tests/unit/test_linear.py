@@ -28,7 +28,6 @@ class TestAssertLinear:
         with pytest.raises(AssertionError, match="at an eighth"):
             assert_linear(re.compile(r"a+b").findall, lambda size: "a" * size, 32_000, 10.0)
 
-
     def test_linear_work_over_its_budget_fails(self) -> None:
         """Linear, but slower than its budget even on a machine as slow as this one is now."""
         with pytest.raises(AssertionError, match="of the budgets' machine"):
@@ -40,6 +39,7 @@ class TestAssertLinear:
         assert slower() == 1.0 and over_budget(1.0, 0.5)
         monkeypatch.setattr(linear, "REFERENCE_S", 1e-3)  # as if set on a far faster one
         assert slower() > 10 and not over_budget(1.0, 0.5)
+
 
 class TestBuilders:
     def test_repeated(self) -> None:
